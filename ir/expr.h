@@ -1,0 +1,148 @@
+// The graph IR: a dataflow graph of immutable, shared nodes.
+//
+// A node's `type` is its type annotation (for a Var) or its inferred type (everything else;
+// null until InferTypes fills it). Nodes are never modified after construction; a rewrite
+// builds new nodes and shares the unchanged ones. Vars are compared by identity: two Vars with
+// the same name are different variables. Nodes may be read from many threads at once.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/attrs.h"
+#include "ir/op.h"
+#include "ir/tensor.h"
+#include "ir/type.h"
+
+namespace kiln {
+
+enum class ExprKind {
+#define KILN_EXPR_NODE(N) k##N,
+#include "ir/expr_nodes.def"
+#undef KILN_EXPR_NODE
+};
+
+struct ExprNode;
+// Releases the operands of a node that is being destroyed without recursing on the C++ stack:
+// a chain of 100k nodes would otherwise overflow it when its last owner lets go.
+void ReleaseOperands(std::vector<std::shared_ptr<const ExprNode>>& operands);
+
+struct ExprNode {
+  ExprNode(ExprKind k) : kind(k) {}  // NOLINT
+  virtual ~ExprNode() = default;
+  const ExprKind kind;
+  Type type;         // see the file comment
+  std::string name;  // the source name (an ONNX node name, a binding name in text IR) or ""
+};
+using Expr = std::shared_ptr<const ExprNode>;
+
+struct VarNode : ExprNode {
+  VarNode() : ExprNode(ExprKind::kVar) {}
+};
+using Var = std::shared_ptr<const VarNode>;
+
+struct ConstantNode : ExprNode {
+  ConstantNode() : ExprNode(ExprKind::kConstant) {}
+  Tensor value;
+};
+
+struct FunctionNode;
+
+// A call of an operator (`op` set) or of a function value (`fn` set): exactly one is set.
+struct CallNode : ExprNode {
+  CallNode() : ExprNode(ExprKind::kCall) {}
+  CallNode(const CallNode&) = default;
+  ~CallNode() override {
+    if (fn) args.push_back(std::move(fn));
+    ReleaseOperands(args);
+  }
+  const OpDef* op = nullptr;
+  Expr fn;
+  std::vector<Expr> args;
+  Attrs attrs;  // normalized against the op's schema; empty for function calls
+};
+
+struct TupleNode : ExprNode {
+  TupleNode() : ExprNode(ExprKind::kTuple) {}
+  TupleNode(const TupleNode&) = default;
+  ~TupleNode() override { ReleaseOperands(fields); }
+  std::vector<Expr> fields;
+};
+
+struct TupleGetItemNode : ExprNode {
+  TupleGetItemNode() : ExprNode(ExprKind::kTupleGetItem) {}
+  TupleGetItemNode(const TupleGetItemNode&) = default;
+  ~TupleGetItemNode() override {
+    std::vector<std::shared_ptr<const ExprNode>> ops{std::move(tuple)};
+    ReleaseOperands(ops);
+  }
+  Expr tuple;
+  int index = 0;
+};
+
+// Function attributes with meaning to kiln: "primitive" (a fused kernel, bool) and
+// "skip_optimization" (bool).
+struct FunctionNode : ExprNode {
+  FunctionNode() : ExprNode(ExprKind::kFunction) {}
+  FunctionNode(const FunctionNode&) = default;
+  ~FunctionNode() override {
+    std::vector<std::shared_ptr<const ExprNode>> ops{std::move(body)};
+    ReleaseOperands(ops);
+  }
+  std::vector<Var> params;
+  Expr body;
+  Type ret_type;  // annotation; may be null
+  Attrs attrs;
+};
+using Function = std::shared_ptr<const FunctionNode>;
+
+// Checked downcasts: nullptr when `e` is of another kind.
+#define KILN_EXPR_NODE(N)                                                                   \
+  inline const N##Node* As##N(const Expr& e) {                                              \
+    return e && e->kind == ExprKind::k##N ? static_cast<const N##Node*>(e.get()) : nullptr; \
+  }
+#include "ir/expr_nodes.def"
+#undef KILN_EXPR_NODE
+const char* ExprKindName(ExprKind k);
+
+// Constructors. MakeCall looks the op up, checks the argument count and normalizes the
+// attributes (errors name the op and the node).
+Var MakeVar(const std::string& name, Type type = nullptr);
+Expr MakeConstant(Tensor value, const std::string& name = "");
+Expr MakeCall(const std::string& op, std::vector<Expr> args, const Attrs& attrs = {},
+              const std::string& name = "");
+Expr MakeCall(const OpDef* op, std::vector<Expr> args, const Attrs& attrs = {},
+              const std::string& name = "");
+Expr MakeFnCall(Expr fn, std::vector<Expr> args, const std::string& name = "");
+Expr MakeTuple(std::vector<Expr> fields);
+Expr MakeTupleGetItem(Expr tuple, int index);
+Function MakeFunction(std::vector<Var> params, Expr body, Type ret_type = nullptr,
+                      Attrs attrs = {});
+
+// A copy of `e` with its type set (for Vars: a new variable, so use it only while rebuilding
+// every use as well).
+Expr WithType(const Expr& e, Type type);
+
+// A named collection of functions; `main` is the entry point by convention.
+class IRModule {
+ public:
+  IRModule() = default;
+  explicit IRModule(std::map<std::string, Function> fns) : functions_(std::move(fns)) {}
+  const std::map<std::string, Function>& functions() const { return functions_; }
+  Function Lookup(const std::string& name) const;  // kNotFound naming the function
+  bool Contains(const std::string& name) const { return functions_.count(name) != 0; }
+  // Returns a module with `name` added or replaced; this module is unchanged.
+  IRModule With(const std::string& name, Function fn) const;
+  IRModule Without(const std::string& name) const;
+
+ private:
+  std::map<std::string, Function> functions_;
+};
+
+// The nodes reachable from `root`, each once, operands before users, without recursing on the
+// C++ stack (graphs from files can be deep). Does not enter nested function bodies.
+std::vector<Expr> PostOrder(const Expr& root);
+
+}  // namespace kiln

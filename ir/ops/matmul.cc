@@ -1,0 +1,271 @@
+// matmul (NumPy semantics) and gemm (ONNX semantics).
+//
+// Both allow f32, f16, bf16, f64, i32 and i64, with every operand of one dtype. The reference
+// kernels accumulate floats in double (so the reference is at least as accurate as any
+// generated kernel, which is compared against it with a tolerance) and integers in 64-bit
+// two's complement arithmetic that wraps on overflow, as NumPy's does, instead of being
+// undefined behaviour.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/ops/op_util.h"
+
+namespace kiln {
+namespace {
+
+bool IsMatmulDType(DType t) {
+  return IsFloat(t) || t == DType::kInt32 || t == DType::kInt64;
+}
+
+// Calls fn.template operator()<T>() for the dtypes IsMatmulDType allows; the type relation
+// has rejected the others, so only those kernels are instantiated.
+template <typename Fn>
+void DispatchMatmulDType(DType t, Fn&& fn) {
+  DispatchDType(t, [&]<typename T>() {
+    if constexpr (std::is_floating_point_v<T> || ops::kIsHalf<T> || std::is_same_v<T, int32_t> ||
+                  std::is_same_v<T, int64_t>) {
+      fn.template operator()<T>();
+    } else {
+      KILN_CHECK(false, "dtype ", DTypeName(t), " passed the type relation");
+    }
+  });
+}
+
+void CheckMatmulDType(TypeRelContext& ctx, DType t) {
+  if (!IsMatmulDType(t))
+    ctx.Fail(StrCat("dtype ", DTypeName(t), " is not supported (f32, f16, bf16, f64, i32, i64)"));
+}
+
+void CheckSameDType(TypeRelContext& ctx, const TensorTypeNode& a, const TensorTypeNode& b,
+                    const char* what) {
+  if (a.dtype != b.dtype)
+    ctx.Fail(StrCat(what, " have different dtypes: ", DTypeName(a.dtype), ShapeToString(a.shape),
+                    " and ", DTypeName(b.dtype), ShapeToString(b.shape)));
+}
+
+// The accumulator of a dot product over T: double for floats, wrapping 64-bit for integers.
+template <typename T>
+using AccT = std::conditional_t<std::is_integral_v<T>, uint64_t, double>;
+
+template <typename T>
+AccT<T> ToAcc(T x) {
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<uint64_t>(static_cast<int64_t>(x));
+  } else {
+    return static_cast<double>(static_cast<ops::ComputeT<T>>(x));
+  }
+}
+
+template <typename T>
+T FromAcc(AccT<T> acc) {
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(static_cast<int64_t>(acc));
+  } else if constexpr (ops::kIsHalf<T>) {
+    return T(static_cast<float>(acc));
+  } else {
+    return static_cast<T>(acc);
+  }
+}
+
+// ---- matmul ----
+
+Type MatmulRel(TypeRelContext& ctx) {
+  const TensorTypeNode& a = ctx.tensor(0);
+  const TensorTypeNode& b = ctx.tensor(1);
+  CheckSameDType(ctx, a, b, "operands");
+  CheckMatmulDType(ctx, a.dtype);
+  if (a.ndim() == 0 || b.ndim() == 0)
+    ctx.Fail(StrCat("operands must have rank >= 1, got ", ShapeToString(a.shape), " x ",
+                    ShapeToString(b.shape)));
+  // NumPy promotes a 1-D left operand to a row [1, K] and a 1-D right operand to a column
+  // [K, 1], and drops the added 1 from the result.
+  const Dim& ka = a.shape.back();
+  const Dim& kb = b.ndim() == 1 ? b.shape[0] : b.shape[b.ndim() - 2];
+  ctx.AssertEqual(
+      ka, kb,
+      StrCat("inner dimensions differ: ", ShapeToString(a.shape), " x ", ShapeToString(b.shape)));
+  Shape a_batch(a.shape.begin(), a.shape.end() - std::min(a.ndim(), 2));
+  Shape b_batch(b.shape.begin(), b.shape.end() - std::min(b.ndim(), 2));
+  Shape out;
+  try {
+    out = ctx.BroadcastShapes(a_batch, b_batch);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kTypeError) throw;
+    ctx.Fail(StrCat("batch dimensions of ", ShapeToString(a.shape), " x ", ShapeToString(b.shape),
+                    " do not broadcast (", e.what(), ")"));
+  }
+  if (a.ndim() >= 2) out.push_back(a.shape[a.ndim() - 2]);
+  if (b.ndim() >= 2) out.push_back(b.shape.back());
+  return TensorType(std::move(out), a.dtype);
+}
+
+template <typename T>
+void MatmulKernel(const Tensor& a, const Tensor& b, Tensor& out) {
+  const int64_t m = a.ndim() >= 2 ? a.shape()[a.ndim() - 2] : 1;
+  const int64_t k = a.shape().back();
+  const int64_t n = b.ndim() >= 2 ? b.shape().back() : 1;
+  // The output's leading dims are the broadcast batch dims; the matrix dims that survive
+  // (M unless `a` is 1-D, N unless `b` is 1-D) follow them.
+  const int matrix_dims = (a.ndim() >= 2) + (b.ndim() >= 2);
+  std::vector<int64_t> batch(out.shape().begin(), out.shape().end() - matrix_dims);
+  std::vector<int64_t> a_batch(a.shape().begin(), a.shape().end() - std::min(a.ndim(), 2));
+  std::vector<int64_t> b_batch(b.shape().begin(), b.shape().end() - std::min(b.ndim(), 2));
+  ops::BroadcastIndex ia(a_batch, batch), ib(b_batch, batch);
+  int64_t nbatch = 1;
+  for (int64_t d : batch) nbatch *= d;
+
+  const T* x = a.data<T>();
+  const T* y = b.data<T>();
+  T* z = out.data<T>();
+  std::vector<AccT<T>> row(n);
+  std::vector<int64_t> idx;
+  for (int64_t bi = 0; bi < nbatch; ++bi) {
+    ops::Unravel(bi, batch, idx);
+    const T* xa = x + ia.Offset(idx) * m * k;
+    const T* yb = y + ib.Offset(idx) * k * n;
+    T* zo = z + bi * m * n;
+    for (int64_t i = 0; i < m; ++i) {
+      // i-k-j order walks both operands row by row; each output still sums over k in order.
+      std::fill(row.begin(), row.end(), AccT<T>{0});
+      for (int64_t kk = 0; kk < k; ++kk) {
+        AccT<T> xik = ToAcc(xa[i * k + kk]);
+        for (int64_t j = 0; j < n; ++j) row[j] += xik * ToAcc(yb[kk * n + j]);
+      }
+      for (int64_t j = 0; j < n; ++j) zo[i * n + j] = FromAcc<T>(row[j]);
+    }
+  }
+}
+
+// ---- gemm ----
+
+// Whole and within int64, so the integer kernel can use it exactly.
+bool IsWholeInt64(double v) {
+  return v == std::trunc(v) && v >= -0x1p63 && v < 0x1p63;
+}
+
+Type GemmRel(TypeRelContext& ctx) {
+  const TensorTypeNode& a = ctx.tensor(0);
+  const TensorTypeNode& b = ctx.tensor(1);
+  CheckSameDType(ctx, a, b, "A and B");
+  CheckMatmulDType(ctx, a.dtype);
+  if (a.ndim() != 2 || b.ndim() != 2)
+    ctx.Fail(
+        StrCat("A and B must be 2-D, got ", ShapeToString(a.shape), " x ", ShapeToString(b.shape)));
+  const bool trans_a = ctx.attrs().GetBool("transA");
+  const bool trans_b = ctx.attrs().GetBool("transB");
+  if (!IsFloat(a.dtype)) {
+    // Integer gemm is exact, so the scale factors must be too.
+    for (const char* name : {"alpha", "beta"}) {
+      double v = ctx.attrs().GetFloat(name);
+      if (!IsWholeInt64(v))
+        ctx.Fail(StrCat(name, " = ", FormatDouble(v),
+                        " must be a whole number (within int64) for dtype ", DTypeName(a.dtype)));
+    }
+  }
+  Dim m = a.shape[trans_a ? 1 : 0];
+  Dim ka = a.shape[trans_a ? 0 : 1];
+  Dim kb = b.shape[trans_b ? 1 : 0];
+  Dim n = b.shape[trans_b ? 0 : 1];
+  ctx.AssertEqual(ka, kb,
+                  StrCat("inner dimensions differ: ", ShapeToString(a.shape), trans_a ? "^T" : "",
+                         " x ", ShapeToString(b.shape), trans_b ? "^T" : ""));
+  Shape out = {m, n};
+  if (ctx.num_args() == 3) {
+    const TensorTypeNode& c = ctx.tensor(2);
+    CheckSameDType(ctx, a, c, "A and C");
+    std::string what =
+        StrCat("C ", ShapeToString(c.shape), " does not broadcast to ", ShapeToString(out));
+    if (c.ndim() > 2) ctx.Fail(what);
+    // Unidirectional: C's dims are 1 or equal the output's; the output never grows.
+    for (int i = 0; i < c.ndim(); ++i) {
+      const Dim& cd = c.shape[i];
+      const Dim& od = out[2 - c.ndim() + i];
+      if (cd == od || (cd.is_const() && cd.value() == 1)) continue;
+      ctx.AssertEqual(ctx.BroadcastDim(cd, od, what), od, what);
+    }
+  }
+  return TensorType(std::move(out), a.dtype);
+}
+
+template <typename T>
+void GemmKernel(const std::vector<Tensor>& in, const Attrs& attrs, Tensor& out) {
+  const Tensor& a = in[0];
+  const Tensor& b = in[1];
+  const bool trans_a = attrs.GetBool("transA");
+  const bool trans_b = attrs.GetBool("transB");
+  const double alpha = attrs.GetFloat("alpha");
+  const double beta = attrs.GetFloat("beta");
+  const int64_t m = out.shape()[0], n = out.shape()[1];
+  const int64_t k = a.shape()[trans_a ? 0 : 1];
+  // Element (r, c) of a row-major [rows, cols] matrix, or of its transpose.
+  auto at = [](const T* p, int64_t r, int64_t c, int64_t cols, bool trans, int64_t rows_t) {
+    return trans ? p[c * rows_t + r] : p[r * cols + c];
+  };
+  const T* x = a.data<T>();
+  const T* y = b.data<T>();
+  T* z = out.data<T>();
+  // ONNX's reference skips C when beta is 0, so a C holding inf or nan does not leak in.
+  const bool use_c = in.size() == 3 && beta != 0.0;
+  const T* cp = use_c ? in[2].data<T>() : nullptr;
+  std::vector<int64_t> c_shape = use_c ? in[2].shape() : std::vector<int64_t>{};
+  const int64_t c_rows = c_shape.size() == 2 ? c_shape[0] : 1;
+  const int64_t c_cols = c_shape.empty() ? 1 : c_shape.back();
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      AccT<T> acc{0};
+      for (int64_t kk = 0; kk < k; ++kk)
+        acc += ToAcc(at(x, i, kk, k, trans_a, m)) * ToAcc(at(y, kk, j, n, trans_b, k));
+      AccT<T> c{0};
+      if (use_c) c = ToAcc(cp[(c_rows == 1 ? 0 : i) * c_cols + (c_cols == 1 ? 0 : j)]);
+      if constexpr (std::is_integral_v<T>) {
+        // Whole alpha/beta were checked by the type relation; wrap like the products do.
+        uint64_t al = static_cast<uint64_t>(static_cast<int64_t>(alpha));
+        uint64_t be = static_cast<uint64_t>(static_cast<int64_t>(beta));
+        z[i * n + j] = FromAcc<T>(al * acc + (use_c ? be * c : 0));
+      } else {
+        z[i * n + j] = FromAcc<T>(alpha * acc + (use_c ? beta * c : 0.0));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void RegisterMatmulOps(OpRegistry& r) {
+  r.Register(OpDef{
+      .name = "matmul",
+      .doc = "NumPy matmul: batched, with broadcast batch dims; 1-D operands are promoted",
+      .min_inputs = 2,
+      .max_inputs = 2,
+      .attrs = {},
+      .pattern = OpPattern::kOutputFusable,
+      .type_rel = MatmulRel,
+      .ref_kernel =
+          [](const std::vector<Tensor>& in, const Attrs&, std::vector<Tensor>& out) {
+            DispatchMatmulDType(in[0].dtype(),
+                                [&]<typename T>() { MatmulKernel<T>(in[0], in[1], out[0]); });
+          },
+  });
+  r.Register(OpDef{
+      .name = "gemm",
+      .doc = "ONNX Gemm: alpha * A' B' + beta * C, A' = transA ? A^T : A, C broadcast to [M, N]",
+      .min_inputs = 2,
+      .max_inputs = 3,
+      .attrs = {{"transA", AttrKind::kBool, AttrValue(false)},
+                {"transB", AttrKind::kBool, AttrValue(false)},
+                {"alpha", AttrKind::kFloat, AttrValue(1.0)},
+                {"beta", AttrKind::kFloat, AttrValue(1.0)}},
+      .pattern = OpPattern::kOutputFusable,
+      .type_rel = GemmRel,
+      .ref_kernel =
+          [](const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
+            DispatchMatmulDType(in[0].dtype(),
+                                [&]<typename T>() { GemmKernel<T>(in, attrs, out[0]); });
+          },
+  });
+}
+
+}  // namespace kiln

@@ -1,0 +1,59 @@
+#include "ir/ops/op_util.h"
+
+#include <algorithm>
+
+namespace kiln::ops {
+
+std::vector<int> NormalizeAxes(TypeRelContext& ctx, const std::vector<int64_t>& axes, int rank,
+                               const std::string& what) {
+  std::vector<int> out;
+  for (int64_t a : axes) {
+    if (a < -rank || a >= rank)
+      ctx.Fail(StrCat(what, ": axis ", a, " is out of range for rank ", rank));
+    out.push_back(static_cast<int>(a < 0 ? a + rank : a));
+  }
+  std::sort(out.begin(), out.end());
+  if (std::adjacent_find(out.begin(), out.end()) != out.end())
+    ctx.Fail(StrCat(what, ": repeated axis in ", IntsToString(axes)));
+  return out;
+}
+
+bool DTypeIn(DType t, DTypeClass c) {
+  switch (c) {
+    case DTypeClass::kFloat:
+      return IsFloat(t);
+    case DTypeClass::kSignedOrFloat:
+      return IsFloat(t) || IsSignedInteger(t);
+    case DTypeClass::kNumeric:
+      return t != DType::kBool;
+    case DTypeClass::kBool:
+      return t == DType::kBool;
+    case DTypeClass::kAny:
+      return true;
+  }
+  return false;
+}
+
+void RequireDType(const TypeRelContext& ctx, DType t, DTypeClass c, const std::string& what) {
+  if (DTypeIn(t, c)) return;
+  const char* expected = "";
+  switch (c) {
+    case DTypeClass::kFloat:
+      expected = "a float dtype (f32, f16, bf16, f64)";
+      break;
+    case DTypeClass::kSignedOrFloat:
+      expected = "a float or signed integer dtype";
+      break;
+    case DTypeClass::kNumeric:
+      expected = "a numeric (non-bool) dtype";
+      break;
+    case DTypeClass::kBool:
+      expected = "bool";
+      break;
+    case DTypeClass::kAny:
+      break;
+  }
+  ctx.Fail(StrCat(what, " must be ", expected, ", got ", DTypeName(t)));
+}
+
+}  // namespace kiln::ops

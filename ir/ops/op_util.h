@@ -1,0 +1,112 @@
+// Helpers shared by the op files: index arithmetic for reference kernels and small pieces of
+// type relations. Reference kernels favour the obviously correct over the fast.
+#pragma once
+
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "ir/op.h"
+
+namespace kiln::ops {
+
+template <typename T>
+inline constexpr bool kIsHalf = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+// The type reference arithmetic is done in: float for the 16-bit floats, T otherwise.
+template <typename T>
+using ComputeT = std::conditional_t<kIsHalf<T>, float, T>;
+
+// Row-major unravel/ravel.
+inline void Unravel(int64_t linear, const std::vector<int64_t>& shape, std::vector<int64_t>& idx) {
+  idx.resize(shape.size());
+  for (size_t i = shape.size(); i-- > 0;) {
+    int64_t d = shape[i] == 0 ? 1 : shape[i];
+    idx[i] = linear % d;
+    linear /= d;
+  }
+}
+inline int64_t Ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& shape) {
+  int64_t linear = 0;
+  for (size_t i = 0; i < shape.size(); ++i) linear = linear * shape[i] + idx[i];
+  return linear;
+}
+
+// Maps an index of the broadcast output to the element of one input that it reads
+// (NumPy rules: shapes aligned from the right, size-1 dims repeat).
+class BroadcastIndex {
+ public:
+  BroadcastIndex(const std::vector<int64_t>& in_shape, const std::vector<int64_t>& out_shape)
+      : strides_(out_shape.size(), 0) {
+    size_t off = out_shape.size() - in_shape.size();
+    int64_t acc = 1;
+    for (size_t i = in_shape.size(); i-- > 0;) {
+      strides_[off + i] = in_shape[i] == 1 ? 0 : acc;
+      acc *= in_shape[i];
+    }
+  }
+  // Input offset for an output multi-index.
+  int64_t Offset(const std::vector<int64_t>& out_idx) const {
+    int64_t o = 0;
+    for (size_t i = 0; i < strides_.size(); ++i) o += out_idx[i] * strides_[i];
+    return o;
+  }
+
+ private:
+  std::vector<int64_t> strides_;
+};
+
+// out[i] = fn(in[i]) for every element, computing in ComputeT<In> and storing to Out.
+template <typename In, typename Out, typename Fn>
+void MapUnary(const Tensor& in, Tensor& out, Fn fn) {
+  const In* x = in.data<In>();
+  Out* y = out.data<Out>();
+  for (int64_t i = 0; i < in.numel(); ++i) {
+    y[i] = static_cast<Out>(fn(static_cast<ComputeT<In>>(x[i])));
+  }
+}
+
+// out = fn(a, b) with NumPy broadcasting; `out` already has the broadcast shape.
+template <typename In, typename Out, typename Fn>
+void MapBinary(const Tensor& a, const Tensor& b, Tensor& out, Fn fn) {
+  BroadcastIndex ia(a.shape(), out.shape()), ib(b.shape(), out.shape());
+  const In* x = a.data<In>();
+  const In* y = b.data<In>();
+  Out* z = out.data<Out>();
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    Unravel(i, out.shape(), idx);
+    z[i] = static_cast<Out>(fn(static_cast<ComputeT<In>>(x[ia.Offset(idx)]),
+                               static_cast<ComputeT<In>>(y[ib.Offset(idx)])));
+  }
+}
+
+// Type relation pieces.
+inline Type SameTypeAsArg0(TypeRelContext& ctx) {
+  return ctx.arg(0);
+}
+
+// The dtype families ops accept, for RequireDType.
+enum class DTypeClass {
+  kFloat,          // f32, f16, bf16, f64
+  kSignedOrFloat,  // the floats and the signed integers
+  kNumeric,        // every dtype but bool
+  kBool,
+  kAny,
+};
+bool DTypeIn(DType t, DTypeClass c);
+// Fails with `<what> must be <class>, got <dtype>` unless `t` is in `c`.
+void RequireDType(const TypeRelContext& ctx, DType t, DTypeClass c,
+                  const std::string& what = "input");
+
+// Normalizes a list of axes against `rank`: negatives wrapped, range checked, duplicates
+// rejected (type errors name `what`). Returns them sorted.
+std::vector<int> NormalizeAxes(TypeRelContext& ctx, const std::vector<int64_t>& axes, int rank,
+                               const std::string& what = "axes");
+
+// The same for kernels, which see already-checked attributes.
+inline int WrapAxis(int64_t axis, int rank) {
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,327 @@
+// Reductions: sum, mean, max, min, prod, l2 over a set of axes, and argmax/argmin over one.
+//
+// Semantics follow ONNX (ReduceSum with `axes` as an attribute, ArgMax):
+// - `axes` empty means every axis, unless `noop_with_empty_axes`, which makes the op identity.
+// - Reducing over an empty set gives the reduction's identity: sum 0, prod 1, max -inf (or the
+//   lowest integer), min +inf (or the highest integer), l2 0; mean is 0/0 = NaN.
+// - Integer sum and prod wrap around (two's complement), as a fixed-width accumulator does.
+// - max/min propagate NaN: a NaN anywhere in the reduced set gives NaN.
+// - argmax/argmin treat NaN as the extreme value (as NumPy does): the first NaN wins, or the
+//   last with `select_last_index`. Taking argmax over an empty axis is an error.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "ir/ops/op_util.h"
+
+namespace kiln {
+namespace {
+
+bool IsFloatOrInt(DType t) {
+  return IsFloat(t) || IsInteger(t);
+}
+
+void RequireDType(TypeRelContext& ctx, const TensorTypeNode& x, bool floats_only) {
+  bool ok = floats_only ? IsFloat(x.dtype) : IsFloatOrInt(x.dtype);
+  if (!ok)
+    ctx.Fail(StrCat("expects a ", floats_only ? "float" : "float or integer", " tensor, got ",
+                    TypeToString(TensorType(x.shape, x.dtype))));
+}
+
+// Which input axes are reduced; an empty result with `identity` set means the op is a copy.
+struct ReducePlan {
+  std::vector<bool> reduced;
+  bool identity = false;
+};
+
+ReducePlan PlanFromAttrs(const Attrs& attrs, int rank) {
+  ReducePlan plan;
+  const std::vector<int64_t>& axes = attrs.GetInts("axes");
+  plan.reduced.assign(rank, axes.empty());
+  if (axes.empty() && attrs.GetBool("noop_with_empty_axes")) {
+    plan.reduced.assign(rank, false);
+    plan.identity = true;
+  }
+  for (int64_t a : axes) plan.reduced[ops::WrapAxis(a, rank)] = true;
+  return plan;
+}
+
+Type ReduceRel(TypeRelContext& ctx, bool floats_only) {
+  const TensorTypeNode& x = ctx.tensor(0);
+  RequireDType(ctx, x, floats_only);
+  const std::vector<int64_t>& axes = ctx.attrs().GetInts("axes");
+  if (axes.empty() && ctx.attrs().GetBool("noop_with_empty_axes")) return ctx.arg(0);
+  ops::NormalizeAxes(ctx, axes, x.ndim());  // checks range and repeats
+  ReducePlan plan = PlanFromAttrs(ctx.attrs(), x.ndim());
+  bool keepdims = ctx.attrs().GetBool("keepdims");
+  Shape out;
+  for (int i = 0; i < x.ndim(); ++i) {
+    if (!plan.reduced[i])
+      out.push_back(x.shape[i]);
+    else if (keepdims)
+      out.push_back(Dim(1));
+  }
+  return TensorType(out, x.dtype);
+}
+
+// Accumulates every input element into the output element it reduces into, starting each
+// accumulator at `init`. With keepdims or without, the output's row-major layout is that of
+// the kept dims, so one stride table serves both.
+template <typename T, typename Acc, typename Step>
+std::vector<Acc> Accumulate(const Tensor& x, const std::vector<bool>& reduced, int64_t out_numel,
+                            Acc init, Step step) {
+  const std::vector<int64_t>& shape = x.shape();
+  std::vector<int64_t> out_strides(shape.size(), 0);
+  int64_t acc_stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (reduced[i]) continue;
+    out_strides[i] = acc_stride;
+    acc_stride *= shape[i];
+  }
+  std::vector<Acc> acc(out_numel, init);
+  const T* data = x.data<T>();
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    ops::Unravel(i, shape, idx);
+    int64_t o = 0;
+    for (size_t d = 0; d < shape.size(); ++d) o += idx[d] * out_strides[d];
+    acc[o] = step(acc[o], data[i]);
+  }
+  return acc;
+}
+
+int64_t ReducedCount(const Tensor& x, const std::vector<bool>& reduced) {
+  int64_t n = 1;
+  for (int i = 0; i < x.ndim(); ++i)
+    if (reduced[i]) n *= x.shape()[i];
+  return n;
+}
+
+// Integers accumulate in uint64_t, whose arithmetic wraps without undefined behaviour and
+// truncates to the same bits as a wrapping T would hold; floats accumulate in double.
+template <typename T>
+using WideT = std::conditional_t<std::is_integral_v<T>, uint64_t, double>;
+
+template <typename T, typename V>
+T StoreAs(V v) {
+  return static_cast<T>(static_cast<ops::ComputeT<T>>(v));
+}
+
+enum class ReduceKind { kSum, kMean, kMax, kMin, kProd, kL2 };
+
+template <typename T>
+void ReduceTyped(ReduceKind kind, const Tensor& x, const ReducePlan& plan, Tensor& out) {
+  using W = WideT<T>;
+  using C = ops::ComputeT<T>;
+  int64_t n = out.numel();
+  T* y = out.data<T>();
+  auto write = [&](const auto& acc, auto finish) {
+    for (int64_t i = 0; i < n; ++i) y[i] = StoreAs<T>(finish(acc[i]));
+  };
+  auto same = [](auto v) { return v; };
+  switch (kind) {
+    case ReduceKind::kSum:
+    case ReduceKind::kMean: {
+      auto acc = Accumulate<T>(x, plan.reduced, n, W{0},
+                               [](W a, T v) { return a + static_cast<W>(static_cast<C>(v)); });
+      if (kind == ReduceKind::kSum) return write(acc, same);
+      double count = static_cast<double>(ReducedCount(x, plan.reduced));
+      return write(acc, [&](W a) { return static_cast<double>(a) / count; });
+    }
+    case ReduceKind::kProd: {
+      auto acc = Accumulate<T>(x, plan.reduced, n, W{1},
+                               [](W a, T v) { return a * static_cast<W>(static_cast<C>(v)); });
+      return write(acc, same);
+    }
+    case ReduceKind::kL2: {
+      auto acc = Accumulate<T>(x, plan.reduced, n, 0.0, [](double a, T v) {
+        double d = static_cast<double>(static_cast<C>(v));
+        return a + d * d;
+      });
+      return write(acc, [](double a) { return std::sqrt(a); });
+    }
+    case ReduceKind::kMax:
+    case ReduceKind::kMin: {
+      bool is_max = kind == ReduceKind::kMax;
+      C init;
+      if constexpr (std::is_floating_point_v<C>) {
+        init = is_max ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::infinity();
+      } else {
+        init = is_max ? std::numeric_limits<C>::lowest() : std::numeric_limits<C>::max();
+      }
+      auto acc = Accumulate<T>(x, plan.reduced, n, init, [is_max](C a, T t) {
+        C v = static_cast<C>(t);
+        if constexpr (std::is_floating_point_v<C>) {
+          if (std::isnan(a)) return a;
+          if (std::isnan(v)) return v;
+        }
+        return is_max ? (v > a ? v : a) : (v < a ? v : a);
+      });
+      return write(acc, same);
+    }
+  }
+}
+
+void ReduceKernel(ReduceKind kind, const std::vector<Tensor>& in, const Attrs& attrs,
+                  std::vector<Tensor>& out) {
+  const Tensor& x = in[0];
+  ReducePlan plan = PlanFromAttrs(attrs, x.ndim());
+  if (plan.identity) {
+    if (x.nbytes()) std::memcpy(out[0].raw_data(), x.raw_data(), x.nbytes());
+    return;
+  }
+  DispatchDType(x.dtype(), [&]<typename T>() {
+    if constexpr (std::is_same_v<T, bool>) {
+      KILN_CHECK(false, "reduction on bool should have been rejected by the type relation");
+    } else {
+      ReduceTyped<T>(kind, x, plan, out[0]);
+    }
+  });
+}
+
+// argmax/argmin.
+
+Type ArgRel(TypeRelContext& ctx, const char* name) {
+  const TensorTypeNode& x = ctx.tensor(0);
+  RequireDType(ctx, x, /*floats_only=*/false);
+  int rank = x.ndim();
+  if (rank == 0) {
+    ctx.NormalizeAxis(ctx.attrs().GetInt("axis"), rank);
+    return TensorType({}, DType::kInt64);
+  }
+  int axis = ctx.NormalizeAxis(ctx.attrs().GetInt("axis"), rank);
+  const Dim& d = x.shape[axis];
+  if (d.is_const() && d.value() == 0)
+    ctx.Fail(StrCat("cannot take ", name, " over the empty axis ", axis, " of ",
+                    ShapeToString(x.shape)));
+  bool keepdims = ctx.attrs().GetBool("keepdims");
+  Shape out;
+  for (int i = 0; i < rank; ++i) {
+    if (i != axis)
+      out.push_back(x.shape[i]);
+    else if (keepdims)
+      out.push_back(Dim(1));
+  }
+  return TensorType(out, DType::kInt64);
+}
+
+// True when `v` should replace `best` as the extreme value seen so far.
+template <typename C>
+bool Replaces(C v, C best, bool is_max, bool last) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (std::isnan(best)) return last && std::isnan(v);
+    if (std::isnan(v)) return true;
+  }
+  if (v == best) return last;
+  return is_max ? v > best : v < best;
+}
+
+void ArgKernel(bool is_max, const char* name, const std::vector<Tensor>& in, const Attrs& attrs,
+               std::vector<Tensor>& out) {
+  const Tensor& x = in[0];
+  int rank = x.ndim();
+  int axis = rank == 0 ? 0 : ops::WrapAxis(attrs.GetInt("axis"), rank);
+  int64_t outer = 1, n = 1, inner = 1;
+  for (int i = 0; i < rank; ++i) {
+    int64_t d = x.shape()[i];
+    if (i < axis)
+      outer *= d;
+    else if (i == axis)
+      n = d;
+    else
+      inner *= d;
+  }
+  int64_t* y = out[0].data<int64_t>();
+  if (outer * inner == 0) return;
+  if (n == 0)
+    Throw(ErrorCode::kInvalidArgument, name, ": cannot take it over the empty axis ", axis, " of ",
+          IntsToString(x.shape()));
+  bool last = attrs.GetBool("select_last_index");
+  DispatchDType(x.dtype(), [&]<typename T>() {
+    using C = ops::ComputeT<T>;
+    const T* data = x.data<T>();
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const T* row = data + o * n * inner + i;
+        int64_t best_k = 0;
+        C best = static_cast<C>(row[0]);
+        for (int64_t k = 1; k < n; ++k) {
+          C v = static_cast<C>(row[k * inner]);
+          if (Replaces(v, best, is_max, last)) {
+            best = v;
+            best_k = k;
+          }
+        }
+        y[o * inner + i] = best_k;
+      }
+    }
+  });
+}
+
+std::vector<AttrSpec> ReduceAttrs() {
+  return {
+      AttrSpec{"axes", AttrKind::kInts, AttrValue{std::vector<int64_t>{}}},
+      AttrSpec{"keepdims", AttrKind::kBool, AttrValue{true}},
+      AttrSpec{"noop_with_empty_axes", AttrKind::kBool, AttrValue{false}},
+  };
+}
+
+std::vector<AttrSpec> ArgAttrs() {
+  return {
+      AttrSpec{"axis", AttrKind::kInt, AttrValue{int64_t{0}}},
+      AttrSpec{"keepdims", AttrKind::kBool, AttrValue{true}},
+      AttrSpec{"select_last_index", AttrKind::kBool, AttrValue{false}},
+  };
+}
+
+void RegisterReduce(OpRegistry& r, const char* name, const char* doc, ReduceKind kind,
+                    bool floats_only) {
+  r.Register(OpDef{
+      .name = name,
+      .doc = doc,
+      .min_inputs = 1,
+      .max_inputs = 1,
+      .attrs = ReduceAttrs(),
+      .pattern = OpPattern::kReduction,
+      .type_rel = [floats_only](TypeRelContext& ctx) { return ReduceRel(ctx, floats_only); },
+      .ref_kernel = [kind](const std::vector<Tensor>& in, const Attrs& attrs,
+                           std::vector<Tensor>& out) { ReduceKernel(kind, in, attrs, out); },
+  });
+}
+
+void RegisterArg(OpRegistry& r, const char* name, const char* doc, bool is_max) {
+  r.Register(OpDef{
+      .name = name,
+      .doc = doc,
+      .min_inputs = 1,
+      .max_inputs = 1,
+      .attrs = ArgAttrs(),
+      .pattern = OpPattern::kReduction,
+      .type_rel = [name](TypeRelContext& ctx) { return ArgRel(ctx, name); },
+      .ref_kernel = [is_max, name](
+                        const std::vector<Tensor>& in, const Attrs& attrs,
+                        std::vector<Tensor>& out) { ArgKernel(is_max, name, in, attrs, out); },
+  });
+}
+
+}  // namespace
+
+void RegisterReduceOps(OpRegistry& r) {
+  RegisterReduce(r, "sum", "Sum over `axes` (all when empty); floats and integers.",
+                 ReduceKind::kSum, false);
+  RegisterReduce(r, "mean", "Mean over `axes` (all when empty); floats.", ReduceKind::kMean, true);
+  RegisterReduce(r, "max", "Maximum over `axes`, NaN-propagating; floats and integers.",
+                 ReduceKind::kMax, false);
+  RegisterReduce(r, "min", "Minimum over `axes`, NaN-propagating; floats and integers.",
+                 ReduceKind::kMin, false);
+  RegisterReduce(r, "prod", "Product over `axes` (all when empty); floats and integers.",
+                 ReduceKind::kProd, false);
+  RegisterReduce(r, "l2", "sqrt(sum(x * x)) over `axes` (all when empty); floats.", ReduceKind::kL2,
+                 true);
+  RegisterArg(r, "argmax", "Index (i64) of the largest value along `axis`; NaN counts largest.",
+              true);
+  RegisterArg(r, "argmin", "Index (i64) of the smallest value along `axis`; NaN counts smallest.",
+              false);
+}
+
+}  // namespace kiln

@@ -1,0 +1,922 @@
+// The text IR parser: recursive descent over an on-demand lexer. See ir/text.h for the
+// grammar.
+//
+// Robustness: every failure is a kiln::Error(kParseError) carrying `line:column:`. Recursion
+// is capped at kMaxDepth levels so hostile nesting cannot overflow the stack, and a constant's
+// values are counted before its tensor is allocated, so a huge declared shape cannot make the
+// parser allocate more than the text itself justifies.
+//
+// The lexer is modal because `//` means two things: a comment in normal text, floor division
+// between the brackets of a tensor type. Tokens are lexed when first peeked, so switching the
+// mode just drops the peeked token.
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <unordered_map>
+
+#include "ir/text.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr int kMaxDepth = 500;
+
+enum class Tok { kEnd, kIdent, kInt, kFloat, kString, kLocal, kGlobal, kPunct };
+
+struct Token {
+  Tok kind = Tok::kEnd;
+  std::string text;     // the identifier, number or punctuation; a string's or name's value
+  bool quoted = false;  // %"..." or @"..."
+  size_t begin = 0, end = 0;
+};
+
+// One literal of a constant's value list, converted once the dtype and count are checked.
+struct Literal {
+  Tok kind;
+  std::string text;  // with its '-' sign, if any
+  size_t pos;
+};
+
+bool IsIdentStart(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+bool IsDigit(char c) {
+  return c >= '0' && c <= '9';
+}
+bool IsNameChar(char c) {
+  return IsIdentStart(c) || IsDigit(c);
+}
+
+bool IsAllDigits(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!IsDigit(c)) return false;
+  return true;
+}
+
+class Parser {
+ public:
+  Parser(const std::string& src, const std::vector<Tensor>* meta) : src_(src), meta_(meta) {}
+
+  IRModule Module() {
+    std::map<std::string, Function> fns;
+    while (Peek().kind != Tok::kEnd) {
+      Token kw = Next();
+      if (kw.kind != Tok::kIdent || kw.text != "def")
+        Fail(kw.begin, "expected 'def', got " + Describe(kw));
+      Token name = Next();
+      if (name.kind != Tok::kGlobal)
+        Fail(name.begin, "expected a function name '@name' after 'def', got " + Describe(name));
+      if (fns.count(name.text)) Fail(name.begin, "redefinition of function " + Source(name));
+      scopes_.clear();
+      fns[name.text] = FunctionTail();
+    }
+    return IRModule(std::move(fns));
+  }
+
+  Expr Standalone(const std::map<std::string, Var>& vars) {
+    scopes_.emplace_back();
+    for (const auto& [name, v] : vars) scopes_.back()[name] = v;
+    Expr e = Body();
+    ExpectEnd();
+    return e;
+  }
+
+  Type StandaloneType() {
+    Type t = ParseType();
+    ExpectEnd();
+    return t;
+  }
+
+ private:
+  enum class Mode { kNormal, kDims };
+
+  // ---- Errors -------------------------------------------------------------------------------
+
+  [[noreturn]] void Fail(size_t offset, const std::string& message) const {
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i < offset && i < src_.size(); ++i) {
+      if (src_[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+    Throw(ErrorCode::kParseError, line, ":", col, ": ", message);
+  }
+
+  std::string Source(const Token& t) const {
+    constexpr size_t kMax = 32;
+    std::string s = src_.substr(t.begin, std::min(t.end - t.begin, kMax));
+    for (char& c : s)
+      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    return "'" + s + (t.end - t.begin > kMax ? "...'" : "'");
+  }
+
+  std::string Describe(const Token& t) const {
+    return t.kind == Tok::kEnd ? "end of input" : Source(t);
+  }
+
+  struct DepthGuard {
+    DepthGuard(Parser* p, size_t offset) : p(p) {
+      if (++p->depth_ > kMaxDepth)
+        p->Fail(offset, StrCat("nesting is too deep (more than ", kMaxDepth, " levels)"));
+    }
+    ~DepthGuard() { --p->depth_; }
+    Parser* p;
+  };
+
+  // ---- Lexer --------------------------------------------------------------------------------
+
+  const Token& Peek() {
+    if (!peeked_) peeked_ = Lex(pos_);
+    return *peeked_;
+  }
+
+  Token Next() {
+    Token t = Peek();
+    peeked_.reset();
+    pos_ = t.end;
+    after_dot_ = t.kind == Tok::kPunct && t.text == ".";
+    return t;
+  }
+
+  bool PeekPunct(const char* p) {
+    const Token& t = Peek();
+    return t.kind == Tok::kPunct && t.text == p;
+  }
+  bool PeekIdent(const char* id) {
+    const Token& t = Peek();
+    return t.kind == Tok::kIdent && t.text == id;
+  }
+  bool Accept(const char* p) {
+    if (!PeekPunct(p)) return false;
+    Next();
+    return true;
+  }
+  void Expect(const char* p, const std::string& where) {
+    if (!PeekPunct(p))
+      Fail(Peek().begin, StrCat("expected '", p, "' ", where, ", got ", Describe(Peek())));
+    Next();
+  }
+  void ExpectEnd() {
+    if (Peek().kind != Tok::kEnd)
+      Fail(Peek().begin, "expected end of input, got " + Describe(Peek()));
+  }
+
+  void SetMode(Mode m) {
+    mode_ = m;
+    peeked_.reset();
+  }
+
+  struct Mark {
+    size_t pos;
+    bool after_dot;
+  };
+  Mark Save() const { return {pos_, after_dot_}; }
+  void Restore(const Mark& m) {
+    pos_ = m.pos;
+    after_dot_ = m.after_dot;
+    peeked_.reset();
+  }
+
+  // The token after the next one; the lexer state is left as it was.
+  Token PeekSecond() {
+    Mark m = Save();
+    Next();
+    Token t = Peek();
+    Restore(m);
+    return t;
+  }
+
+  Token Lex(size_t p) {
+    const size_t n = src_.size();
+    while (p < n) {
+      char c = src_[p];
+      if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+        ++p;
+      } else if (c == '/' && p + 1 < n && src_[p + 1] == '/' && mode_ == Mode::kNormal) {
+        while (p < n && src_[p] != '\n') ++p;
+      } else if (c == '/' && p + 1 < n && src_[p + 1] == '*') {
+        size_t close = src_.find("*/", p + 2);
+        if (close == std::string::npos) Fail(p, "unterminated comment");
+        p = close + 2;
+      } else {
+        break;
+      }
+    }
+    Token t;
+    t.begin = p;
+    if (p >= n) {
+      t.end = p;
+      return t;
+    }
+    char c = src_[p];
+    if ((c == '%' && mode_ == Mode::kNormal) || c == '@') {
+      t.kind = c == '%' ? Tok::kLocal : Tok::kGlobal;
+      if (p + 1 < n && src_[p + 1] == '"') {
+        t.text = LexString(p + 1, &t.end);
+        t.quoted = true;
+      } else {
+        size_t e = p + 1;
+        while (e < n && IsNameChar(src_[e])) ++e;
+        if (e == p + 1) Fail(p, StrCat("expected a name after '", c, "'"));
+        t.text = src_.substr(p + 1, e - p - 1);
+        t.end = e;
+      }
+      return t;
+    }
+    if (c == '"') {
+      t.kind = Tok::kString;
+      t.text = LexString(p, &t.end);
+      return t;
+    }
+    if (IsDigit(c)) return LexNumber(p);
+    if (IsIdentStart(c)) {
+      size_t e = p;
+      while (true) {
+        while (e < n && IsNameChar(src_[e])) ++e;
+        // Dotted op names (`nn.conv2d`); `.0` after a name is a tuple index, not part of it.
+        if (e + 1 < n && src_[e] == '.' && IsIdentStart(src_[e + 1])) {
+          ++e;
+          continue;
+        }
+        break;
+      }
+      t.kind = Tok::kIdent;
+      t.text = src_.substr(p, e - p);
+      t.end = e;
+      return t;
+    }
+    t.kind = Tok::kPunct;
+    static const char* const kTwoChar[] = {"->", "//"};
+    for (const char* two : kTwoChar) {
+      if (src_.compare(p, 2, two) == 0) {
+        t.text = two;
+        t.end = p + 2;
+        return t;
+      }
+    }
+    if (std::string_view("()[]{},:=.?+-*%").find(c) != std::string_view::npos) {
+      t.text = std::string(1, c);
+      t.end = p + 1;
+      return t;
+    }
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f)
+      Fail(p, StrCat("unexpected byte 0x", "0123456789abcdef"[(c >> 4) & 0xf],
+                     "0123456789abcdef"[c & 0xf]));
+    Fail(p, StrCat("unexpected character '", c, "'"));
+  }
+
+  // A "..." literal starting at `p`; returns its value and sets *end past the closing quote.
+  std::string LexString(size_t p, size_t* end) {
+    std::string out;
+    size_t i = p + 1;
+    while (true) {
+      if (i >= src_.size() || src_[i] == '\n') Fail(p, "unterminated string");
+      char c = src_[i];
+      if (c == '"') break;
+      if (c != '\\') {
+        out += c;
+        ++i;
+        continue;
+      }
+      if (i + 1 >= src_.size()) Fail(p, "unterminated string");
+      char e = src_[i + 1];
+      switch (e) {
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '"':
+          out += '"';
+          break;
+        case 'x': {
+          auto hex = [](char h) {
+            if (IsDigit(h)) return h - '0';
+            if (h >= 'a' && h <= 'f') return h - 'a' + 10;
+            if (h >= 'A' && h <= 'F') return h - 'A' + 10;
+            return -1;
+          };
+          int hi = i + 2 < src_.size() ? hex(src_[i + 2]) : -1;
+          int lo = i + 3 < src_.size() ? hex(src_[i + 3]) : -1;
+          if (hi < 0 || lo < 0) Fail(i, "expected two hex digits after '\\x' in a string");
+          out += static_cast<char>(hi * 16 + lo);
+          i += 2;
+          break;
+        }
+        default:
+          Fail(i, StrCat("unknown escape '\\", e, "' in a string"));
+      }
+      i += 2;
+    }
+    *end = i + 1;
+    return out;
+  }
+
+  Token LexNumber(size_t p) {
+    const size_t n = src_.size();
+    Token t;
+    t.begin = p;
+    t.kind = Tok::kInt;
+    size_t e = p;
+    while (e < n && IsDigit(src_[e])) ++e;
+    // Right after a '.', digits are a tuple index: `%t.0.1` is two get-items, not `0.1`.
+    if (!after_dot_) {
+      if (e + 1 < n && src_[e] == '.' && IsDigit(src_[e + 1])) {
+        t.kind = Tok::kFloat;
+        ++e;
+        while (e < n && IsDigit(src_[e])) ++e;
+      }
+      if (e < n && (src_[e] == 'e' || src_[e] == 'E')) {
+        size_t x = e + 1;
+        if (x < n && (src_[x] == '+' || src_[x] == '-')) ++x;
+        if (x < n && IsDigit(src_[x])) {
+          t.kind = Tok::kFloat;
+          e = x;
+          while (e < n && IsDigit(src_[e])) ++e;
+        }
+      }
+    }
+    if (e < n && IsNameChar(src_[e])) {
+      size_t bad = e;
+      while (bad < n && IsNameChar(src_[bad])) ++bad;
+      Fail(p, "bad number '" + src_.substr(p, bad - p) + "'");
+    }
+    t.text = src_.substr(p, e - p);
+    t.end = e;
+    return t;
+  }
+
+  // ---- Literals -----------------------------------------------------------------------------
+
+  int64_t IntValue(const Token& t, bool negative) const {
+    uint64_t mag = 0;
+    for (char c : t.text) {
+      if (__builtin_mul_overflow(mag, uint64_t{10}, &mag) ||
+          __builtin_add_overflow(mag, static_cast<uint64_t>(c - '0'), &mag))
+        Fail(t.begin, "integer literal " + Source(t) + " is out of range");
+    }
+    uint64_t limit =
+        static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) + (negative ? 1 : 0);
+    if (mag > limit) Fail(t.begin, "integer literal " + Source(t) + " is out of range");
+    if (negative)
+      return mag == limit ? std::numeric_limits<int64_t>::min() : -static_cast<int64_t>(mag);
+    return static_cast<int64_t>(mag);
+  }
+
+  double FloatValue(const std::string& text, size_t pos) const {
+    errno = 0;
+    char* end = nullptr;
+    double v = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + text.size()) Fail(pos, "bad number '" + text + "'");
+    if (errno == ERANGE && std::isinf(v)) Fail(pos, "float literal '" + text + "' is out of range");
+    return v;
+  }
+
+  // number := ['-'] (INT | FLOAT | 'inf' | 'nan'); false when the next token starts none.
+  bool ParseNumber(AttrValue* out) {
+    bool negative = Accept("-");
+    Token t = Peek();
+    if (t.kind == Tok::kInt) {
+      *out = IntValue(Next(), negative);
+    } else if (t.kind == Tok::kFloat) {
+      Token f = Next();
+      *out = FloatValue((negative ? "-" : "") + f.text, f.begin);
+    } else if (t.kind == Tok::kIdent && (t.text == "inf" || t.text == "nan")) {
+      double v = t.text == "inf" ? std::numeric_limits<double>::infinity()
+                                 : std::numeric_limits<double>::quiet_NaN();
+      Next();
+      *out = negative ? -v : v;
+    } else {
+      if (negative) Fail(t.begin, "expected a number after '-', got " + Describe(t));
+      return false;
+    }
+    return true;
+  }
+
+  AttrValue ParseAttrValue() {
+    Token t = Peek();
+    AttrValue v;
+    if (ParseNumber(&v)) return v;
+    if (t.kind == Tok::kString) return Next().text;
+    if (t.kind == Tok::kIdent) {
+      Token id = Next();
+      if (id.text == "true") return true;
+      if (id.text == "false") return false;
+      DType d;
+      if (ParseDType(id.text, &d)) return d;
+      Fail(id.begin, "unknown attribute value " + Source(id));
+    }
+    if (PeekPunct("[")) {
+      Next();
+      std::vector<AttrValue> items;
+      if (!PeekPunct("]")) {
+        do {
+          AttrValue item;
+          if (!ParseNumber(&item))
+            Fail(Peek().begin, "expected a number in an attribute list, got " + Describe(Peek()));
+          items.push_back(std::move(item));
+        } while (Accept(","));
+      }
+      Expect("]", "after the attribute list");
+      bool any_float = false;
+      for (const AttrValue& i : items) any_float = any_float || KindOf(i) == AttrKind::kFloat;
+      if (!any_float) {
+        std::vector<int64_t> ints;
+        for (const AttrValue& i : items) ints.push_back(std::get<int64_t>(i));
+        return ints;
+      }
+      std::vector<double> floats;
+      for (const AttrValue& i : items)
+        floats.push_back(KindOf(i) == AttrKind::kInt ? static_cast<double>(std::get<int64_t>(i))
+                                                     : std::get<double>(i));
+      return floats;
+    }
+    Fail(t.begin, "expected an attribute value, got " + Describe(t));
+  }
+
+  // (IDENT | STRING) '=' attr_value, into `attrs`.
+  void ParseAttr(Attrs* attrs) {
+    Token key = Next();
+    if (key.kind != Tok::kIdent && key.kind != Tok::kString)
+      Fail(key.begin, "expected an attribute name, got " + Describe(key));
+    Expect("=", "after the attribute name");
+    if (attrs->Has(key.text)) Fail(key.begin, "duplicate attribute " + Source(key));
+    attrs->Set(key.text, ParseAttrValue());
+  }
+
+  // ---- Types --------------------------------------------------------------------------------
+
+  Type ParseType() {
+    DepthGuard guard(this, Peek().begin);
+    Token t = Next();
+    if (t.kind == Tok::kPunct && t.text == "?") return IncompleteType();
+    if (t.kind == Tok::kPunct && t.text == "(") {
+      if (Accept(")")) return TupleType({});
+      std::vector<Type> fields{ParseType()};
+      if (Accept(")")) return fields[0];  // grouping; a 1-tuple is written `(t,)`
+      Expect(",", "in a tuple type");
+      while (!PeekPunct(")")) {
+        fields.push_back(ParseType());
+        if (!Accept(",")) break;
+      }
+      Expect(")", "after the tuple type's fields");
+      return TupleType(std::move(fields));
+    }
+    if (t.kind == Tok::kIdent && t.text == "fn") {
+      Expect("(", "after 'fn' in a function type");
+      std::vector<Type> params;
+      if (!PeekPunct(")")) {
+        do params.push_back(ParseType());
+        while (Accept(","));
+      }
+      Expect(")", "after the parameter types");
+      Expect("->", "in a function type");
+      return FuncType(std::move(params), ParseType());
+    }
+    if (t.kind != Tok::kIdent) Fail(t.begin, "expected a type, got " + Describe(t));
+    DType dtype;
+    if (!ParseDType(t.text, &dtype)) Fail(t.begin, "unknown type " + Source(t));
+    Expect("[", "after the dtype");
+    SetMode(Mode::kDims);
+    Shape shape;
+    if (!PeekPunct("]")) {
+      do shape.push_back(ParseDim());
+      while (Accept(","));
+    }
+    Expect("]", "after the dimensions");
+    SetMode(Mode::kNormal);
+    return TensorType(std::move(shape), dtype);
+  }
+
+  // Dim arithmetic throws on overflow or division by zero; report it at the operator.
+  template <typename Fn>
+  Dim DimOp(size_t pos, Fn&& fn) {
+    try {
+      return fn();
+    } catch (const Error& e) {
+      Fail(pos, e.what());
+    }
+  }
+
+  Dim ParseDim() {
+    DepthGuard guard(this, Peek().begin);
+    Dim acc;
+    if (PeekPunct("-")) {
+      size_t pos = Next().begin;
+      Dim p = ParseDimProduct();
+      acc = DimOp(pos, [&] { return Dim(0) - p; });
+    } else {
+      acc = ParseDimProduct();
+    }
+    while (PeekPunct("+") || PeekPunct("-")) {
+      Token op = Next();
+      Dim rhs = ParseDimProduct();
+      acc = DimOp(op.begin, [&] { return op.text == "+" ? acc + rhs : acc - rhs; });
+    }
+    return acc;
+  }
+
+  Dim ParseDimProduct() {
+    Dim acc = ParseDimAtom();
+    while (PeekPunct("*") || PeekPunct("//") || PeekPunct("%")) {
+      Token op = Next();
+      Dim rhs = ParseDimAtom();
+      acc = DimOp(op.begin, [&] {
+        if (op.text == "*") return acc * rhs;
+        if (op.text == "//") return FloorDiv(acc, rhs);
+        return Mod(acc, rhs);
+      });
+    }
+    return acc;
+  }
+
+  Dim ParseDimAtom() {
+    Token t = Next();
+    if (t.kind == Tok::kInt) return Dim(IntValue(t, false));
+    if (t.kind == Tok::kString) return Dim::Symbol(t.text);
+    if (t.kind == Tok::kIdent) {
+      if ((t.text == "min" || t.text == "max") && PeekPunct("(")) {
+        Next();
+        Dim a = ParseDim();
+        Expect(",", StrCat("between the operands of ", t.text));
+        Dim b = ParseDim();
+        Expect(")", StrCat("after the operands of ", t.text));
+        return DimOp(t.begin, [&] { return t.text == "min" ? Min(a, b) : Max(a, b); });
+      }
+      return Dim::Symbol(t.text);
+    }
+    if (t.kind == Tok::kPunct && t.text == "(") {
+      Dim d = ParseDim();
+      Expect(")", "after the parenthesized dimension");
+      return d;
+    }
+    Fail(t.begin, "expected a dimension, got " + Describe(t));
+  }
+
+  // ---- Scopes -------------------------------------------------------------------------------
+
+  Expr Lookup(const Token& t) const {
+    for (size_t i = scopes_.size(); i-- > 0;) {
+      auto it = scopes_[i].find(t.text);
+      if (it != scopes_[i].end()) return it->second;
+    }
+    Fail(t.begin, "unknown variable " + Source(t));
+  }
+
+  void Declare(const Token& t, Expr e) {
+    for (const auto& scope : scopes_)
+      if (scope.count(t.text)) Fail(t.begin, "redefinition of " + Source(t));
+    scopes_.back()[t.text] = std::move(e);
+  }
+
+  // An unquoted all-digit name is a printer counter, not a source name.
+  static std::string NodeName(const Token& t) {
+    return t.quoted || !IsAllDigits(t.text) ? t.text : std::string();
+  }
+
+  // ---- Expressions --------------------------------------------------------------------------
+
+  // A parsed expression, and whether its node was created by this expression (so a binding may
+  // give it a name and type) rather than being a reference to an existing one.
+  struct Parsed {
+    Expr e;
+    bool fresh;
+  };
+
+  Function FunctionTail() {
+    Expect("(", "to start the parameter list");
+    scopes_.emplace_back();
+    std::vector<Var> params;
+    if (!PeekPunct(")")) {
+      do {
+        Token name = Next();
+        if (name.kind != Tok::kLocal)
+          Fail(name.begin, "expected a parameter '%name', got " + Describe(name));
+        Type type;
+        if (Accept(":")) type = ParseType();
+        Var v = MakeVar(NodeName(name), std::move(type));
+        Declare(name, v);
+        params.push_back(std::move(v));
+      } while (Accept(","));
+    }
+    Expect(")", "after the parameters");
+    Type ret;
+    if (Accept("->")) ret = ParseType();
+    Attrs attrs;
+    if (PeekIdent("attrs")) {
+      Next();
+      Expect("{", "after 'attrs'");
+      if (!PeekPunct("}")) {
+        do ParseAttr(&attrs);
+        while (Accept(","));
+      }
+      Expect("}", "after the function attributes");
+    }
+    Expect("{", "to start the function body");
+    Expr body = Body();
+    Expect("}", "at the end of the function body");
+    scopes_.pop_back();
+    return MakeFunction(std::move(params), std::move(body), std::move(ret), std::move(attrs));
+  }
+
+  Expr Body() {
+    while (Peek().kind == Tok::kLocal) {
+      Token second = PeekSecond();
+      if (second.kind != Tok::kPunct || (second.text != ":" && second.text != "=")) break;
+      Token name = Next();
+      Type type;
+      if (Accept(":")) type = ParseType();
+      Expect("=", "after the binding name");
+      size_t rhs_pos = Peek().begin;
+      Parsed rhs = ParseExpr();
+      Expr e = rhs.e;
+      if (rhs.fresh) {
+        e = Renamed(e, NodeName(name), type);
+      } else if (type) {
+        Fail(rhs_pos,
+             "a type annotation on a binding of an existing value; annotate where it is "
+             "defined");
+      }
+      Declare(name, std::move(e));
+    }
+    return ParseExpr().e;
+  }
+
+  // A copy of a node this parser just created, with the binding's name and type.
+  static Expr Renamed(const Expr& e, const std::string& name, const Type& type) {
+    if (name.empty() && !type) return e;
+    switch (e->kind) {
+#define KILN_EXPR_NODE(N)                                                      \
+  case ExprKind::k##N: {                                                       \
+    auto n = std::make_shared<N##Node>(*static_cast<const N##Node*>(e.get())); \
+    n->name = name;                                                            \
+    if (type) n->type = type;                                                  \
+    return n;                                                                  \
+  }
+#include "ir/expr_nodes.def"
+#undef KILN_EXPR_NODE
+    }
+    return e;
+  }
+
+  Parsed ParseExpr() {
+    DepthGuard guard(this, Peek().begin);
+    Parsed p = ParsePrimary();
+    while (PeekPunct(".")) {
+      Next();
+      Token idx = Next();
+      if (idx.kind != Tok::kInt)
+        Fail(idx.begin, "expected a tuple index after '.', got " + Describe(idx));
+      int64_t i = IntValue(idx, false);
+      if (i > std::numeric_limits<int>::max())
+        Fail(idx.begin, "tuple index " + Source(idx) + " is out of range");
+      p = {MakeTupleGetItem(p.e, static_cast<int>(i)), true};
+    }
+    return p;
+  }
+
+  Parsed ParsePrimary() {
+    Token t = Peek();
+    if (t.kind == Tok::kLocal) {
+      Token name = Next();
+      Expr e = Lookup(name);
+      // The call's '(' must touch the name, so a result tuple on the next line is not a call.
+      if (PeekPunct("(") && Peek().begin == name.end) {
+        Next();
+        std::vector<Expr> args;
+        if (!PeekPunct(")")) {
+          do args.push_back(ParseExpr().e);
+          while (Accept(","));
+        }
+        Expect(")", "after arguments");
+        return {MakeFnCall(e, std::move(args)), true};
+      }
+      return {e, false};
+    }
+    if (t.kind == Tok::kPunct && t.text == "(") {
+      Next();
+      if (Accept(")")) return {MakeTuple({}), true};
+      Parsed first = ParseExpr();
+      if (Accept(")")) return first;  // grouping; a 1-tuple is written `(x,)`
+      Expect(",", "or ')' after a tuple field");
+      std::vector<Expr> fields{first.e};
+      while (!PeekPunct(")")) {
+        fields.push_back(ParseExpr().e);
+        if (!Accept(",")) break;
+      }
+      Expect(")", "after the tuple fields");
+      return {MakeTuple(std::move(fields)), true};
+    }
+    if (t.kind == Tok::kIdent) {
+      if (t.text == "fn") {
+        Next();
+        return {FunctionTail(), true};
+      }
+      if (t.text == "const") return {ParseConstant(), true};
+      if (t.text == "meta") {
+        size_t pos = t.begin;
+        Tensor value = ParseMetaRef();
+        if (!value.defined()) Fail(pos, "the metadata entry is an undefined tensor");
+        return {MakeConstant(value), true};
+      }
+      return {ParseOpCall(), true};
+    }
+    Fail(t.begin, "expected an expression, got " + Describe(t));
+  }
+
+  Expr ParseOpCall() {
+    Token name = Next();
+    if (!PeekPunct("(")) Fail(name.begin, "expected an expression, got " + Source(name));
+    const OpDef* op = OpRegistry::Global().Find(name.text);
+    if (!op) Fail(name.begin, "unknown op " + Source(name));
+    Next();
+    std::vector<Expr> args;
+    Attrs attrs;
+    if (!PeekPunct(")")) {
+      do {
+        bool is_attr = false;
+        if (Peek().kind == Tok::kIdent) {
+          Token second = PeekSecond();
+          is_attr = second.kind == Tok::kPunct && second.text == "=";
+        }
+        if (is_attr) {
+          ParseAttr(&attrs);
+        } else {
+          if (!attrs.empty()) Fail(Peek().begin, "a positional argument after attributes");
+          args.push_back(ParseExpr().e);
+        }
+      } while (Accept(","));
+    }
+    Expect(")", "after arguments");
+    try {
+      return MakeCall(op, std::move(args), attrs);
+    } catch (const Error& e) {
+      Fail(name.begin, e.what());
+    }
+  }
+
+  Tensor ParseMetaRef() {
+    Token kw = Next();
+    Expect("[", "after 'meta'");
+    Token idx = Next();
+    if (idx.kind != Tok::kInt) Fail(idx.begin, "expected a metadata index, got " + Describe(idx));
+    int64_t i = IntValue(idx, false);
+    Expect("]", "after the metadata index");
+    if (!meta_) Fail(kw.begin, "meta[" + idx.text + "] used, but no metadata table was given");
+    if (static_cast<uint64_t>(i) >= meta_->size())
+      Fail(idx.begin,
+           StrCat("meta[", i, "] is out of range: the table has ", meta_->size(), " entries"));
+    return (*meta_)[i];
+  }
+
+  Expr ParseConstant() {
+    Next();  // 'const'
+    Expect("(", "after 'const'");
+    size_t type_pos = Peek().begin;
+    Type type = ParseType();
+    const TensorTypeNode* tt = AsTensor(type);
+    if (!tt) Fail(type_pos, "a constant's type must be a tensor type, got " + PrintType(type));
+    if (!IsConstShape(tt->shape))
+      Fail(type_pos, "a constant's shape must be concrete, got " + PrintType(type));
+    std::vector<int64_t> shape = ConstShape(tt->shape);
+    int64_t numel;
+    try {
+      numel = CheckedNumel(shape, "constant");
+    } catch (const Error& e) {
+      Fail(type_pos, e.what());
+    }
+    Expect(",", "after the constant's type");
+    Tensor value;
+    if (PeekIdent("meta")) {
+      size_t pos = Peek().begin;
+      value = ParseMetaRef();
+      if (!value.defined() || value.dtype() != tt->dtype || value.shape() != shape)
+        Fail(pos, StrCat("the metadata entry is ",
+                         value.defined() ? value.TypeString() : std::string("undefined"),
+                         ", but the constant is declared ", PrintType(type)));
+    } else {
+      size_t values_pos = Peek().begin;
+      std::vector<Literal> literals;
+      if (Accept("[")) {
+        if (!PeekPunct("]")) {
+          do literals.push_back(ParseLiteral());
+          while (Accept(","));
+        }
+        Expect("]", "after the constant's values");
+      } else {
+        literals.push_back(ParseLiteral());
+      }
+      if (static_cast<int64_t>(literals.size()) != numel)
+        Fail(values_pos, StrCat("constant ", PrintType(type), " needs ", numel, " values, got ",
+                                literals.size()));
+      value = Tensor::Empty(tt->dtype, shape);
+      for (size_t i = 0; i < literals.size(); ++i) StoreLiteral(value, i, literals[i]);
+    }
+    Expect(")", "after the constant's values");
+    return MakeConstant(std::move(value));
+  }
+
+  Literal ParseLiteral() {
+    size_t pos = Peek().begin;
+    bool negative = Accept("-");
+    Token t = Next();
+    bool ok = t.kind == Tok::kInt || t.kind == Tok::kFloat ||
+              (t.kind == Tok::kIdent && (t.text == "inf" || t.text == "nan" ||
+                                         (!negative && (t.text == "true" || t.text == "false"))));
+    if (!ok) Fail(t.begin, "expected a constant value, got " + Describe(t));
+    return Literal{t.kind, (negative ? "-" : "") + t.text, pos};
+  }
+
+  void StoreLiteral(Tensor& tensor, size_t i, const Literal& lit) {
+    DType dtype = tensor.dtype();
+    std::string type_name(DTypeName(dtype));
+    DispatchDType(dtype, [&]<typename T>() {
+      T* data = static_cast<T*>(tensor.raw_data());
+      if constexpr (std::is_same_v<T, bool>) {
+        if (lit.kind != Tok::kIdent || (lit.text != "true" && lit.text != "false"))
+          Fail(lit.pos, "expected true or false in a bool constant, got '" + lit.text + "'");
+        data[i] = lit.text == "true";
+      } else if constexpr (std::is_integral_v<T>) {
+        if (lit.kind != Tok::kInt)
+          Fail(lit.pos,
+               "expected an integer in an " + type_name + " constant, got '" + lit.text + "'");
+        Token digits{Tok::kInt, lit.text[0] == '-' ? lit.text.substr(1) : lit.text, false, lit.pos,
+                     lit.pos + lit.text.size()};
+        int64_t v = IntValue(digits, lit.text[0] == '-');
+        if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+            v > static_cast<int64_t>(std::numeric_limits<T>::max()))
+          Fail(lit.pos, "value " + lit.text + " is out of range for " + type_name);
+        data[i] = static_cast<T>(v);
+      } else {
+        if (lit.kind == Tok::kIdent && (lit.text == "true" || lit.text == "false"))
+          Fail(lit.pos,
+               "expected a number in an " + type_name + " constant, got '" + lit.text + "'");
+        bool is_special = lit.kind == Tok::kIdent;
+        if (is_special) {
+          bool neg = lit.text[0] == '-';
+          bool inf = lit.text.ends_with("inf");
+          double v = inf ? std::numeric_limits<double>::infinity()
+                         : std::numeric_limits<double>::quiet_NaN();
+          if (neg) v = -v;
+          if constexpr (std::is_same_v<T, double>) {
+            data[i] = v;
+          } else {
+            data[i] = T(static_cast<float>(v));
+          }
+          return;
+        }
+        FloatValue(lit.text, lit.pos);  // rejects malformed and overflowing text
+        if constexpr (std::is_same_v<T, double>) {
+          data[i] = std::strtod(lit.text.c_str(), nullptr);
+        } else {
+          // Read f32 text directly as float: going through double could round twice.
+          float f = std::strtof(lit.text.c_str(), nullptr);
+          T v = T(f);
+          if (std::isinf(static_cast<float>(v)))
+            Fail(lit.pos, "value " + lit.text + " is out of range for " + type_name);
+          data[i] = v;
+        }
+      }
+    });
+  }
+
+  const std::string& src_;
+  const std::vector<Tensor>* meta_;
+  size_t pos_ = 0;
+  bool after_dot_ = false;
+  Mode mode_ = Mode::kNormal;
+  std::optional<Token> peeked_;
+  int depth_ = 0;
+  std::vector<std::unordered_map<std::string, Expr>> scopes_;
+};
+
+}  // namespace
+
+IRModule ParseModule(const std::string& text, const std::vector<Tensor>* meta) {
+  return Parser(text, meta).Module();
+}
+
+Expr ParseExpr(const std::string& text, const std::map<std::string, Var>& vars,
+               const std::vector<Tensor>* meta) {
+  return Parser(text, meta).Standalone(vars);
+}
+
+Type ParseType(const std::string& text) {
+  return Parser(text, nullptr).StandaloneType();
+}
+
+}  // namespace kiln

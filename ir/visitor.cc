@@ -1,0 +1,120 @@
+#include "ir/visitor.h"
+
+namespace kiln {
+
+void ExprVisitor::Visit(const Expr& e) {
+  if (!e || !visited_.insert(e.get()).second) return;
+  switch (e->kind) {
+#define KILN_EXPR_NODE(N)                              \
+  case ExprKind::k##N:                                 \
+    Visit##N(static_cast<const N##Node*>(e.get()), e); \
+    break;
+#include "ir/expr_nodes.def"
+#undef KILN_EXPR_NODE
+  }
+}
+
+void ExprVisitor::VisitVar(const VarNode*, const Expr&) {}
+void ExprVisitor::VisitConstant(const ConstantNode*, const Expr&) {}
+void ExprVisitor::VisitCall(const CallNode* n, const Expr&) {
+  if (n->fn) Visit(n->fn);
+  for (const Expr& a : n->args) Visit(a);
+}
+void ExprVisitor::VisitTuple(const TupleNode* n, const Expr&) {
+  for (const Expr& f : n->fields) Visit(f);
+}
+void ExprVisitor::VisitTupleGetItem(const TupleGetItemNode* n, const Expr&) {
+  Visit(n->tuple);
+}
+void ExprVisitor::VisitFunction(const FunctionNode* n, const Expr&) {
+  for (const Var& p : n->params) Visit(p);
+  Visit(n->body);
+}
+
+Expr ExprMutator::Mutate(const Expr& e) {
+  if (!e) return e;
+  auto it = memo_.find(e.get());
+  if (it != memo_.end()) return it->second;
+  Expr out;
+  switch (e->kind) {
+#define KILN_EXPR_NODE(N)                                     \
+  case ExprKind::k##N:                                        \
+    out = Mutate##N(static_cast<const N##Node*>(e.get()), e); \
+    break;
+#include "ir/expr_nodes.def"
+#undef KILN_EXPR_NODE
+  }
+  memo_[e.get()] = out;
+  return out;
+}
+
+Expr ExprMutator::MutateVar(const VarNode*, const Expr& self) {
+  return self;
+}
+Expr ExprMutator::MutateConstant(const ConstantNode*, const Expr& self) {
+  return self;
+}
+
+Expr ExprMutator::MutateCall(const CallNode* n, const Expr& self) {
+  bool changed = false;
+  Expr fn = n->fn ? Mutate(n->fn) : nullptr;
+  changed |= fn != n->fn;
+  std::vector<Expr> args;
+  args.reserve(n->args.size());
+  for (const Expr& a : n->args) {
+    args.push_back(Mutate(a));
+    changed |= args.back() != a;
+  }
+  if (!changed) return self;
+  auto c = std::make_shared<CallNode>(*n);
+  c->fn = std::move(fn);
+  c->args = std::move(args);
+  c->type = nullptr;
+  return c;
+}
+
+Expr ExprMutator::MutateTuple(const TupleNode* n, const Expr& self) {
+  bool changed = false;
+  std::vector<Expr> fields;
+  for (const Expr& f : n->fields) {
+    fields.push_back(Mutate(f));
+    changed |= fields.back() != f;
+  }
+  if (!changed) return self;
+  auto t = std::make_shared<TupleNode>(*n);
+  t->fields = std::move(fields);
+  t->type = nullptr;
+  return t;
+}
+
+Expr ExprMutator::MutateTupleGetItem(const TupleGetItemNode* n, const Expr& self) {
+  Expr t = Mutate(n->tuple);
+  if (t == n->tuple) return self;
+  auto g = std::make_shared<TupleGetItemNode>(*n);
+  g->tuple = std::move(t);
+  g->type = nullptr;
+  return g;
+}
+
+Expr ExprMutator::MutateFunction(const FunctionNode* n, const Expr& self) {
+  bool changed = false;
+  std::vector<Var> params;
+  for (const Var& p : n->params) {
+    Expr np = Mutate(p);
+    const VarNode* v = AsVar(np);
+    // A mutator may only map a parameter to another variable.
+    KILN_CHECK(v != nullptr, "a function parameter was rewritten to a ", ExprKindName(np->kind));
+    params.push_back(std::static_pointer_cast<const VarNode>(np));
+    changed |= np != p;
+  }
+  Expr body = Mutate(n->body);
+  changed |= body != n->body;
+  if (!changed) return self;
+  auto f = std::make_shared<FunctionNode>(*n);
+  f->params = std::move(params);
+  f->body = std::move(body);
+  f->type = nullptr;
+  return f;
+}
+
+}  // namespace kiln

@@ -1,0 +1,70 @@
+// Shared helpers for kiln's tests: random tensors, tensor comparison, error capture.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ir/error.h"
+#include "ir/op.h"
+#include "ir/tensor.h"
+
+namespace kiln::test {
+
+// Uniform random values in [lo, hi] (integers: whole numbers in that range; bool: 0/1).
+inline Tensor RandomTensor(DType dtype, const std::vector<int64_t>& shape, uint64_t seed = 1,
+                           double lo = -1.0, double hi = 1.0) {
+  Tensor t = Tensor::Empty(dtype, shape);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    double v = dist(rng);
+    if (dtype == DType::kBool)
+      v = v > (lo + hi) / 2 ? 1.0 : 0.0;
+    else if (!IsFloat(dtype))
+      v = std::round(v);
+    t.SetFromDouble(i, v);
+  }
+  return t;
+}
+
+template <typename T>
+Tensor MakeTensor(const std::vector<int64_t>& shape, const std::vector<T>& values) {
+  return Tensor::FromVector<T>(shape, values);
+}
+
+// Checks dtype, shape and every element: |a - e| <= atol + rtol * |e|; NaN matches NaN and
+// infinities must match exactly. Reports the first few mismatching indices.
+inline ::testing::AssertionResult TensorsNear(const Tensor& actual, const Tensor& expected,
+                                              double atol = 1e-5, double rtol = 1e-5) {
+  if (actual.dtype() != expected.dtype() || actual.shape() != expected.shape())
+    return ::testing::AssertionFailure()
+           << "type " << actual.TypeString() << " != expected " << expected.TypeString();
+  int bad = 0;
+  std::string msg;
+  for (int64_t i = 0; i < actual.numel(); ++i) {
+    double a = actual.GetAsDouble(i), e = expected.GetAsDouble(i);
+    bool ok = (std::isnan(a) && std::isnan(e)) || a == e ||
+              (std::isfinite(e) && std::fabs(a - e) <= atol + rtol * std::fabs(e));
+    if (!ok && bad++ < 5) msg += StrCat("\n  [", i, "] ", a, " vs expected ", e);
+  }
+  if (bad) return ::testing::AssertionFailure() << bad << " elements differ:" << msg;
+  return ::testing::AssertionSuccess();
+}
+
+// The message of the kiln::Error that `fn` throws, or "" (and a test failure) if none.
+inline std::string ErrorMessage(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a kiln::Error";
+  return "";
+}
+
+}  // namespace kiln::test

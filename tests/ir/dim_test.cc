@@ -1,0 +1,110 @@
+#include "ir/dim.h"
+
+#include <gtest/gtest.h>
+
+#include "ir/error.h"
+
+namespace kiln {
+namespace {
+
+Dim S(const char* n) {
+  return Dim::Symbol(n);
+}
+
+TEST(Dim, ConstantsFold) {
+  EXPECT_EQ((Dim(3) + Dim(4)).value(), 7);
+  EXPECT_EQ((Dim(3) * Dim(4)).value(), 12);
+  EXPECT_EQ(FloorDiv(Dim(7), Dim(2)).value(), 3);
+  EXPECT_EQ(FloorDiv(Dim(-7), Dim(2)).value(), -4);
+  EXPECT_EQ(Mod(Dim(-7), Dim(3)).value(), 2);
+  EXPECT_EQ(Min(Dim(3), Dim(5)).value(), 3);
+  EXPECT_EQ(Max(Dim(3), Dim(5)).value(), 5);
+}
+
+TEST(Dim, IdentitiesSimplify) {
+  Dim n = S("n");
+  EXPECT_EQ(n + 0, n);
+  EXPECT_EQ(n * 1, n);
+  EXPECT_EQ((n * 0).value(), 0);
+  EXPECT_EQ(FloorDiv(n * 2, 2), n);
+  EXPECT_EQ(n - n, Dim(0));
+  EXPECT_EQ(FloorDiv(n, 1), n);
+  EXPECT_EQ(Mod(n * 4, 2), Dim(0));
+  EXPECT_EQ(FloorDiv(n, n), Dim(1));
+}
+
+TEST(Dim, LikeTermsCollectAndOrderIsCanonical) {
+  Dim a = S("a"), b = S("b");
+  EXPECT_EQ(a + b, b + a);
+  EXPECT_EQ(a * b, b * a);
+  EXPECT_EQ(a + b - a, b);
+  EXPECT_EQ(a * 2 + a * 3, a * 5);
+  EXPECT_EQ((a + 1) * (a + 1), a * a + a * 2 + 1);
+  EXPECT_EQ(((a + 1) * (a + 1)).ToString(), "a * a + a * 2 + 1");
+  EXPECT_EQ((a * b + 3 - b * a).value(), 3);
+  EXPECT_EQ((a + b).hash(), (b + a).hash());
+}
+
+TEST(Dim, FloorDivSplitsDivisibleTerms) {
+  Dim n = S("n");
+  EXPECT_EQ(FloorDiv(n * 4 + 3, 2), n * 2 + 1);
+  EXPECT_EQ(FloorDiv(n * 4 + 2, 4), n);  // 2 // 4 == 0
+  EXPECT_EQ(FloorDiv(n * 2 + 1, 4).ToString(), "(n * 2 + 1) // 4");
+  EXPECT_EQ(FloorDiv(n * 6, 4), FloorDiv(n * 3, 2));
+  EXPECT_EQ(Mod(n * 4 + 5, 4), Dim(1));
+  EXPECT_EQ(Mod(n + 5, 3).ToString(), "(n + 2) % 3");
+}
+
+TEST(Dim, MinMax) {
+  Dim n = S("n"), m = S("m");
+  EXPECT_EQ(Min(n, n + 1), n);
+  EXPECT_EQ(Max(n, n + 1), n + 1);
+  EXPECT_EQ(Min(n, m), Min(m, n));
+  EXPECT_EQ(Max(n, m).ToString(), "max(m, n)");
+}
+
+TEST(Dim, PrintsReadably) {
+  Dim seq = S("seq"), batch = S("batch");
+  EXPECT_EQ((seq * 2).ToString(), "seq * 2");
+  EXPECT_EQ((batch * seq).ToString(), "batch * seq");
+  EXPECT_EQ((seq - 1).ToString(), "seq - 1");
+  EXPECT_EQ((Dim(1) - seq).ToString(), "-seq + 1");
+  EXPECT_EQ((FloorDiv(seq, 2) * 3).ToString(), "(seq // 2) * 3");
+  EXPECT_EQ(Dim(-4).ToString(), "-4");
+}
+
+TEST(Dim, EvalAndSubstitute) {
+  Dim n = S("n"), m = S("m");
+  Dim e = FloorDiv(n * m + 3, 2) + Mod(n, 3) + Max(n, m);
+  auto v = e.TryEval({{"n", 5}, {"m", 7}});
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(*v, (5 * 7 + 3) / 2 + 5 % 3 + 7);
+  EXPECT_FALSE(e.TryEval({{"n", 5}}).has_value());
+  Dim sub = e.Substitute([](const std::string& s) -> std::optional<Dim> {
+    if (s == "n") return Dim(5);
+    return std::nullopt;
+  });
+  EXPECT_EQ(sub, FloorDiv(m * 5 + 3, 2) + 2 + Max(m, Dim(5)));
+  std::set<std::string> syms;
+  e.CollectSymbols(&syms);
+  EXPECT_EQ(syms, (std::set<std::string>{"m", "n"}));
+}
+
+TEST(Dim, DivisionByZeroAndOverflowAreErrors) {
+  Dim n = S("n");
+  EXPECT_THROW(FloorDiv(n, 0), Error);
+  EXPECT_THROW(Mod(Dim(3), Dim(0)), Error);
+  EXPECT_THROW(Dim(INT64_MAX) * Dim(2), Error);
+  EXPECT_FALSE(FloorDiv(n, S("m")).TryEval({{"n", 1}, {"m", 0}}).has_value());
+}
+
+TEST(Dim, ShapeHelpers) {
+  Shape s{S("batch"), Dim(10)};
+  EXPECT_EQ(ShapeToString(s), "[batch, 10]");
+  EXPECT_FALSE(IsConstShape(s));
+  EXPECT_EQ(ShapeNumel(s), S("batch") * 10);
+  EXPECT_EQ(ConstShape(ShapeFromInts({2, 3})), (std::vector<int64_t>{2, 3}));
+}
+
+}  // namespace
+}  // namespace kiln

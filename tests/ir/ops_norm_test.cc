@@ -1,0 +1,308 @@
+#include <gmock/gmock.h>
+
+#include <cmath>
+
+#include "common/test_util.h"
+
+namespace kiln {
+namespace {
+
+using test::ErrorMessage;
+using test::MakeTensor;
+using test::TensorsNear;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+Type F32(Shape s) {
+  return TensorType(std::move(s), DType::kFloat32);
+}
+Dim S(const char* name) {
+  return Dim::Symbol(name);
+}
+
+std::string Infer(const std::string& op, const std::vector<Type>& args, const Attrs& attrs = {},
+                  std::vector<DimConstraint>* constraints = nullptr) {
+  return TypeToString(InferOpType(op, args, attrs, constraints));
+}
+
+Tensor Eval(const std::string& op, const std::vector<Tensor>& in, const Attrs& attrs = {}) {
+  return RunOpReference(op, in, attrs).at(0);
+}
+
+// ---- layer_norm: type relation ----
+
+TEST(LayerNorm, Shapes) {
+  EXPECT_EQ(Infer("layer_norm", {F32({2, 3, 4}), F32({4})}), "f32[2, 3, 4]");
+  EXPECT_EQ(Infer("layer_norm", {F32({2, 3, 4}), F32({4}), F32({4})}), "f32[2, 3, 4]");
+  EXPECT_EQ(Infer("layer_norm", {F32({2, 3, 4}), F32({3, 4}), F32({1, 4})}, {{"axis", int64_t{1}}}),
+            "f32[2, 3, 4]");
+  EXPECT_EQ(Infer("layer_norm", {F32({2, 3, 4}), F32({1}), F32({})}, {{"axis", int64_t{-2}}}),
+            "f32[2, 3, 4]");
+  EXPECT_EQ(Infer("layer_norm", {F32({5}), F32({5})}, {{"axis", int64_t{0}}}), "f32[5]");
+  Type h = TensorType({2, 8}, DType::kFloat16);
+  EXPECT_EQ(Infer("layer_norm", {h, TensorType({8}, DType::kFloat16)}), "f16[2, 8]");
+  EXPECT_EQ(OpRegistry::Global().Get("layer_norm").pattern, OpPattern::kReduction);
+}
+
+TEST(LayerNorm, SymbolicShapes) {
+  std::vector<DimConstraint> cs;
+  EXPECT_EQ(Infer("layer_norm", {F32({S("batch"), S("seq"), 64}), F32({64}), F32({64})}, {}, &cs),
+            "f32[batch, seq, 64]");
+  EXPECT_TRUE(cs.empty());
+  EXPECT_EQ(Infer("layer_norm", {F32({S("batch"), S("hidden")}), F32({S("hidden")})}, {}, &cs),
+            "f32[batch, hidden]");
+  EXPECT_TRUE(cs.empty());
+  // Undecidable until `hidden` is bound: recorded as a constraint.
+  EXPECT_EQ(Infer("layer_norm", {F32({S("batch"), S("hidden")}), F32({64})}, {}, &cs),
+            "f32[batch, hidden]");
+  ASSERT_EQ(cs.size(), 1u);
+  EXPECT_EQ(cs[0].kind, DimConstraint::Kind::kEqual);
+}
+
+TEST(LayerNorm, MismatchNamesBothShapes) {
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("layer_norm", {F32({2, 4}), F32({5})});
+              }),
+              AllOf(HasSubstr("layer_norm: scale [5] does not broadcast to x[1:] = [4]"),
+                    HasSubstr("of x [2, 4]"), HasSubstr("5 != 4")));
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("layer_norm", {F32({2, 4}), F32({4}), F32({2, 4})});
+              }),
+              HasSubstr("bias [2, 4] does not broadcast to x[1:] = [4] of x [2, 4]"));
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("layer_norm", {F32({2, 3, 4}), F32({2, 4})}, {{"axis", int64_t{1}}});
+              }),
+              HasSubstr("scale [2, 4] does not broadcast to x[1:] = [3, 4] of x [2, 3, 4]"));
+}
+
+TEST(LayerNorm, Errors) {
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("layer_norm", {TensorType({2}, DType::kInt32), F32({2})});
+              }),
+              HasSubstr("x must be a float tensor, got i32[2]"));
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("layer_norm", {F32({2}), TensorType({2}, DType::kFloat16)});
+              }),
+              HasSubstr("scale f16[2] must have the dtype of x f32[2]"));
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("layer_norm", {F32({}), F32({})});
+              }),
+              HasSubstr("x must have rank >= 1, got f32[]"));
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("layer_norm", {F32({2, 3}), F32({3})}, {{"axis", int64_t{2}}});
+              }),
+              HasSubstr("axis 2 is out of range for rank 2"));
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("layer_norm", {F32({2, 3})});
+              }),
+              HasSubstr("expects 2 to 3 inputs, got 1"));
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("layer_norm", {F32({2, 3}), F32({3})}, {{"epsilon", -1.0}});
+              }),
+              HasSubstr("attribute 'epsilon' = -1.0: must be finite and non-negative"));
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("layer_norm", {F32({2, 3}), F32({3})}, {{"eps", 1e-3}});
+              }),
+              HasSubstr("op 'layer_norm' has no attribute 'eps'"));
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("layer_norm", {F32({2, 3}), F32({3})}, {{"axis", 1.0}});
+              }),
+              HasSubstr("attribute 'axis' must be int"));
+}
+
+// ---- layer_norm: reference kernel ----
+
+TEST(LayerNormKernel, HandComputed) {
+  // Row [1, 2, 3]: mean 2, variance 2/3, so the normalized row is [-a, 0, a], a = sqrt(1.5).
+  float a = static_cast<float>(std::sqrt(1.5));
+  Tensor x = MakeTensor<float>({2, 3}, {1, 2, 3, 10, 10, 10});
+  Tensor scale = MakeTensor<float>({3}, {2, 1, 1});
+  Tensor bias = MakeTensor<float>({3}, {0, 0, 1});
+  EXPECT_TRUE(TensorsNear(Eval("layer_norm", {x, scale, bias}, {{"epsilon", 1e-30}}),
+                          MakeTensor<float>({2, 3}, {-2 * a, 0, a + 1, 0, 0, 1})));
+  EXPECT_TRUE(
+      TensorsNear(Eval("layer_norm", {x, MakeTensor<float>({1}, {1})}, {{"epsilon", 1e-30}}),
+                  MakeTensor<float>({2, 3}, {-a, 0, a, 0, 0, 0})));
+  // A constant row with the default epsilon: 0 / sqrt(1e-5) = 0, no division by zero.
+  EXPECT_TRUE(TensorsNear(
+      Eval("layer_norm", {MakeTensor<float>({1, 2}, {4, 4}), MakeTensor<float>({2}, {1, 1})}),
+      MakeTensor<float>({1, 2}, {0, 0})));
+}
+
+TEST(LayerNormKernel, SizeOneAndEmpty) {
+  // A single element normalizes to 0, so the output is the bias.
+  EXPECT_TRUE(
+      TensorsNear(Eval("layer_norm", {MakeTensor<float>({3, 1}, {5, -2, 7}),
+                                      MakeTensor<float>({1}, {3}), MakeTensor<float>({1}, {0.5f})}),
+                  MakeTensor<float>({3, 1}, {0.5f, 0.5f, 0.5f})));
+  EXPECT_EQ(Eval("layer_norm",
+                 {Tensor::Empty(DType::kFloat32, {0, 4}), MakeTensor<float>({4}, {1, 1, 1, 1})})
+                .numel(),
+            0);
+  EXPECT_EQ(Eval("layer_norm",
+                 {Tensor::Empty(DType::kFloat32, {3, 0}), Tensor::Empty(DType::kFloat32, {0})})
+                .numel(),
+            0);
+}
+
+// layer_norm over dims [axis, rank) straight from the definition, in double.
+Tensor NaiveLayerNorm(const Tensor& x, int axis, const Tensor& scale, const Tensor* bias,
+                      double eps) {
+  int64_t n = 1;
+  for (int i = axis; i < x.ndim(); ++i) n *= x.shape()[i];
+  int64_t rows = x.numel() / n;
+  Tensor y = Tensor::Empty(DType::kFloat64, x.shape());
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0, sq = 0;
+    for (int64_t k = 0; k < n; ++k) sum += x.GetAsDouble(r * n + k);
+    double mean = sum / n;
+    for (int64_t k = 0; k < n; ++k) sq += std::pow(x.GetAsDouble(r * n + k) - mean, 2);
+    double sd = std::sqrt(sq / n + eps);
+    for (int64_t k = 0; k < n; ++k) {
+      // Parameters here have the full tail shape, so they index by k directly.
+      double b = bias ? bias->GetAsDouble(k) : 0;
+      y.SetFromDouble(r * n + k, (x.GetAsDouble(r * n + k) - mean) / sd * scale.GetAsDouble(k) + b);
+    }
+  }
+  return y;
+}
+
+Tensor ToDType(const Tensor& t, DType d) {
+  Tensor out = Tensor::Empty(d, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) out.SetFromDouble(i, t.GetAsDouble(i));
+  return out;
+}
+
+TEST(LayerNormKernel, RandomAgainstDoubleDefinition) {
+  Tensor x = test::RandomTensor(DType::kFloat32, {3, 5, 7}, 21, -3.0, 5.0);
+  for (int axis : {-1, 1, 0, -2}) {
+    int a = axis < 0 ? axis + 3 : axis;
+    std::vector<int64_t> tail(x.shape().begin() + a, x.shape().end());
+    Tensor scale = test::RandomTensor(DType::kFloat32, tail, 22 + a, 0.5, 1.5);
+    Tensor bias = test::RandomTensor(DType::kFloat32, tail, 33 + a);
+    Attrs attrs = {{"axis", int64_t{axis}}, {"epsilon", 1e-3}};
+    EXPECT_TRUE(TensorsNear(Eval("layer_norm", {x, scale, bias}, attrs),
+                            ToDType(NaiveLayerNorm(x, a, scale, &bias, 1e-3), DType::kFloat32),
+                            1e-5, 1e-5))
+        << "axis " << axis;
+    EXPECT_TRUE(TensorsNear(Eval("layer_norm", {x, scale}, attrs),
+                            ToDType(NaiveLayerNorm(x, a, scale, nullptr, 1e-3), DType::kFloat32),
+                            1e-5, 1e-5))
+        << "axis " << axis << " without bias";
+  }
+}
+
+TEST(LayerNormKernel, BroadcastParameterEqualsExpanded) {
+  Tensor x = test::RandomTensor(DType::kFloat32, {2, 3, 4}, 3);
+  Tensor scale_row = test::RandomTensor(DType::kFloat32, {1, 4}, 4);
+  Tensor scale_full = Tensor::Empty(DType::kFloat32, {3, 4});
+  for (int64_t i = 0; i < 12; ++i) scale_full.SetFromDouble(i, scale_row.GetAsDouble(i % 4));
+  Attrs attrs = {{"axis", int64_t{1}}};
+  EXPECT_TRUE(TensorsNear(Eval("layer_norm", {x, scale_row}, attrs),
+                          Eval("layer_norm", {x, scale_full}, attrs), 0, 0));
+}
+
+TEST(LayerNormKernel, HalfPrecision) {
+  Tensor x = test::RandomTensor(DType::kBFloat16, {4, 9}, 8, -2.0, 2.0);
+  Tensor scale = test::RandomTensor(DType::kBFloat16, {9}, 9, 0.5, 1.5);
+  Tensor y = Eval("layer_norm", {x, scale});
+  ASSERT_EQ(y.dtype(), DType::kBFloat16);
+  // bf16 keeps 8 significant bits: compare with a relative 1/128.
+  EXPECT_TRUE(TensorsNear(y, ToDType(NaiveLayerNorm(x, 1, scale, nullptr, 1e-5), DType::kBFloat16),
+                          1e-2, 1.0 / 128));
+}
+
+// ---- batch_norm ----
+
+TEST(BatchNorm, Shapes) {
+  Type c = F32({3});
+  EXPECT_EQ(Infer("batch_norm", {F32({2, 3, 4, 4}), c, c, c, c}), "f32[2, 3, 4, 4]");
+  EXPECT_EQ(Infer("batch_norm", {F32({5, 3}), c, c, c, c}), "f32[5, 3]");
+  Type cs = F32({S("c")});
+  EXPECT_EQ(Infer("batch_norm", {F32({S("batch"), S("c"), S("h"), S("w")}), cs, cs, cs, cs}),
+            "f32[batch, c, h, w]");
+  EXPECT_EQ(Infer("batch_norm", {F32({S("batch"), 3, 7}), c, c, c, c}), "f32[batch, 3, 7]");
+  EXPECT_EQ(OpRegistry::Global().Get("batch_norm").pattern, OpPattern::kBroadcast);
+}
+
+TEST(BatchNorm, Errors) {
+  Type c = F32({3});
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("batch_norm", {F32({2, 3}), c, c, F32({4}), c});
+              }),
+              AllOf(HasSubstr("batch_norm: mean [4] must be [C] with C = 3, dim 1 of x [2, 3]"),
+                    HasSubstr("4 != 3")));
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("batch_norm", {F32({2, 3}), F32({1, 3}), c, c, c});
+              }),
+              HasSubstr("scale [1, 3] must be [C] with C = 3"));
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("batch_norm", {F32({3}), c, c, c, c});
+              }),
+              HasSubstr("x must be [N, C, ...] with rank >= 2, got f32[3]"));
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("batch_norm", {TensorType({2, 3}, DType::kInt8), c, c, c, c});
+              }),
+              HasSubstr("x must be a float tensor, got i8[2, 3]"));
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("batch_norm", {F32({2, 3}), c, c, c, TensorType({3}, DType::kFloat64)});
+              }),
+              HasSubstr("var f64[3] must have the dtype of x f32[2, 3]"));
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("batch_norm", {F32({2, 3}), c, c, c});
+              }),
+              HasSubstr("expects 5 inputs, got 4"));
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("batch_norm", {F32({2, 3}), c, c, c, c}, {{"momentum", 0.9}});
+              }),
+              HasSubstr("op 'batch_norm' has no attribute 'momentum'"));
+  EXPECT_THAT(ErrorMessage([&] {
+                Infer("batch_norm", {F32({2, 3}), c, c, c, c}, {{"epsilon", std::string("a")}});
+              }),
+              HasSubstr("attribute 'epsilon' must be float"));
+}
+
+TEST(BatchNormKernel, HandComputed) {
+  // x [1, 2, 2]: channel 0 holds {3, 5}, channel 1 holds {2, 3}.
+  Tensor x = MakeTensor<float>({1, 2, 2}, {3, 5, 2, 3});
+  Tensor scale = MakeTensor<float>({2}, {1, 2});
+  Tensor bias = MakeTensor<float>({2}, {0, 1});
+  Tensor mean = MakeTensor<float>({2}, {1, 2});
+  Tensor var = MakeTensor<float>({2}, {4, 0.25f});
+  // ch0: (x - 1) / 2;  ch1: (x - 2) / 0.5 * 2 + 1.
+  EXPECT_TRUE(TensorsNear(Eval("batch_norm", {x, scale, bias, mean, var}, {{"epsilon", 0.0}}),
+                          MakeTensor<float>({1, 2, 2}, {1, 2, 1, 5})));
+  // Rank 2 and a single channel.
+  EXPECT_TRUE(TensorsNear(
+      Eval("batch_norm",
+           {MakeTensor<float>({3, 1}, {1, 2, 3}), MakeTensor<float>({1}, {1}),
+            MakeTensor<float>({1}, {0}), MakeTensor<float>({1}, {2}), MakeTensor<float>({1}, {0})},
+           {{"epsilon", 1.0}}),
+      MakeTensor<float>({3, 1}, {-1, 0, 1})));
+  EXPECT_EQ(Eval("batch_norm", {Tensor::Empty(DType::kFloat32, {0, 2, 3}), scale, bias, mean, var})
+                .numel(),
+            0);
+}
+
+TEST(BatchNormKernel, RandomAgainstDoubleDefinition) {
+  const int64_t n = 2, c = 3, h = 5, w = 7;
+  Tensor x = test::RandomTensor(DType::kFloat32, {n, c, h, w}, 1, -3.0, 3.0);
+  Tensor scale = test::RandomTensor(DType::kFloat32, {c}, 2);
+  Tensor bias = test::RandomTensor(DType::kFloat32, {c}, 3);
+  Tensor mean = test::RandomTensor(DType::kFloat32, {c}, 4);
+  Tensor var = test::RandomTensor(DType::kFloat32, {c}, 5, 0.1, 2.0);
+  Tensor want = Tensor::Empty(DType::kFloat32, x.shape());
+  for (int64_t in = 0; in < n; ++in)
+    for (int64_t ic = 0; ic < c; ++ic)
+      for (int64_t i = 0; i < h * w; ++i) {
+        int64_t at = (in * c + ic) * h * w + i;
+        want.SetFromDouble(at, (x.GetAsDouble(at) - mean.GetAsDouble(ic)) /
+                                       std::sqrt(var.GetAsDouble(ic) + 1e-5) *
+                                       scale.GetAsDouble(ic) +
+                                   bias.GetAsDouble(ic));
+      }
+  EXPECT_TRUE(TensorsNear(Eval("batch_norm", {x, scale, bias, mean, var}), want, 1e-5, 1e-5));
+}
+
+}  // namespace
+}  // namespace kiln
