@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "ir/error.h"
+#include "ir/lower_api.h"
 
 namespace kiln {
 
@@ -474,3 +475,39 @@ Dim ShapeNumel(const Shape& shape) {
 }
 
 }  // namespace kiln
+
+// ---- Dims as loop-IR index expressions (declared in ir/lower_api.h) ----
+
+namespace kiln::lower {
+
+loop::Expr DimToExpr(const Dim& d, const std::function<loop::Expr(const std::string&)>& symbol) {
+  loop::Expr sum = loop::IntImm(0);
+  for (const Term& t : DimBuilder::Terms(d)) {
+    loop::Expr prod = loop::IntImm(t.coef);
+    for (const AtomPtr& f : t.factors) {
+      loop::Expr v;
+      switch (f->kind) {
+        case AtomKind::kSymbol:
+          v = symbol(f->name);
+          break;
+        case AtomKind::kFloorDiv:
+          v = loop::FloorDiv(DimToExpr(f->a, symbol), DimToExpr(f->b, symbol));
+          break;
+        case AtomKind::kMod:
+          v = loop::FloorMod(DimToExpr(f->a, symbol), DimToExpr(f->b, symbol));
+          break;
+        case AtomKind::kMin:
+          v = loop::Min(DimToExpr(f->a, symbol), DimToExpr(f->b, symbol));
+          break;
+        case AtomKind::kMax:
+          v = loop::Max(DimToExpr(f->a, symbol), DimToExpr(f->b, symbol));
+          break;
+      }
+      prod = loop::Mul(prod, v);
+    }
+    sum = loop::Add(sum, prod);
+  }
+  return sum;
+}
+
+}  // namespace kiln::lower

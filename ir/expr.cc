@@ -145,6 +145,12 @@ IRModule IRModule::With(const std::string& name, Function fn) const {
   return m;
 }
 
+IRModule IRModule::WithPrimFunc(const std::string& name, loop::PrimFunc f) const {
+  IRModule m = *this;
+  m.prim_funcs_[name] = std::move(f);
+  return m;
+}
+
 IRModule IRModule::Without(const std::string& name) const {
   IRModule m = *this;
   m.functions_.erase(name);

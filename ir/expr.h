@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ir/attrs.h"
+#include "ir/loop/loop.h"
 #include "ir/op.h"
 #include "ir/tensor.h"
 #include "ir/type.h"
@@ -125,11 +126,16 @@ Function MakeFunction(std::vector<Var> params, Expr body, Type ret_type = nullpt
 // every use as well).
 Expr WithType(const Expr& e, Type type);
 
-// A named collection of functions; `main` is the entry point by convention.
+// A named collection of graph functions (`main` is the entry point by convention) and of
+// loop-IR kernels (PrimFuncs, made by lowering): one module for both IR levels, so one pass
+// infrastructure serves both.
 class IRModule {
  public:
   IRModule() = default;
   explicit IRModule(std::map<std::string, Function> fns) : functions_(std::move(fns)) {}
+  const std::map<std::string, loop::PrimFunc>& prim_funcs() const { return prim_funcs_; }
+  // Returns a module with the kernel `name` added or replaced.
+  IRModule WithPrimFunc(const std::string& name, loop::PrimFunc f) const;
   const std::map<std::string, Function>& functions() const { return functions_; }
   Function Lookup(const std::string& name) const;  // kNotFound naming the function
   bool Contains(const std::string& name) const { return functions_.count(name) != 0; }
@@ -139,6 +145,7 @@ class IRModule {
 
  private:
   std::map<std::string, Function> functions_;
+  std::map<std::string, loop::PrimFunc> prim_funcs_;
 };
 
 // The nodes reachable from `root`, each once, operands before users, without recursing on the

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ir/attrs.h"
+#include "ir/lower_api.h"
 #include "ir/tensor.h"
 #include "ir/type.h"
 
@@ -100,6 +101,8 @@ struct OpDef {
   OpPattern pattern = OpPattern::kOpaque;
   TypeRelFn type_rel;
   RefKernelFn ref_kernel;
+  // How the op becomes loop IR (ir/lower_api.h); null for ops that cannot be compiled yet.
+  LowerFn lower = nullptr;
 };
 
 class OpRegistry {

@@ -15,6 +15,8 @@
 
 #include "ir/text.h"
 
+#include "ir/loop/loop_text.h"
+
 namespace kiln {
 
 namespace {
@@ -431,6 +433,11 @@ std::string Print(const IRModule& module, const PrintOptions& options, std::vect
   for (const auto& [name, fn] : module.functions()) {
     if (!out.empty()) out += "\n";
     out += Printer(options, meta).PrintDef(name, fn);
+  }
+  // Kernels print in the loop IR's own syntax; the parser reads graph functions only.
+  for (const auto& [name, f] : module.prim_funcs()) {
+    if (!out.empty()) out += "\n";
+    out += loop::Print(f);
   }
   return out;
 }

@@ -1,5 +1,7 @@
 #include "ir/structural.h"
 
+#include "ir/loop/loop_text.h"
+
 #include <cmath>
 #include <cstring>
 #include <string_view>
@@ -281,6 +283,12 @@ bool StructuralEqual(const IRModule& a, const IRModule& b, bool compare_types) {
   for (auto x = fa.begin(), y = fb.begin(); x != fa.end(); ++x, ++y) {
     if (x->first != y->first || !StructuralEqual(x->second, y->second, compare_types)) return false;
   }
+  const auto& pa = a.prim_funcs();
+  const auto& pb = b.prim_funcs();
+  if (pa.size() != pb.size()) return false;
+  for (auto x = pa.begin(), y = pb.begin(); x != pa.end(); ++x, ++y) {
+    if (x->first != y->first || !loop::StructuralEqual(x->second, y->second)) return false;
+  }
   return true;
 }
 
@@ -293,6 +301,10 @@ size_t StructuralHash(const IRModule& m) {
   for (const auto& [name, fn] : m.functions()) {
     h = Mix(h, std::hash<std::string>()(name));
     h = Mix(h, StructuralHash(fn));
+  }
+  for (const auto& [name, f] : m.prim_funcs()) {
+    h = Mix(h, std::hash<std::string>()(name));
+    h = Mix(h, loop::StructuralHash(f));
   }
   return h;
 }

@@ -31,21 +31,54 @@ void ExprVisitor::VisitFunction(const FunctionNode* n, const Expr&) {
   Visit(n->body);
 }
 
+namespace {
+
+// The operands the default Mutate##N methods mutate, last first (so that a stack pops them in
+// order). A function's body is left to MutateFunction: nesting depth is small.
+void PushOperands(const Expr& e, std::vector<std::pair<Expr, bool>>& stack) {
+  auto push = [&](const Expr& c) {
+    if (c) stack.push_back({c, false});
+  };
+  if (const CallNode* c = AsCall(e)) {
+    for (size_t i = c->args.size(); i-- > 0;) push(c->args[i]);
+    push(c->fn);
+  } else if (const TupleNode* t = AsTuple(e)) {
+    for (size_t i = t->fields.size(); i-- > 0;) push(t->fields[i]);
+  } else if (const TupleGetItemNode* g = AsTupleGetItem(e)) {
+    push(g->tuple);
+  }
+}
+
+}  // namespace
+
 Expr ExprMutator::Mutate(const Expr& e) {
   if (!e) return e;
   auto it = memo_.find(e.get());
   if (it != memo_.end()) return it->second;
-  Expr out;
-  switch (e->kind) {
+  // Operands are mutated first from an explicit stack, so that when Mutate##N asks for its
+  // operands they are already in the memo: a long chain costs heap, not C++ stack.
+  std::vector<std::pair<Expr, bool>> stack{{e, false}};
+  while (!stack.empty()) {
+    auto [n, operands_done] = stack.back();
+    stack.pop_back();
+    if (memo_.count(n.get())) continue;
+    if (!operands_done) {
+      stack.push_back({n, true});
+      PushOperands(n, stack);
+      continue;
+    }
+    Expr out;
+    switch (n->kind) {
 #define KILN_EXPR_NODE(N)                                     \
   case ExprKind::k##N:                                        \
-    out = Mutate##N(static_cast<const N##Node*>(e.get()), e); \
+    out = Mutate##N(static_cast<const N##Node*>(n.get()), n); \
     break;
 #include "ir/expr_nodes.def"
 #undef KILN_EXPR_NODE
+    }
+    memo_[n.get()] = out;
   }
-  memo_[e.get()] = out;
-  return out;
+  return memo_.at(e.get());
 }
 
 Expr ExprMutator::MutateVar(const VarNode*, const Expr& self) {

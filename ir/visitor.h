@@ -29,7 +29,9 @@ class ExprMutator {
   virtual ~ExprMutator() = default;
   // Returns the rewritten `e`. A node none of whose operands changed comes back as itself,
   // so an untouched graph is returned pointer-identical. Rebuilt nodes keep their name and
-  // lose their inferred type (re-run InferTypes).
+  // lose their inferred type (re-run InferTypes). Operands of calls, tuples and tuple items
+  // are mutated (from an explicit stack, so deep graphs cost heap, not C++ stack) before
+  // their user's Mutate##N runs, even if that override then ignores them.
   Expr Mutate(const Expr& e);
 
  protected:

@@ -15,12 +15,6 @@ namespace kiln {
 
 namespace {
 
-const bool kTestingConfigRegistered = [] {
-  RegisterPassConfig("testing.check_immutable", AttrKind::kBool, false,
-                     "check that no pass modifies the module it was given");
-  return true;
-}();
-
 bool Contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
@@ -183,6 +177,8 @@ const std::vector<PassPtr>& SequentialPasses(const PassPtr& p) {
 PassRegistry& PassRegistry::Global() {
   static PassRegistry* r = [] {
     auto* reg = new PassRegistry();  // never destroyed: passes may run during static teardown
+    RegisterPassConfig("testing.check_immutable", AttrKind::kBool, false,
+                       "check that no pass modifies the module it was given");
 #define KILN_PASS(P) Register##P##Pass(*reg);
 #include "passes/passes.def"
 #undef KILN_PASS

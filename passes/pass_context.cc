@@ -5,6 +5,7 @@
 
 #include "ir/error.h"
 #include "passes/instrument.h"
+#include "passes/pass.h"
 
 namespace kiln {
 
@@ -29,6 +30,7 @@ std::string KnownKeys() {
 }
 
 const PassConfigInfo& LookupConfig(const std::string& key) {
+  PassRegistry::Global();  // built-in passes register their config keys with themselves
   ConfigRegistry& r = Configs();
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.keys.find(key);
@@ -67,6 +69,7 @@ void RegisterPassConfig(const std::string& key, AttrKind kind, AttrValue default
 }
 
 std::vector<PassConfigInfo> ListPassConfigs() {
+  PassRegistry::Global();
   ConfigRegistry& r = Configs();
   std::lock_guard<std::mutex> lock(r.mu);
   std::vector<PassConfigInfo> out;

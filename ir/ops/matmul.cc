@@ -5,9 +5,16 @@
 // generated kernel, which is compared against it with a tolerance) and integers in 64-bit
 // two's complement arithmetic that wraps on overflow, as NumPy's does, instead of being
 // undefined behaviour.
+//
+// Lowered, an output element is a loop::Reduce sum over k of a[..., k] * b[k, ...]. Integers
+// accumulate in wrapping i64, exactly like the reference. f64 accumulates in f64; f32, f16
+// and bf16 accumulate in f32 rather than the reference's double: a kernel keeps twice the
+// SIMD lanes, as BLAS libraries do, at an error that grows with K (tests use a tolerance
+// scaled by K).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -232,6 +239,90 @@ void GemmKernel(const std::vector<Tensor>& in, const Attrs& attrs, Tensor& out) 
   }
 }
 
+// ---- Lowering ----
+
+// The dtype dot products of `t` accumulate in (see the file comment).
+DType AccumDType(DType t) {
+  if (!IsFloat(t)) return DType::kInt64;
+  return t == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+}
+
+// sum over k in [0, extent) of x(k) * y(k), in the accumulator dtype of the operands.
+loop::Expr DotProduct(LowerContext& ctx, const loop::Expr& extent,
+                      const std::function<loop::Expr(const loop::Expr&)>& x,
+                      const std::function<loop::Expr(const loop::Expr&)>& y, DType acc) {
+  loop::Var k = ctx.NewVar("k");
+  loop::Expr product = loop::Mul(loop::Cast(acc, x(k)), loop::Cast(acc, y(k)));
+  return loop::Reduce(loop::ReduceKind::kSum, product, {loop::IterVar{k, extent}});
+}
+
+std::vector<LTensor> LowerMatmul(LowerContext& ctx, const std::vector<LTensor>& in, const Attrs&,
+                                 const std::vector<Type>& out_types) {
+  const LTensor a = in[0], b = in[1];
+  std::vector<loop::Expr> shape = ctx.ShapeExpr(AsTensor(out_types[0])->shape);
+  // As in the kernel: the output is the broadcast batch dims, then M unless `a` is 1-D and N
+  // unless `b` is 1-D.
+  const size_t nbatch = shape.size() - (a.ndim() >= 2) - (b.ndim() >= 2);
+  // Only the batch dims' shapes matter to BroadcastIndex.
+  LTensor a_batch{a.dtype, {a.shape.begin(), a.shape.end() - std::min(a.ndim(), 2)}, nullptr};
+  LTensor b_batch{b.dtype, {b.shape.begin(), b.shape.end() - std::min(b.ndim(), 2)}, nullptr};
+  const DType dtype = a.dtype;
+  auto at = [&ctx, a, b, a_batch, b_batch, nbatch, dtype](const std::vector<loop::Expr>& idx) {
+    std::vector<loop::Expr> batch(idx.begin(), idx.begin() + nbatch);
+    std::vector<loop::Expr> ai = lower::BroadcastIndex(a_batch, batch);
+    std::vector<loop::Expr> bi = lower::BroadcastIndex(b_batch, batch);
+    if (a.ndim() >= 2) ai.push_back(idx[nbatch]);
+    auto x = [&](const loop::Expr& k) {
+      std::vector<loop::Expr> i = ai;
+      i.push_back(k);
+      return a.at(i);
+    };
+    auto y = [&](const loop::Expr& k) {
+      std::vector<loop::Expr> i = bi;
+      i.push_back(k);
+      if (b.ndim() >= 2) i.push_back(idx.back());
+      return b.at(i);
+    };
+    return loop::Cast(dtype, DotProduct(ctx, a.shape.back(), x, y, AccumDType(dtype)));
+  };
+  return {LTensor{dtype, shape, at}};
+}
+
+// gemm: alpha * dot + beta * C[broadcast], in double for floats (as the reference computes
+// it, once per output element) and in wrapping i64 for integers.
+std::vector<LTensor> LowerGemm(LowerContext& ctx, const std::vector<LTensor>& in,
+                               const Attrs& attrs, const std::vector<Type>& out_types) {
+  const LTensor a = in[0], b = in[1];
+  const bool trans_a = attrs.GetBool("transA");
+  const bool trans_b = attrs.GetBool("transB");
+  const double alpha = attrs.GetFloat("alpha");
+  const double beta = attrs.GetFloat("beta");
+  // As the reference: C is skipped when beta is 0, so an inf or nan in it does not leak in.
+  const bool use_c = in.size() == 3 && beta != 0.0;
+  const LTensor c = use_c ? in[2] : LTensor{};
+  const DType dtype = a.dtype;
+  const loop::Expr k_extent = a.shape[trans_a ? 0 : 1];
+  auto at = [&ctx, a, b, c, trans_a, trans_b, alpha, beta, use_c, dtype,
+             k_extent](const std::vector<loop::Expr>& idx) {
+    const loop::Expr& i = idx[0];
+    const loop::Expr& j = idx[1];
+    auto x = [&](const loop::Expr& k) { return trans_a ? a.at({k, i}) : a.at({i, k}); };
+    auto y = [&](const loop::Expr& k) { return trans_b ? b.at({j, k}) : b.at({k, j}); };
+    loop::Expr dot = DotProduct(ctx, k_extent, x, y, AccumDType(dtype));
+    if (alpha == 1.0 && !use_c) return loop::Cast(dtype, dot);
+    // Integer alpha and beta are whole numbers within int64 (checked by the type relation).
+    const DType e = IsFloat(dtype) ? DType::kFloat64 : DType::kInt64;
+    auto scalar = [e](double v) {
+      return IsFloat(e) ? loop::FloatImm(v, e) : loop::IntImm(static_cast<int64_t>(v), e);
+    };
+    loop::Expr r = loop::Mul(scalar(alpha), loop::Cast(e, dot));
+    if (use_c)
+      r = loop::Add(r, loop::Mul(scalar(beta), loop::Cast(e, c.at(lower::BroadcastIndex(c, idx)))));
+    return loop::Cast(dtype, r);
+  };
+  return {LTensor{dtype, ctx.ShapeExpr(AsTensor(out_types[0])->shape), at}};
+}
+
 }  // namespace
 
 void RegisterMatmulOps(OpRegistry& r) {
@@ -248,6 +339,7 @@ void RegisterMatmulOps(OpRegistry& r) {
             DispatchMatmulDType(in[0].dtype(),
                                 [&]<typename T>() { MatmulKernel<T>(in[0], in[1], out[0]); });
           },
+      .lower = LowerMatmul,
   });
   r.Register(OpDef{
       .name = "gemm",
@@ -265,6 +357,7 @@ void RegisterMatmulOps(OpRegistry& r) {
             DispatchMatmulDType(in[0].dtype(),
                                 [&]<typename T>() { GemmKernel<T>(in, attrs, out[0]); });
           },
+      .lower = LowerGemm,
   });
 }
 

@@ -3,6 +3,7 @@
 // The references compute the statistics in double, with a two-pass variance, so they serve as
 // the accurate side when generated kernels are compared with them.
 #include <cmath>
+#include <optional>
 
 #include "ir/ops/op_util.h"
 
@@ -134,9 +135,8 @@ Type BatchNormRel(TypeRelContext& ctx) {
 void BatchNormKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
   const Tensor& x = in[0];
   double eps = attrs.GetFloat("epsilon");
-  int64_t channels = x.shape()[1];
-  int64_t inner = 1;
-  for (int i = 2; i < x.ndim(); ++i) inner *= x.shape()[i];
+  ops::AxisSplit split = ops::SplitAtAxis(x.shape(), 1);
+  int64_t channels = split.len, inner = split.inner;
   DispatchDType(x.dtype(), [&]<typename T>() {
     if constexpr (std::is_integral_v<T>) {
       KILN_CHECK(false, "batch_norm on ", DTypeName(x.dtype()), " passed the type relation");
@@ -155,6 +155,94 @@ void BatchNormKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vec
   });
 }
 
+// ---- Lowering ----
+//
+// Element math is in f32 (f64 for f64 inputs, as the reference's double).
+
+DType ComputeDType(DType t) {
+  return t == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+}
+
+// `param`'s element for the output index `idx` of x (NumPy broadcasting from the right), in `c`.
+loop::Expr ParamAt(const LTensor& param, const std::vector<loop::Expr>& idx, DType c) {
+  return loop::Cast(c, param.at(lower::BroadcastIndex(param, idx)));
+}
+
+// The statistics are computed as the reference does: the mean, then a two-pass variance, both
+// accumulated in f64, and inv_std = 1 / sqrt(var + epsilon) in f64; mean and inv_std are
+// materialized per row. x - mean is taken in f64 too, because it cancels when the mean is large
+// against the spread; the affine part (* inv_std * scale + bias) is in f32.
+std::vector<LTensor> LowerLayerNorm(LowerContext& ctx, const std::vector<LTensor>& in,
+                                    const Attrs& attrs) {
+  const LTensor& x = in[0];
+  int rank = x.ndim();
+  int axis = ops::WrapAxis(attrs.GetInt("axis"), rank);
+  DType t = x.dtype, c = ComputeDType(t);
+  const DType f64 = DType::kFloat64;
+  std::vector<int> tail;
+  loop::Expr n = loop::IntImm(1);
+  for (int i = axis; i < rank; ++i) {
+    tail.push_back(i);
+    n = loop::Mul(n, x.shape[i]);
+  }
+  loop::Expr count = loop::Cast(f64, n);
+  // Statistics are reduced without keepdims: a row is indexed by the dims before `axis`.
+  auto row = [axis](const std::vector<loop::Expr>& idx) {
+    return std::vector<loop::Expr>(idx.begin(), idx.begin() + axis);
+  };
+  LTensor x64 = lower::Map(x, f64, [x](const std::vector<loop::Expr>& idx) {
+    return loop::Cast(DType::kFloat64, x.at(idx));
+  });
+  LTensor sum = lower::ReduceAxes(ctx, x64, tail, /*keepdims=*/false, loop::ReduceKind::kSum);
+  LTensor mean = ctx.Materialize(LTensor{f64, sum.shape,
+                                         [sum, count](const std::vector<loop::Expr>& idx) {
+                                           return loop::Div(sum.at(idx), count);
+                                         }},
+                                 "layer_norm_mean");
+  LTensor centered = lower::Map(x64, f64, [x64, mean, row](const std::vector<loop::Expr>& idx) {
+    return loop::Sub(x64.at(idx), mean.at(row(idx)));
+  });
+  LTensor sq = lower::ReduceAxes(ctx, centered, tail, /*keepdims=*/false, loop::ReduceKind::kSum,
+                                 [](const loop::Expr& d) { return loop::Mul(d, d); });
+  loop::Expr eps = lower::Const(attrs.GetFloat("epsilon"), f64);
+  LTensor inv_std = ctx.Materialize(
+      LTensor{c, sq.shape,
+              [sq, count, eps, c](const std::vector<loop::Expr>& idx) {
+                loop::Expr var = loop::Div(sq.at(idx), count);
+                return loop::Cast(
+                    c, loop::Div(lower::Const(1, DType::kFloat64),
+                                 loop::Call(loop::Intrinsic::kSqrt, {loop::Add(var, eps)})));
+              }},
+      "layer_norm_inv_std");
+  LTensor scale = in[1];
+  std::optional<LTensor> bias;
+  if (in.size() > 2) bias = in[2];
+  return {lower::Map(
+      x, t, [centered, inv_std, scale, bias, row, t, c](const std::vector<loop::Expr>& idx) {
+        loop::Expr v = loop::Mul(loop::Mul(loop::Cast(c, centered.at(idx)), inv_std.at(row(idx))),
+                                 ParamAt(scale, idx, c));
+        if (bias) v = loop::Add(v, ParamAt(*bias, idx, c));
+        return loop::Cast(t, v);
+      })};
+}
+
+// Inference batch norm is elementwise: each element reads its channel's (dim 1) parameters.
+std::vector<LTensor> LowerBatchNorm(const std::vector<LTensor>& in, const Attrs& attrs) {
+  const LTensor& x = in[0];
+  DType t = x.dtype, c = ComputeDType(t);
+  loop::Expr eps = lower::Const(attrs.GetFloat("epsilon"), c);
+  std::vector<LTensor> p(in.begin() + 1, in.end());  // scale, bias, mean, var: each [C]
+  return {lower::Map(x, t, [x, p, eps, t, c](const std::vector<loop::Expr>& idx) {
+    std::vector<loop::Expr> ch{idx[1]};
+    auto param = [&](int i) { return loop::Cast(c, p[i].at(ch)); };
+    loop::Expr inv_std = loop::Div(lower::Const(1, c),
+                                   loop::Call(loop::Intrinsic::kSqrt, {loop::Add(param(3), eps)}));
+    loop::Expr v =
+        loop::Mul(loop::Mul(loop::Sub(loop::Cast(c, x.at(idx)), param(2)), inv_std), param(0));
+    return loop::Cast(t, loop::Add(v, param(1)));
+  })};
+}
+
 }  // namespace
 
 void RegisterNormOps(OpRegistry& r) {
@@ -168,6 +256,8 @@ void RegisterNormOps(OpRegistry& r) {
       .pattern = OpPattern::kReduction,
       .type_rel = LayerNormRel,
       .ref_kernel = LayerNormKernel,
+      .lower = [](LowerContext& ctx, const std::vector<LTensor>& in, const Attrs& attrs,
+                  const std::vector<Type>&) { return LowerLayerNorm(ctx, in, attrs); },
   });
   r.Register(OpDef{
       .name = "batch_norm",
@@ -180,6 +270,8 @@ void RegisterNormOps(OpRegistry& r) {
       .pattern = OpPattern::kBroadcast,
       .type_rel = BatchNormRel,
       .ref_kernel = BatchNormKernel,
+      .lower = [](LowerContext&, const std::vector<LTensor>& in, const Attrs& attrs,
+                  const std::vector<Type>&) { return LowerBatchNorm(in, attrs); },
   });
 }
 

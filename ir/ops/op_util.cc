@@ -18,6 +18,16 @@ std::vector<int> NormalizeAxes(TypeRelContext& ctx, const std::vector<int64_t>& 
   return out;
 }
 
+std::function<std::string(const AttrValue&)> CheckNonNegativeInts(const std::string& what) {
+  std::string prefix = what.empty() ? "" : what + " ";
+  return [prefix](const AttrValue& v) -> std::string {
+    for (int64_t d : std::get<std::vector<int64_t>>(v)) {
+      if (d < 0) return StrCat(prefix, "must not be negative, got ", d);
+    }
+    return "";
+  };
+}
+
 bool DTypeIn(DType t, DTypeClass c) {
   switch (c) {
     case DTypeClass::kFloat:

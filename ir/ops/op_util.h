@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -30,6 +33,46 @@ inline int64_t Ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>
   int64_t linear = 0;
   for (size_t i = 0; i < shape.size(); ++i) linear = linear * shape[i] + idx[i];
   return linear;
+}
+
+// A row-major shape seen as [outer, len, inner] around one axis: element (o, k, i) of the view
+// is at (o * len + k) * inner + i. A rank-0 shape (with axis 0) is one row of length 1.
+struct AxisSplit {
+  int64_t outer = 1;  // product of the dims before the axis
+  int64_t len = 1;    // the axis' own size
+  int64_t inner = 1;  // product of the dims after the axis
+};
+inline AxisSplit SplitAtAxis(const std::vector<int64_t>& shape, int axis) {
+  AxisSplit s;
+  for (int i = 0; i < static_cast<int>(shape.size()); ++i) {
+    if (i < axis)
+      s.outer *= shape[i];
+    else if (i == axis)
+      s.len = shape[i];
+    else
+      s.inner *= shape[i];
+  }
+  return s;
+}
+
+// Copies `n` elements; byte copies keep the kernels independent of the dtype.
+inline void CopyElements(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off,
+                         int64_t n) {
+  if (n <= 0) return;  // empty tensors may have no buffer
+  size_t es = static_cast<size_t>(DTypeSize(src.dtype()));
+  std::memcpy(static_cast<char*>(dst.raw_data()) + dst_off * es,
+              static_cast<const char*>(src.raw_data()) + src_off * es, n * es);
+}
+
+// out[i] = x[src_offset(idx)] for every element i of `out`, with idx its multi-index: the
+// kernel of the ops that only move elements (slice, transpose, expand).
+template <typename SrcOffset>
+void CopyByIndex(const Tensor& x, Tensor& out, SrcOffset src_offset) {
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    Unravel(i, out.shape(), idx);
+    CopyElements(x, src_offset(idx), out, i, 1);
+  }
 }
 
 // Maps an index of the broadcast output to the element of one input that it reads
@@ -98,6 +141,10 @@ bool DTypeIn(DType t, DTypeClass c);
 // Fails with `<what> must be <class>, got <dtype>` unless `t` is in `c`.
 void RequireDType(const TypeRelContext& ctx, DType t, DTypeClass c,
                   const std::string& what = "input");
+
+// An AttrSpec check for a kInts attribute whose values must all be >= 0. The message is
+// `<what> must not be negative, got <v>` (just `must not be negative, ...` when `what` is "").
+std::function<std::string(const AttrValue&)> CheckNonNegativeInts(const std::string& what = "");
 
 // Normalizes a list of axes against `rank`: negatives wrapped, range checked, duplicates
 // rejected (type errors name `what`). Returns them sorted.

@@ -9,7 +9,7 @@
 // - argmax/argmin treat NaN as the extreme value (as NumPy does): the first NaN wins, or the
 //   last with `select_last_index`. Taking argmax over an empty axis is an error.
 #include <cmath>
-#include <cstring>
+#include <functional>
 #include <limits>
 
 #include "ir/ops/op_util.h"
@@ -167,7 +167,7 @@ void ReduceKernel(ReduceKind kind, const std::vector<Tensor>& in, const Attrs& a
   const Tensor& x = in[0];
   ReducePlan plan = PlanFromAttrs(attrs, x.ndim());
   if (plan.identity) {
-    if (x.nbytes()) std::memcpy(out[0].raw_data(), x.raw_data(), x.nbytes());
+    ops::CopyElements(x, 0, out[0], 0, x.numel());
     return;
   }
   DispatchDType(x.dtype(), [&]<typename T>() {
@@ -221,16 +221,9 @@ void ArgKernel(bool is_max, const char* name, const std::vector<Tensor>& in, con
   const Tensor& x = in[0];
   int rank = x.ndim();
   int axis = rank == 0 ? 0 : ops::WrapAxis(attrs.GetInt("axis"), rank);
-  int64_t outer = 1, n = 1, inner = 1;
-  for (int i = 0; i < rank; ++i) {
-    int64_t d = x.shape()[i];
-    if (i < axis)
-      outer *= d;
-    else if (i == axis)
-      n = d;
-    else
-      inner *= d;
-  }
+  // Plain variables, not structured bindings: clang before 16 cannot capture those in a lambda.
+  ops::AxisSplit split = ops::SplitAtAxis(x.shape(), axis);
+  int64_t outer = split.outer, n = split.len, inner = split.inner;
   int64_t* y = out[0].data<int64_t>();
   if (outer * inner == 0) return;
   if (n == 0)
@@ -256,6 +249,114 @@ void ArgKernel(bool is_max, const char* name, const std::vector<Tensor>& in, con
       }
     }
   });
+}
+
+// ---- Lowering ----
+//
+// Float sum, mean, prod and l2 accumulate in f64 as the reference does; each accumulator sees
+// the elements in the reference's order (the reduced axes nested outermost first), so generated
+// kernels match it bit for bit. max and min are exact in the input type. Integer sum and prod
+// wrap in their own width, which leaves the bits the reference's 64-bit accumulator truncates to.
+
+loop::Expr ToF64(const loop::Expr& e) {
+  return loop::Cast(DType::kFloat64, e);
+}
+
+// `r` (whose elements may be of another dtype, e.g. an f64 accumulator) with `finish` applied to
+// each element and the result cast to `t`.
+LTensor FinishAs(const LTensor& r, DType t, std::function<loop::Expr(const loop::Expr&)> finish) {
+  return LTensor{t, r.shape, [r, t, finish](const std::vector<loop::Expr>& idx) {
+                   loop::Expr v = r.at(idx);
+                   return loop::Cast(t, finish ? finish(v) : v);
+                 }};
+}
+
+std::vector<LTensor> LowerReduce(ReduceKind kind, LowerContext& ctx, const std::vector<LTensor>& in,
+                                 const Attrs& attrs) {
+  const LTensor& x = in[0];
+  ReducePlan plan = PlanFromAttrs(attrs, x.ndim());
+  if (plan.identity) return {x};
+  std::vector<int> axes;
+  loop::Expr count = loop::IntImm(1);  // elements per reduced set, for mean
+  for (int i = 0; i < x.ndim(); ++i) {
+    if (!plan.reduced[i]) continue;
+    axes.push_back(i);
+    count = loop::Mul(count, x.shape[i]);
+  }
+  bool keepdims = attrs.GetBool("keepdims");
+  DType t = x.dtype;
+  bool wide = IsFloat(t);
+  auto reduce = [&](loop::ReduceKind k, std::function<loop::Expr(const loop::Expr&)> source) {
+    return lower::ReduceAxes(ctx, x, axes, keepdims, k, std::move(source));
+  };
+  switch (kind) {
+    case ReduceKind::kSum:
+    case ReduceKind::kProd: {
+      loop::ReduceKind k =
+          kind == ReduceKind::kSum ? loop::ReduceKind::kSum : loop::ReduceKind::kProd;
+      if (!wide) return {reduce(k, nullptr)};
+      return {FinishAs(reduce(k, ToF64), t, nullptr)};
+    }
+    case ReduceKind::kMean:
+      // An empty reduced set gives 0 / 0 = NaN, as in the reference.
+      return {FinishAs(reduce(loop::ReduceKind::kSum, ToF64), t,
+                       [count](const loop::Expr& s) { return loop::Div(s, ToF64(count)); })};
+    case ReduceKind::kL2: {
+      auto square = [](const loop::Expr& e) {
+        loop::Expr d = ToF64(e);
+        return loop::Mul(d, d);
+      };
+      return {FinishAs(reduce(loop::ReduceKind::kSum, square), t, [](const loop::Expr& s) {
+        return loop::Call(loop::Intrinsic::kSqrt, {s});
+      })};
+    }
+    case ReduceKind::kMax:
+      // The code generators' float max propagates NaN, as the reference does.
+      return {reduce(loop::ReduceKind::kMax, nullptr)};
+    case ReduceKind::kMin:
+      return {reduce(loop::ReduceKind::kMin, nullptr)};
+  }
+  KILN_CHECK(false, "unknown reduction");
+  return {};
+}
+
+// argmax/argmin in two passes, because loop::Reduce combines values and carries no index:
+// first the extreme value of each row, materialized (NaN when the row holds a NaN, since max and
+// min propagate it); then the smallest index holding it (the largest with select_last_index).
+// Where the extreme is NaN, the indices holding it are those of the NaNs, so the first (last) NaN
+// wins, as in the reference; -0 and +0 compare equal there as well.
+//
+// A row of length 0 only reaches a shape-generic kernel whose axis turns out empty at run time
+// (the type relation rejects a constant 0): the reference throws, the kernel cannot, and it
+// writes INT64_MAX (-1 with select_last_index), the identity of the index reduction.
+std::vector<LTensor> LowerArg(bool is_max, LowerContext& ctx, const std::vector<LTensor>& in,
+                              const Attrs& attrs) {
+  const LTensor& x = in[0];
+  int rank = x.ndim();
+  if (rank == 0)
+    return {
+        LTensor{DType::kInt64, {}, [](const std::vector<loop::Expr>&) { return loop::IntImm(0); }}};
+  int axis = ops::WrapAxis(attrs.GetInt("axis"), rank);
+  bool last = attrs.GetBool("select_last_index");
+  LTensor best =
+      ctx.Materialize(lower::ReduceAxes(ctx, x, {axis}, /*keepdims=*/true,
+                                        is_max ? loop::ReduceKind::kMax : loop::ReduceKind::kMin),
+                      is_max ? "argmax_value" : "argmin_value");
+  bool is_float = IsFloat(x.dtype);
+  LTensor candidate{DType::kInt64, x.shape,
+                    [x, best, axis, last, is_float](const std::vector<loop::Expr>& idx) {
+                      std::vector<loop::Expr> row = idx;
+                      row[axis] = loop::IntImm(0);
+                      loop::Expr v = x.at(idx);
+                      loop::Expr hit = loop::MakeBinary(loop::BinaryOp::kEQ, v, best.at(row));
+                      if (is_float)
+                        hit = loop::MakeBinary(loop::BinaryOp::kOr, hit,
+                                               loop::MakeBinary(loop::BinaryOp::kNE, v, v));
+                      int64_t miss = last ? -1 : std::numeric_limits<int64_t>::max();
+                      return loop::Select(hit, idx[axis], loop::IntImm(miss));
+                    }};
+  return {lower::ReduceAxes(ctx, candidate, {axis}, attrs.GetBool("keepdims"),
+                            last ? loop::ReduceKind::kMax : loop::ReduceKind::kMin)};
 }
 
 std::vector<AttrSpec> ReduceAttrs() {
@@ -286,6 +387,8 @@ void RegisterReduce(OpRegistry& r, const char* name, const char* doc, ReduceKind
       .type_rel = [floats_only](TypeRelContext& ctx) { return ReduceRel(ctx, floats_only); },
       .ref_kernel = [kind](const std::vector<Tensor>& in, const Attrs& attrs,
                            std::vector<Tensor>& out) { ReduceKernel(kind, in, attrs, out); },
+      .lower = [kind](LowerContext& ctx, const std::vector<LTensor>& in, const Attrs& attrs,
+                      const std::vector<Type>&) { return LowerReduce(kind, ctx, in, attrs); },
   });
 }
 
@@ -301,6 +404,8 @@ void RegisterArg(OpRegistry& r, const char* name, const char* doc, bool is_max) 
       .ref_kernel = [is_max, name](
                         const std::vector<Tensor>& in, const Attrs& attrs,
                         std::vector<Tensor>& out) { ArgKernel(is_max, name, in, attrs, out); },
+      .lower = [is_max](LowerContext& ctx, const std::vector<LTensor>& in, const Attrs& attrs,
+                        const std::vector<Type>&) { return LowerArg(is_max, ctx, in, attrs); },
   });
 }
 

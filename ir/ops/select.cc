@@ -2,32 +2,19 @@
 // Kernels copy raw elements, so every dtype works unchanged.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <optional>
 #include <type_traits>
 
+#include "ir/loop/loop.h"
 #include "ir/ops/op_util.h"
 
 namespace kiln {
 namespace {
 
-void CopyElements(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off, int64_t n) {
-  if (n <= 0) return;  // empty tensors may have no buffer
-  size_t es = static_cast<size_t>(DTypeSize(src.dtype()));
-  std::memcpy(static_cast<char*>(dst.raw_data()) + dst_off * es,
-              static_cast<const char*>(src.raw_data()) + src_off * es, n * es);
-}
-
 // Slice indices at least this large (exporters write INT64_MAX) are past the end of any dim:
 // no tensor with a dim that large could be allocated. Also bounds sums of sizes.
 constexpr int64_t kHuge = int64_t{1} << 62;
-
-int64_t Product(const std::vector<int64_t>& v, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end; ++i) p *= v[i];
-  return p;
-}
 
 // --- concat ---
 
@@ -58,25 +45,17 @@ Type ConcatRel(TypeRelContext& ctx) {
 void ConcatKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
   Tensor& y = out[0];
   int axis = ops::WrapAxis(attrs.GetInt("axis"), y.ndim());
-  int64_t outer = Product(y.shape(), 0, axis);
-  int64_t inner = Product(y.shape(), axis + 1, y.shape().size());
-  int64_t out_row = y.shape()[axis] * inner;
+  auto [outer, len, inner] = ops::SplitAtAxis(y.shape(), axis);
+  int64_t out_row = len * inner;
   int64_t col = 0;  // where the current input starts within an output row
   for (const Tensor& x : in) {
     int64_t row = x.shape()[axis] * inner;
-    for (int64_t o = 0; o < outer; ++o) CopyElements(x, o * row, y, o * out_row + col, row);
+    for (int64_t o = 0; o < outer; ++o) ops::CopyElements(x, o * row, y, o * out_row + col, row);
     col += row;
   }
 }
 
 // --- split ---
-
-std::string CheckNonNegativeInts(const AttrValue& v) {
-  for (int64_t d : std::get<std::vector<int64_t>>(v)) {
-    if (d < 0) return StrCat("must not be negative, got ", d);
-  }
-  return "";
-}
 
 Type SplitRel(TypeRelContext& ctx) {
   const TensorTypeNode& x = ctx.tensor(0);
@@ -122,13 +101,12 @@ Type SplitRel(TypeRelContext& ctx) {
 void SplitKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
   const Tensor& x = in[0];
   int axis = ops::WrapAxis(attrs.GetInt("axis"), x.ndim());
-  int64_t outer = Product(x.shape(), 0, axis);
-  int64_t inner = Product(x.shape(), axis + 1, x.shape().size());
-  int64_t in_row = x.shape()[axis] * inner;
+  auto [outer, len, inner] = ops::SplitAtAxis(x.shape(), axis);
+  int64_t in_row = len * inner;
   int64_t col = 0;
   for (Tensor& y : out) {
     int64_t row = y.shape()[axis] * inner;
-    for (int64_t o = 0; o < outer; ++o) CopyElements(x, o * in_row + col, y, o * row, row);
+    for (int64_t o = 0; o < outer; ++o) ops::CopyElements(x, o * in_row + col, y, o * row, row);
     col += row;
   }
 }
@@ -146,43 +124,57 @@ Dim CeilDiv(const Dim& x, int64_t b) {
   return FloorDiv(x + (b - 1), b);
 }
 
+// ONNX clamping of one slice index on a dim `d`, written once for every D with Dim's
+// arithmetic (Dim itself in the type relation and the kernel, LoopDim in the lowering), so the
+// three cannot disagree. Negative indices count from the end. With step > 0, starts and ends
+// both clamp to [0, d].
+template <typename D>
+D ClampForPositiveStep(const D& d, int64_t v) {
+  if (v >= kHuge) return d;
+  if (v == 0) return D(0);
+  if (v > 0) return Min(D(v), d);
+  if (v <= -kHuge) return D(0);
+  return Max(d + D(v), D(0));
+}
+
+// With step < 0, starts clamp to [0, d - 1].
+template <typename D>
+D ClampStartForNegativeStep(const D& d, int64_t v) {
+  if (v >= kHuge) return d - D(1);
+  if (v >= 0) return Min(D(v), d - D(1));
+  // The last element: exact for d >= 1, and for d == 0 the slice is empty either way.
+  if (v == -1) return d - D(1);
+  // The upper clamp matters only for d == 0, where it keeps the slice empty.
+  return Min(v <= -kHuge ? D(0) : Max(d + D(v), D(0)), d - D(1));
+}
+
+// The first element a slice of one axis reads.
+template <typename D>
+D SliceStart(const D& d, int64_t start, int64_t step) {
+  return step > 0 ? ClampForPositiveStep(d, start) : ClampStartForNegativeStep(d, start);
+}
+
 // ONNX Slice on a dim `d` that may be symbolic. The same code serves the kernel (constant d),
-// so the type relation and the kernel cannot disagree. Negative indices count from the end;
-// starts/ends are clamped to [0, d] (step > 0) or start to [0, d-1] and end to [-1, d-1]
-// (step < 0).
+// so the type relation and the kernel cannot disagree. Starts/ends are clamped to [0, d]
+// (step > 0) or start to [0, d-1] and end to [-1, d-1] (step < 0).
 SliceAxis ClampSlice(const Dim& d, int64_t start, int64_t end, int64_t step) {
+  Dim s = SliceStart(d, start, step);
   if (step > 0) {
-    auto clamp = [&](int64_t v) -> Dim {
-      if (v >= kHuge) return d;
-      if (v == 0) return 0;
-      if (v > 0) return Min(v, d);
-      if (v <= -kHuge) return 0;
-      return Max(d + v, 0);
-    };
-    Dim s = clamp(start), e = clamp(end);
+    Dim e = ClampForPositiveStep(d, end);
     Dim extent = e - s;
     // Provably non-negative in these cases, which keeps `x[0:n]` free of a max(.., 0).
     if (!(extent.is_const() || s == Dim(0) || e == d)) extent = Max(extent, 0);
     if (extent.is_const() && extent.value() < 0) extent = 0;
     return {s, CeilDiv(extent, std::min(step, kHuge))};
   }
-  // Starts clamp to [0, d - 1] and ends to [-1, d - 1]; the end needs no upper clamp below,
-  // as d + v <= d - 1 for v <= -1.
-  auto clamp_start = [&](int64_t v) -> Dim {
-    if (v >= kHuge) return d - 1;
-    if (v >= 0) return Min(v, d - 1);
-    // The last element: exact for d >= 1, and for d == 0 the slice is empty either way.
-    if (v == -1) return d - 1;
-    // The upper clamp matters only for d == 0, where it keeps the slice empty.
-    return Min(v <= -kHuge ? Dim(0) : Max(d + v, 0), d - 1);
-  };
+  // Ends clamp to [-1, d - 1]; they need no upper clamp below, as d + v <= d - 1 for v <= -1.
   auto clamp_end = [&](int64_t v) -> Dim {
     if (v >= kHuge) return d - 1;
     if (v >= 0) return Min(v, d - 1);
     if (v <= -kHuge) return -1;
     return Max(d + v, -1);
   };
-  Dim s = clamp_start(start), e = clamp_end(end);
+  Dim e = clamp_end(end);
   Dim extent = s - e;
   if (!(extent.is_const() || e == Dim(-1) || s == d - 1)) extent = Max(extent, 0);
   if (extent.is_const() && extent.value() < 0) extent = 0;
@@ -253,13 +245,11 @@ void SliceKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<
     step[a] = s.steps[i];
   }
   std::vector<int64_t> strides = x.strides();
-  std::vector<int64_t> idx;
-  for (int64_t i = 0; i < out[0].numel(); ++i) {
-    ops::Unravel(i, out[0].shape(), idx);
+  ops::CopyByIndex(x, out[0], [&](const std::vector<int64_t>& idx) {
     int64_t src = 0;
     for (int a = 0; a < x.ndim(); ++a) src += (start[a] + idx[a] * step[a]) * strides[a];
-    CopyElements(x, src, out[0], i, 1);
-  }
+    return src;
+  });
 }
 
 // --- gather ---
@@ -281,9 +271,7 @@ void GatherKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector
   const Tensor& data = in[0];
   const Tensor& indices = in[1];
   int axis = ops::WrapAxis(attrs.GetInt("axis"), data.ndim());
-  int64_t outer = Product(data.shape(), 0, axis);
-  int64_t dim = data.shape()[axis];
-  int64_t inner = Product(data.shape(), axis + 1, data.shape().size());
+  auto [outer, dim, inner] = ops::SplitAtAxis(data.shape(), axis);
   int64_t n = indices.numel();
   for (int64_t j = 0; j < n; ++j) {
     int64_t k =
@@ -293,7 +281,7 @@ void GatherKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector
       Throw(ErrorCode::kInvalidArgument, "gather: index ", k, " is out of range for axis ", axis,
             " of size ", dim, " in ", IntsToString(data.shape()));
     for (int64_t o = 0; o < outer; ++o) {
-      CopyElements(data, (o * dim + wrapped) * inner, out[0], (o * n + j) * inner, inner);
+      ops::CopyElements(data, (o * dim + wrapped) * inner, out[0], (o * n + j) * inner, inner);
     }
   }
 }
@@ -359,6 +347,176 @@ void RangeKernel(const std::vector<Tensor>&, const Attrs& attrs, std::vector<Ten
   }
 }
 
+// ---- Lowering ----
+
+std::vector<loop::Expr> OutShape(LowerContext& ctx, const Type& t) {
+  return ctx.ShapeExpr(AsTensor(t)->shape);
+}
+
+loop::Expr Less(const loop::Expr& a, const loop::Expr& b) {
+  return loop::MakeBinary(loop::BinaryOp::kLT, a, b);
+}
+
+loop::Expr IsZero(const loop::Expr& extent) {
+  return loop::MakeBinary(loop::BinaryOp::kEQ, extent, loop::IntImm(0));
+}
+
+// The index of a read from a tensor that may be empty at run time (a symbolic extent that is
+// 0): then no index is in range, so every dim reads 0 -- the first element, for which every
+// buffer has storage even when empty (Tensor::Empty allocates at least 64 bytes). Zeroing only
+// the other dims would not do: with inner dims, an index 0 on the empty axis still reaches up
+// to their size past the start. Costs a select per dim, so only symbolic extents get it.
+std::vector<loop::Expr> FirstElementIfEmpty(const loop::Expr& extent, std::vector<loop::Expr> idx) {
+  if (true) return idx;
+  loop::Expr empty = IsZero(extent);
+  for (loop::Expr& i : idx) i = loop::Select(empty, loop::IntImm(0), i);
+  return idx;
+}
+
+// concat: the output index along `axis` picks the part whose range holds it, as a chain of
+// selects. Every arm of a select is evaluated (vector code loads all lanes of every arm), so
+// each part is read at its own index clamped into its range: the untaken arms read in bounds.
+std::vector<LTensor> LowerConcat(LowerContext& ctx, const std::vector<LTensor>& in,
+                                 const Attrs& attrs, const std::vector<Type>& out_types) {
+  std::vector<loop::Expr> shape = OutShape(ctx, out_types[0]);
+  const int axis = ops::WrapAxis(attrs.GetInt("axis"), static_cast<int>(shape.size()));
+  // Parts of constant extent 0 hold nothing and are never read.
+  std::vector<LTensor> parts;
+  std::vector<loop::Expr> begins;
+  loop::Expr end = loop::IntImm(0);
+  for (const LTensor& t : in) {
+    int64_t c;
+    if (loop::IsConstInt(t.shape[axis], &c) && c == 0) continue;
+    parts.push_back(t);
+    begins.push_back(end);
+    end = loop::Add(end, t.shape[axis]);
+  }
+  // When every part is empty along the axis, so is the output, which is then never read.
+  if (parts.empty()) return {LTensor{in[0].dtype, shape, in[0].at}};
+  auto at = [parts, begins, axis](const std::vector<loop::Expr>& idx) {
+    const size_t n = parts.size();
+    loop::Expr value;
+    for (size_t j = n; j-- > 0;) {
+      const loop::Expr& extent = parts[j].shape[axis];
+      loop::Expr local = loop::Sub(idx[axis], begins[j]);
+      // Above its range only when a later part is taken; below only when an earlier one is.
+      if (j + 1 < n) local = loop::Min(local, loop::Sub(extent, loop::IntImm(1)));
+      if (j > 0) local = loop::Max(local, loop::IntImm(0));
+      std::vector<loop::Expr> part_idx = idx;
+      part_idx[axis] = local;
+      loop::Expr v = parts[j].at(FirstElementIfEmpty(extent, std::move(part_idx)));
+      value = value ? loop::Select(Less(idx[axis], begins[j + 1]), v, value) : v;
+    }
+    return value;
+  };
+  return {LTensor{in[0].dtype, shape, at}};
+}
+
+// split: output j reads the input shifted by the sizes of the outputs before it.
+std::vector<LTensor> LowerSplit(LowerContext& ctx, const std::vector<LTensor>& in,
+                                const Attrs& attrs, const std::vector<Type>& out_types) {
+  const LTensor x = in[0];
+  const int axis = ops::WrapAxis(attrs.GetInt("axis"), x.ndim());
+  std::vector<LTensor> outs;
+  loop::Expr begin = loop::IntImm(0);
+  for (const Type& t : out_types) {
+    std::vector<loop::Expr> shape = OutShape(ctx, t);
+    outs.push_back(LTensor{x.dtype, shape, [x, axis, begin](const std::vector<loop::Expr>& idx) {
+                             std::vector<loop::Expr> in_idx = idx;
+                             in_idx[axis] = loop::Add(idx[axis], begin);
+                             return x.at(in_idx);
+                           }});
+    begin = loop::Add(begin, shape[axis]);
+  }
+  return outs;
+}
+
+// A dim as a loop expression, with the arithmetic SliceStart needs, so the lowering computes
+// slice starts with the code the type relation and the reference kernel use.
+struct LoopDim {
+  loop::Expr e;
+  explicit LoopDim(int64_t v) : e(loop::IntImm(v)) {}
+  explicit LoopDim(loop::Expr x) : e(std::move(x)) {}
+  friend LoopDim operator+(const LoopDim& a, const LoopDim& b) {
+    return LoopDim(loop::Add(a.e, b.e));
+  }
+  friend LoopDim operator-(const LoopDim& a, const LoopDim& b) {
+    return LoopDim(loop::Sub(a.e, b.e));
+  }
+  friend LoopDim Min(const LoopDim& a, const LoopDim& b) { return LoopDim(loop::Min(a.e, b.e)); }
+  friend LoopDim Max(const LoopDim& a, const LoopDim& b) { return LoopDim(loop::Max(a.e, b.e)); }
+};
+
+// slice: output index i of a sliced axis reads start + i * step.
+std::vector<LTensor> LowerSlice(LowerContext& ctx, const std::vector<LTensor>& in,
+                                const Attrs& attrs, const std::vector<Type>& out_types) {
+  const LTensor x = in[0];
+  SliceSpec s = ReadSlice(attrs, x.ndim(), [](const std::string& m) {
+    Throw(ErrorCode::kInvalidArgument, "slice: ", m);
+  });
+  std::vector<loop::Expr> start(x.ndim(), loop::IntImm(0));
+  std::vector<int64_t> step(x.ndim(), 1);
+  for (size_t i = 0; i < s.axes.size(); ++i) {
+    int a = s.axes[i];
+    start[a] = SliceStart(LoopDim(x.shape[a]), s.starts[i], s.steps[i]).e;
+    step[a] = s.steps[i];
+  }
+  return {LTensor{x.dtype, OutShape(ctx, out_types[0]),
+                  [x, start, step](const std::vector<loop::Expr>& idx) {
+                    std::vector<loop::Expr> in_idx(idx.size());
+                    for (size_t a = 0; a < idx.size(); ++a)
+                      in_idx[a] = loop::Add(start[a], loop::Mul(idx[a], loop::IntImm(step[a])));
+                    return x.at(in_idx);
+                  }}};
+}
+
+// gather: reads the index, wraps a negative one, then reads the data. The reference kernel
+// rejects an index outside [-dim, dim); a compiled kernel cannot throw, so it clamps the
+// wrapped index into [0, dim - 1] and reads that element instead of reading out of bounds.
+// With dim == 0 every index is out of range and there is no element to clamp to: a constant
+// 0 gives zeros without reading, a symbolic one reads the first element (FirstElementIfEmpty).
+std::vector<LTensor> LowerGather(LowerContext& ctx, const std::vector<LTensor>& in,
+                                 const Attrs& attrs, const std::vector<Type>& out_types) {
+  const LTensor data = in[0], indices = in[1];
+  const int axis = ops::WrapAxis(attrs.GetInt("axis"), data.ndim());
+  const int rank = indices.ndim();
+  std::vector<loop::Expr> shape = OutShape(ctx, out_types[0]);
+  int64_t c;
+  if (loop::IsConstInt(data.shape[axis], &c) && c == 0) {
+    loop::Expr zero = loop::MakeConst(0, data.dtype);
+    return {LTensor{data.dtype, shape, [zero](const std::vector<loop::Expr>&) { return zero; }}};
+  }
+  auto at = [data, indices, axis, rank](const std::vector<loop::Expr>& idx) {
+    std::vector<loop::Expr> i_idx(idx.begin() + axis, idx.begin() + axis + rank);
+    loop::Expr k = loop::Cast(DType::kInt64, indices.at(i_idx));
+    const loop::Expr& dim = data.shape[axis];
+    loop::Expr wrapped = loop::Select(Less(k, loop::IntImm(0)), loop::Add(k, dim), k);
+    loop::Expr safe =
+        loop::Max(loop::Min(wrapped, loop::Sub(dim, loop::IntImm(1))), loop::IntImm(0));
+    std::vector<loop::Expr> d_idx(idx.begin(), idx.begin() + axis);
+    d_idx.push_back(safe);
+    d_idx.insert(d_idx.end(), idx.begin() + axis + rank, idx.end());
+    return data.at(FirstElementIfEmpty(dim, std::move(d_idx)));
+  };
+  return {LTensor{data.dtype, shape, at}};
+}
+
+// range: start + i * delta in double, converted to the dtype as Tensor::SetFromDouble does
+// (float -> int saturates, f64 -> f16/bf16 goes through f32), which the loop IR's Cast matches.
+std::vector<LTensor> LowerRange(LowerContext& ctx, const std::vector<LTensor>&, const Attrs& attrs,
+                                const std::vector<Type>& out_types) {
+  const double start = attrs.GetFloat("start");
+  const double delta = attrs.GetFloat("delta");
+  const DType dtype = attrs.GetDType("dtype");
+  auto at = [start, delta, dtype](const std::vector<loop::Expr>& idx) {
+    loop::Expr i = loop::Cast(DType::kFloat64, idx[0]);
+    loop::Expr v = loop::Add(loop::FloatImm(start, DType::kFloat64),
+                             loop::Mul(i, loop::FloatImm(delta, DType::kFloat64)));
+    return loop::Cast(dtype, v);
+  };
+  return {LTensor{dtype, OutShape(ctx, out_types[0]), at}};
+}
+
 }  // namespace
 
 void RegisterSelectOps(OpRegistry& r) {
@@ -372,13 +530,14 @@ void RegisterSelectOps(OpRegistry& r) {
       .pattern = OpPattern::kInjective,
       .type_rel = ConcatRel,
       .ref_kernel = ConcatKernel,
+      .lower = LowerConcat,
   });
   r.Register(OpDef{
       .name = "split",
       .doc = "Splits along `axis` into parts of the sizes in `split`, or `num_outputs` parts of "
              "ceil(dim / num_outputs) with a smaller last one. Returns a tuple.",
       .attrs = {{"axis", AttrKind::kInt, AttrValue{int64_t{0}}},
-                {"split", AttrKind::kInts, AttrValue{V{}}, CheckNonNegativeInts},
+                {"split", AttrKind::kInts, AttrValue{V{}}, ops::CheckNonNegativeInts()},
                 {"num_outputs", AttrKind::kInt, AttrValue{int64_t{0}},
                  [](const AttrValue& v) {
                    return std::get<int64_t>(v) < 0 ? std::string("must not be negative") : "";
@@ -386,6 +545,7 @@ void RegisterSelectOps(OpRegistry& r) {
       .pattern = OpPattern::kInjective,
       .type_rel = SplitRel,
       .ref_kernel = SplitKernel,
+      .lower = LowerSplit,
   });
   r.Register(OpDef{
       .name = "slice",
@@ -397,16 +557,21 @@ void RegisterSelectOps(OpRegistry& r) {
       .pattern = OpPattern::kInjective,
       .type_rel = SliceRel,
       .ref_kernel = SliceKernel,
+      .lower = LowerSlice,
   });
   r.Register(OpDef{
       .name = "gather",
-      .doc = "ONNX Gather: data[:axis] + indices.shape + data[axis+1:]; negative indices wrap.",
+      .doc = "ONNX Gather: data[:axis] + indices.shape + data[axis+1:]; negative indices wrap. "
+             "An index outside [-dim, dim) is an error (the reference kernel throws); compiled "
+             "kernels, which cannot throw, read the element at the index clamped into "
+             "[0, dim - 1] (an unspecified value when the axis is empty).",
       .min_inputs = 2,
       .max_inputs = 2,
       .attrs = {{"axis", AttrKind::kInt, AttrValue{int64_t{0}}}},
       .pattern = OpPattern::kInjective,
       .type_rel = GatherRel,
       .ref_kernel = GatherKernel,
+      .lower = LowerGather,
   });
   r.Register(OpDef{
       .name = "range",
@@ -420,6 +585,7 @@ void RegisterSelectOps(OpRegistry& r) {
       .pattern = OpPattern::kInjective,
       .type_rel = RangeRel,
       .ref_kernel = RangeKernel,
+      .lower = LowerRange,
   });
 }
 

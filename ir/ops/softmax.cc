@@ -24,16 +24,9 @@ void SoftmaxKernel(bool log, const std::vector<Tensor>& in, const Attrs& attrs,
   int rank = x.ndim();
   // A scalar is a single row of length 1.
   int axis = rank == 0 ? 0 : ops::WrapAxis(attrs.GetInt("axis"), rank);
-  int64_t outer = 1, n = 1, inner = 1;
-  for (int i = 0; i < rank; ++i) {
-    int64_t d = x.shape()[i];
-    if (i < axis)
-      outer *= d;
-    else if (i == axis)
-      n = d;
-    else
-      inner *= d;
-  }
+  // Plain variables, not structured bindings: clang before 16 cannot capture those in a lambda.
+  ops::AxisSplit split = ops::SplitAtAxis(x.shape(), axis);
+  int64_t outer = split.outer, n = split.len, inner = split.inner;
   DispatchDType(x.dtype(), [&]<typename T>() {
     if constexpr (std::is_integral_v<T>) {
       KILN_CHECK(false, "softmax on ", DTypeName(x.dtype()), " passed the type relation");
@@ -67,6 +60,52 @@ void SoftmaxKernel(bool log, const std::vector<Tensor>& in, const Attrs& attrs,
   });
 }
 
+// Lowering: the row max and the row's sum of exponentials (its log for log_softmax) are
+// materialized, then every element is computed from them. Element math is in f32 (f64 for f64
+// inputs, as the reference's double); the sum accumulates in f64 as the reference's does, so
+// long rows lose nothing to the accumulator and results are within a few ulp of the reference.
+std::vector<LTensor> LowerSoftmax(bool log, LowerContext& ctx, const std::vector<LTensor>& in,
+                                  const Attrs& attrs) {
+  const LTensor& x = in[0];
+  int rank = x.ndim();
+  // A scalar is one row of length 1: nothing is reduced over, and the statistics are x itself.
+  int axis = rank == 0 ? -1 : ops::WrapAxis(attrs.GetInt("axis"), rank);
+  std::vector<int> axes;
+  if (axis >= 0) axes.push_back(axis);
+  DType t = x.dtype;
+  DType c = t == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  // The index of an element's row statistic (reduced with keepdims, so only the axis is 0).
+  auto row = [axis](std::vector<loop::Expr> idx) {
+    if (axis >= 0) idx[axis] = loop::IntImm(0);
+    return idx;
+  };
+  LTensor xc = lower::Map(
+      x, c, [x, c](const std::vector<loop::Expr>& idx) { return loop::Cast(c, x.at(idx)); });
+  // NaN-propagating max: a row holding NaN gets a NaN max and so NaN everywhere, as in the
+  // reference.
+  LTensor max =
+      ctx.Materialize(lower::ReduceAxes(ctx, xc, axes, /*keepdims=*/true, loop::ReduceKind::kMax),
+                      log ? "log_softmax_max" : "softmax_max");
+  LTensor shifted = lower::Map(xc, c, [xc, max, row](const std::vector<loop::Expr>& idx) {
+    return loop::Sub(xc.at(idx), max.at(row(idx)));
+  });
+  LTensor sum = lower::ReduceAxes(
+      ctx, shifted, axes, /*keepdims=*/true, loop::ReduceKind::kSum, [](const loop::Expr& e) {
+        return loop::Cast(DType::kFloat64, loop::Call(loop::Intrinsic::kExp, {e}));
+      });
+  LTensor stat{c, sum.shape, [sum, c, log](const std::vector<loop::Expr>& idx) {
+                 loop::Expr s = sum.at(idx);
+                 return loop::Cast(c, log ? loop::Call(loop::Intrinsic::kLog, {s}) : s);
+               }};
+  stat = ctx.Materialize(stat, log ? "log_softmax_lse" : "softmax_sum");
+  return {lower::Map(x, t, [shifted, stat, row, t, log](const std::vector<loop::Expr>& idx) {
+    loop::Expr sh = shifted.at(idx);
+    loop::Expr st = stat.at(row(idx));
+    return loop::Cast(
+        t, log ? loop::Sub(sh, st) : loop::Div(loop::Call(loop::Intrinsic::kExp, {sh}), st));
+  })};
+}
+
 void RegisterOne(OpRegistry& r, const char* name, const char* doc, bool log) {
   r.Register(OpDef{
       .name = name,
@@ -79,6 +118,8 @@ void RegisterOne(OpRegistry& r, const char* name, const char* doc, bool log) {
       .type_rel = SoftmaxRel,
       .ref_kernel = [log](const std::vector<Tensor>& in, const Attrs& attrs,
                           std::vector<Tensor>& out) { SoftmaxKernel(log, in, attrs, out); },
+      .lower = [log](LowerContext& ctx, const std::vector<LTensor>& in, const Attrs& attrs,
+                     const std::vector<Type>&) { return LowerSoftmax(log, ctx, in, attrs); },
   });
 }
 

@@ -1,25 +1,18 @@
 // Ops that rearrange elements without computing new values: reshape, transpose, squeeze,
-// unsqueeze, expand, flatten. They allow every dtype; kernels copy raw elements.
+// unsqueeze, expand, flatten. They allow every dtype; kernels copy raw elements, and lowerings
+// are index maps from an output index to the input element it reads.
 #include <algorithm>
-#include <cstring>
 #include <optional>
 
+#include "ir/loop/loop_text.h"
 #include "ir/ops/op_util.h"
 
 namespace kiln {
 namespace {
 
-// Copies `n` elements; byte copies keep the kernels independent of the dtype.
-void CopyElements(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off, int64_t n) {
-  if (n <= 0) return;  // empty tensors may have no buffer
-  size_t es = static_cast<size_t>(DTypeSize(src.dtype()));
-  std::memcpy(static_cast<char*>(dst.raw_data()) + dst_off * es,
-              static_cast<const char*>(src.raw_data()) + src_off * es, n * es);
-}
-
 // Kernel of the ops whose output is the input's row-major data under another shape.
 void CopyAll(const std::vector<Tensor>& in, const Attrs&, std::vector<Tensor>& out) {
-  CopyElements(in[0], 0, out[0], 0, in[0].numel());
+  ops::CopyElements(in[0], 0, out[0], 0, in[0].numel());
 }
 
 // The -1 of a reshape: numel(input) / product(known target dims). Target dims copied by a 0
@@ -119,13 +112,11 @@ void TransposeKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vec
   const Tensor& x = in[0];
   std::vector<int> p = TransposePerm(attrs.GetInts("perm"), x.ndim());
   std::vector<int64_t> in_strides = x.strides();
-  std::vector<int64_t> idx;
-  for (int64_t i = 0; i < out[0].numel(); ++i) {
-    ops::Unravel(i, out[0].shape(), idx);
+  ops::CopyByIndex(x, out[0], [&](const std::vector<int64_t>& idx) {
     int64_t src = 0;
     for (size_t k = 0; k < p.size(); ++k) src += idx[k] * in_strides[p[k]];
-    CopyElements(x, src, out[0], i, 1);
-  }
+    return src;
+  });
 }
 
 Type SqueezeRel(TypeRelContext& ctx) {
@@ -164,13 +155,6 @@ Type UnsqueezeRel(TypeRelContext& ctx) {
   return TensorType(std::move(out), x.dtype);
 }
 
-std::string CheckNonNegative(const AttrValue& v) {
-  for (int64_t d : std::get<std::vector<int64_t>>(v)) {
-    if (d < 0) return StrCat("dims must not be negative, got ", d);
-  }
-  return "";
-}
-
 Type ExpandRel(TypeRelContext& ctx) {
   const TensorTypeNode& x = ctx.tensor(0);
   Shape target = ShapeFromInts(ctx.attrs().GetInts("shape"));
@@ -179,11 +163,7 @@ Type ExpandRel(TypeRelContext& ctx) {
 
 void ExpandKernel(const std::vector<Tensor>& in, const Attrs&, std::vector<Tensor>& out) {
   ops::BroadcastIndex map(in[0].shape(), out[0].shape());
-  std::vector<int64_t> idx;
-  for (int64_t i = 0; i < out[0].numel(); ++i) {
-    ops::Unravel(i, out[0].shape(), idx);
-    CopyElements(in[0], map.Offset(idx), out[0], i, 1);
-  }
+  ops::CopyByIndex(in[0], out[0], [&](const std::vector<int64_t>& idx) { return map.Offset(idx); });
 }
 
 Type FlattenRel(TypeRelContext& ctx) {
@@ -199,6 +179,87 @@ Type FlattenRel(TypeRelContext& ctx) {
   return TensorType({ShapeNumel(outer), ShapeNumel(inner)}, x.dtype);
 }
 
+// ---- Lowering ----
+
+std::vector<loop::Expr> OutShape(LowerContext& ctx, const Type& t) {
+  return ctx.ShapeExpr(AsTensor(t)->shape);
+}
+
+// Whether two extents are certainly equal: equal constants, or the same expression of the
+// same symbols.
+bool SameExtent(const loop::Expr& a, const loop::Expr& b) {
+  int64_t x, y;
+  if (loop::IsConstInt(a, &x) && loop::IsConstInt(b, &y)) return x == y;
+  return loop::StructuralEqual(a, b);
+}
+
+// The input index that a row-major reshape of `in_shape` into `out_shape` reads for `out_idx`:
+// the flat offset of the output index, unravelled in the input's shape. Leading and trailing
+// dims the two shapes share map to themselves (the flat offsets agree on them, as both shapes
+// hold the same number of elements), which keeps the common cases -- splitting or merging some
+// dims, adding or removing 1s -- free of division by the dims they do not touch.
+std::vector<loop::Expr> ReshapeIndex(const std::vector<loop::Expr>& in_shape,
+                                     const std::vector<loop::Expr>& out_shape,
+                                     const std::vector<loop::Expr>& out_idx) {
+  const size_t ni = in_shape.size(), no = out_shape.size();
+  size_t lead = 0;
+  while (lead < ni && lead < no && SameExtent(in_shape[lead], out_shape[lead])) ++lead;
+  size_t trail = 0;
+  while (lead + trail < ni && lead + trail < no &&
+         SameExtent(in_shape[ni - 1 - trail], out_shape[no - 1 - trail]))
+    ++trail;
+  std::vector<loop::Expr> in_idx(ni);
+  for (size_t i = 0; i < lead; ++i) in_idx[i] = out_idx[i];
+  for (size_t i = 0; i < trail; ++i) in_idx[ni - 1 - i] = out_idx[no - 1 - i];
+  // The dims in between: ravel over the output's, unravel over the input's.
+  loop::Expr flat = loop::IntImm(0);
+  for (size_t i = lead; i < no - trail; ++i)
+    flat = loop::Add(loop::Mul(flat, out_shape[i]), out_idx[i]);
+  for (size_t i = ni - trail; i-- > lead;) {
+    int64_t c;
+    if (i == lead) {
+      // flat < the extent of this dim here, so it needs no modulo.
+      in_idx[i] = flat;
+    } else if (loop::IsConstInt(in_shape[i], &c) && c == 1) {
+      in_idx[i] = loop::IntImm(0);
+    } else {
+      in_idx[i] = loop::FloorMod(flat, in_shape[i]);
+      flat = loop::FloorDiv(flat, in_shape[i]);
+    }
+  }
+  return in_idx;
+}
+
+// reshape, squeeze, unsqueeze and flatten all keep the row-major order of the elements and
+// only change the shape, so one lowering serves them all.
+std::vector<LTensor> LowerAsReshape(LowerContext& ctx, const std::vector<LTensor>& in, const Attrs&,
+                                    const std::vector<Type>& out_types) {
+  LTensor x = in[0];
+  std::vector<loop::Expr> shape = OutShape(ctx, out_types[0]);
+  return {LTensor{x.dtype, shape, [x, shape](const std::vector<loop::Expr>& idx) {
+                    return x.at(ReshapeIndex(x.shape, shape, idx));
+                  }}};
+}
+
+std::vector<LTensor> LowerTranspose(LowerContext& ctx, const std::vector<LTensor>& in,
+                                    const Attrs& attrs, const std::vector<Type>& out_types) {
+  LTensor x = in[0];
+  std::vector<int> p = TransposePerm(attrs.GetInts("perm"), x.ndim());
+  return {LTensor{x.dtype, OutShape(ctx, out_types[0]), [x, p](const std::vector<loop::Expr>& idx) {
+                    std::vector<loop::Expr> in_idx(p.size());
+                    for (size_t k = 0; k < p.size(); ++k) in_idx[p[k]] = idx[k];
+                    return x.at(in_idx);
+                  }}};
+}
+
+std::vector<LTensor> LowerExpand(LowerContext& ctx, const std::vector<LTensor>& in, const Attrs&,
+                                 const std::vector<Type>& out_types) {
+  LTensor x = in[0];
+  return {LTensor{x.dtype, OutShape(ctx, out_types[0]), [x](const std::vector<loop::Expr>& idx) {
+                    return x.at(lower::BroadcastIndex(x, idx));
+                  }}};
+}
+
 }  // namespace
 
 void RegisterTransformOps(OpRegistry& r) {
@@ -211,6 +272,7 @@ void RegisterTransformOps(OpRegistry& r) {
       .pattern = OpPattern::kInjective,
       .type_rel = ReshapeRel,
       .ref_kernel = CopyAll,
+      .lower = LowerAsReshape,
   });
   r.Register(OpDef{
       .name = "transpose",
@@ -219,6 +281,7 @@ void RegisterTransformOps(OpRegistry& r) {
       .pattern = OpPattern::kInjective,
       .type_rel = TransposeRel,
       .ref_kernel = TransposeKernel,
+      .lower = LowerTranspose,
   });
   r.Register(OpDef{
       .name = "squeeze",
@@ -227,6 +290,7 @@ void RegisterTransformOps(OpRegistry& r) {
       .pattern = OpPattern::kInjective,
       .type_rel = SqueezeRel,
       .ref_kernel = CopyAll,
+      .lower = LowerAsReshape,
   });
   r.Register(OpDef{
       .name = "unsqueeze",
@@ -235,14 +299,16 @@ void RegisterTransformOps(OpRegistry& r) {
       .pattern = OpPattern::kInjective,
       .type_rel = UnsqueezeRel,
       .ref_kernel = CopyAll,
+      .lower = LowerAsReshape,
   });
   r.Register(OpDef{
       .name = "expand",
       .doc = "ONNX Expand: broadcasts the input and `shape` against each other.",
-      .attrs = {{"shape", AttrKind::kInts, std::nullopt, CheckNonNegative}},
+      .attrs = {{"shape", AttrKind::kInts, std::nullopt, ops::CheckNonNegativeInts("dims")}},
       .pattern = OpPattern::kBroadcast,
       .type_rel = ExpandRel,
       .ref_kernel = ExpandKernel,
+      .lower = LowerExpand,
   });
   r.Register(OpDef{
       .name = "flatten",
@@ -251,6 +317,7 @@ void RegisterTransformOps(OpRegistry& r) {
       .pattern = OpPattern::kInjective,
       .type_rel = FlattenRel,
       .ref_kernel = CopyAll,
+      .lower = LowerAsReshape,
   });
 }
 

@@ -4,6 +4,7 @@
 #include <limits>
 #include <numbers>
 #include <type_traits>
+#include <utility>
 
 #include "ir/ops/op_util.h"
 
@@ -36,41 +37,126 @@ double GeluTanh(double x) {
   return 0.5 * x * (1.0 + std::tanh(kC * (x + 0.044715 * x * x * x)));
 }
 
+// ---- Lowering (ir/lower_api.h) ----
+//
+// Float math on f16/bf16 is done in f32, as the reference does (ComputeT), and the result is
+// cast back to the op's dtype; f32 is computed in f32 and f64 in f64. The reference computes
+// every float function in double, so for f32 the transcendental functions agree to about an
+// ulp rather than bit for bit; the exact ones (neg, abs, floor, relu, ...) agree exactly.
+
+using loop::Expr;
+
+DType ComputeDType(DType t) {
+  return t == DType::kFloat16 || t == DType::kBFloat16 ? DType::kFloat32 : t;
+}
+
+// A constant of x's dtype.
+Expr C(double v, const Expr& like) {
+  return lower::Const(v, like->dtype);
+}
+
+Expr Fn(loop::Intrinsic f, const Expr& x) {
+  return loop::Call(f, {x});
+}
+
+Expr LowerNeg(const Expr& x) {
+  // x * -1 rather than 0 - x: it negates zeros too (-(+0) is -0), as the reference's -x does.
+  // Integers: 0 - x wraps, so -MIN == MIN.
+  return IsFloat(x->dtype) ? loop::Mul(x, C(-1, x)) : loop::Sub(C(0, x), x);
+}
+
+Expr LowerSigmoid(const Expr& x) {
+  return loop::Div(C(1, x), loop::Add(C(1, x), Fn(loop::Intrinsic::kExp, LowerNeg(x))));
+}
+
+// The reference's `x < 0 ? 0 : x`: the loop IR's max propagates NaN and is `a < b ? b : a`
+// otherwise, so it also keeps -0 (ir/loop/binary_ops.def, jit/llvm_codegen.cc).
+Expr LowerRelu(const Expr& x) {
+  return loop::Max(x, C(0, x));
+}
+
+// Zeros and NaN map to themselves (the innermost `x`); unsigned values are never negative.
+Expr LowerSign(const Expr& x) {
+  Expr pos = loop::MakeBinary(loop::BinaryOp::kGT, x, C(0, x));
+  if (x->dtype == DType::kUInt8) return loop::Select(pos, C(1, x), x);
+  Expr neg = loop::MakeBinary(loop::BinaryOp::kLT, x, C(0, x));
+  return loop::Select(pos, C(1, x), loop::Select(neg, C(-1, x), x));
+}
+
+Expr LowerGeluErf(const Expr& x) {
+  Expr phi = loop::Add(C(1, x), Fn(loop::Intrinsic::kErf, loop::Div(x, C(std::numbers::sqrt2, x))));
+  return loop::Mul(loop::Mul(C(0.5, x), x), phi);
+}
+
+Expr LowerGeluTanh(const Expr& x) {
+  constexpr double kC = 0.7978845608028654;  // sqrt(2 / pi), as GeluTanh
+  Expr cube = loop::Mul(loop::Mul(loop::Mul(C(0.044715, x), x), x), x);
+  Expr t = Fn(loop::Intrinsic::kTanh, loop::Mul(C(kC, x), loop::Add(x, cube)));
+  return loop::Mul(loop::Mul(C(0.5, x), x), loop::Add(C(1, x), t));
+}
+
+// out[i] = f(in[i]), with float inputs computed in ComputeDType.
+LTensor MapUnary(const LTensor& in, Expr (*f)(const Expr&)) {
+  DType t = in.dtype;
+  LTensor x = in;
+  return lower::Map(in, t, [x, f, t](const std::vector<Expr>& idx) {
+    return loop::Cast(t, f(loop::Cast(ComputeDType(t), x.at(idx))));
+  });
+}
+
 // One row per plain unary op. `on_int` serves the integer (and bool) dtypes that `allowed`
-// admits and is null when there are none; `on_float` is null for bool-only ops.
+// admits and is null when there are none; `on_float` is null for bool-only ops. `lower` gets
+// the element in ComputeDType and serves every dtype that `allowed` admits.
 struct UnaryMathOp {
   const char* name;
   DTypeClass allowed;
   double (*on_float)(double);
   int64_t (*on_int)(int64_t);
+  Expr (*lower)(const Expr& x);
 };
 
 const UnaryMathOp kUnaryMathOps[] = {
-    {"neg", DTypeClass::kSignedOrFloat, [](double x) { return -x; }, WrapNeg},
+    {"neg", DTypeClass::kSignedOrFloat, [](double x) { return -x; }, WrapNeg, LowerNeg},
+    // The loop IR's fabs of a signed integer wraps like WrapNeg (llvm.abs, MIN -> MIN).
     {"abs", DTypeClass::kSignedOrFloat, [](double x) { return std::fabs(x); },
-     [](int64_t x) { return x < 0 ? WrapNeg(x) : x; }},
-    {"exp", DTypeClass::kFloat, [](double x) { return std::exp(x); }, nullptr},
-    {"log", DTypeClass::kFloat, [](double x) { return std::log(x); }, nullptr},
-    {"sqrt", DTypeClass::kFloat, [](double x) { return std::sqrt(x); }, nullptr},
-    {"rsqrt", DTypeClass::kFloat, [](double x) { return 1.0 / std::sqrt(x); }, nullptr},
-    {"reciprocal", DTypeClass::kFloat, [](double x) { return 1.0 / x; }, nullptr},
-    {"tanh", DTypeClass::kFloat, [](double x) { return std::tanh(x); }, nullptr},
-    {"sigmoid", DTypeClass::kFloat, [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, nullptr},
+     [](int64_t x) { return x < 0 ? WrapNeg(x) : x; },
+     [](const Expr& x) { return Fn(loop::Intrinsic::kFabs, x); }},
+    {"exp", DTypeClass::kFloat, [](double x) { return std::exp(x); }, nullptr,
+     [](const Expr& x) { return Fn(loop::Intrinsic::kExp, x); }},
+    {"log", DTypeClass::kFloat, [](double x) { return std::log(x); }, nullptr,
+     [](const Expr& x) { return Fn(loop::Intrinsic::kLog, x); }},
+    {"sqrt", DTypeClass::kFloat, [](double x) { return std::sqrt(x); }, nullptr,
+     [](const Expr& x) { return Fn(loop::Intrinsic::kSqrt, x); }},
+    {"rsqrt", DTypeClass::kFloat, [](double x) { return 1.0 / std::sqrt(x); }, nullptr,
+     [](const Expr& x) { return loop::Div(C(1, x), Fn(loop::Intrinsic::kSqrt, x)); }},
+    {"reciprocal", DTypeClass::kFloat, [](double x) { return 1.0 / x; }, nullptr,
+     [](const Expr& x) { return loop::Div(C(1, x), x); }},
+    {"tanh", DTypeClass::kFloat, [](double x) { return std::tanh(x); }, nullptr,
+     [](const Expr& x) { return Fn(loop::Intrinsic::kTanh, x); }},
+    {"sigmoid", DTypeClass::kFloat, [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, nullptr,
+     LowerSigmoid},
     // `x < 0 ? 0 : x` rather than max(x, 0) so that NaN stays NaN.
     {"relu", DTypeClass::kSignedOrFloat, [](double x) { return x < 0 ? 0.0 : x; },
-     [](int64_t x) { return x < 0 ? int64_t{0} : x; }},
-    {"erf", DTypeClass::kFloat, [](double x) { return std::erf(x); }, nullptr},
-    {"sin", DTypeClass::kFloat, [](double x) { return std::sin(x); }, nullptr},
-    {"cos", DTypeClass::kFloat, [](double x) { return std::cos(x); }, nullptr},
-    {"floor", DTypeClass::kFloat, [](double x) { return std::floor(x); }, nullptr},
-    {"ceil", DTypeClass::kFloat, [](double x) { return std::ceil(x); }, nullptr},
-    {"round", DTypeClass::kFloat, RoundHalfEven, nullptr},
+     [](int64_t x) { return x < 0 ? int64_t{0} : x; }, LowerRelu},
+    {"erf", DTypeClass::kFloat, [](double x) { return std::erf(x); }, nullptr,
+     [](const Expr& x) { return Fn(loop::Intrinsic::kErf, x); }},
+    {"sin", DTypeClass::kFloat, [](double x) { return std::sin(x); }, nullptr,
+     [](const Expr& x) { return Fn(loop::Intrinsic::kSin, x); }},
+    {"cos", DTypeClass::kFloat, [](double x) { return std::cos(x); }, nullptr,
+     [](const Expr& x) { return Fn(loop::Intrinsic::kCos, x); }},
+    {"floor", DTypeClass::kFloat, [](double x) { return std::floor(x); }, nullptr,
+     [](const Expr& x) { return Fn(loop::Intrinsic::kFloor, x); }},
+    {"ceil", DTypeClass::kFloat, [](double x) { return std::ceil(x); }, nullptr,
+     [](const Expr& x) { return Fn(loop::Intrinsic::kCeil, x); }},
+    {"round", DTypeClass::kFloat, RoundHalfEven, nullptr,
+     [](const Expr& x) { return Fn(loop::Intrinsic::kRoundEven, x); }},
     // Zeros (and NaN) map to themselves.
     {"sign", DTypeClass::kNumeric, [](double x) { return x > 0   ? 1.0
                                                          : x < 0 ? -1.0
                                                                  : x; },
-     [](int64_t x) { return int64_t{x > 0} - int64_t{x < 0}; }},
-    {"not", DTypeClass::kBool, nullptr, [](int64_t x) { return int64_t{x == 0}; }},
+     [](int64_t x) { return int64_t{x > 0} - int64_t{x < 0}; }, LowerSign},
+    {"not", DTypeClass::kBool, nullptr, [](int64_t x) { return int64_t{x == 0}; },
+     [](const Expr& x) { return loop::Not(x); }},
 };
 
 Type SameTypeIf(TypeRelContext& ctx, DTypeClass allowed) {
@@ -163,6 +249,42 @@ void ClipKernel(const Tensor& in, const Attrs& attrs, Tensor& out) {
   });
 }
 
+// ClipKernel as loop IR. Integers clamp to the same integer bounds; floats compare in
+// ComputeDType against the bounds rounded to it, which decides every element as the double
+// comparison does: a value below `lo` is at most round(lo), the value that clamping gives.
+LTensor LowerClip(const LTensor& in, const Attrs& attrs) {
+  double lo = attrs.GetFloat("min"), hi = attrs.GetFloat("max");
+  DType t = in.dtype;
+  LTensor x = in;
+  if (!IsFloat(t)) {
+    auto [ilo, ihi] = DispatchDType(t, [&]<typename T>() -> std::pair<int64_t, int64_t> {
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        return {SaturatingFromDouble<T>(std::ceil(lo)), SaturatingFromDouble<T>(std::floor(hi))};
+      } else {
+        KILN_CHECK(false, "clip of ", DTypeName(t));
+        return {0, 0};
+      }
+    });
+    return lower::Map(in, t, [x, t, ilo, ihi](const std::vector<Expr>& idx) {
+      // max then min, as ClipKernel (an empty range gives the upper bound).
+      return loop::Min(loop::Max(x.at(idx), loop::IntImm(ilo, t)), loop::IntImm(ihi, t));
+    });
+  }
+  DType c = ComputeDType(t);
+  return lower::Map(in, t, [x, t, c, lo, hi](const std::vector<Expr>& idx) {
+    Expr v = loop::Cast(c, x.at(idx));
+    Expr r = v;
+    // Written like ClipKernel so that NaN passes through; infinite bounds clamp nothing.
+    if (hi != std::numeric_limits<double>::infinity())
+      r = loop::Select(loop::MakeBinary(loop::BinaryOp::kGT, v, loop::FloatImm(hi, c)),
+                       loop::FloatImm(hi, c), r);
+    if (lo != -std::numeric_limits<double>::infinity())
+      r = loop::Select(loop::MakeBinary(loop::BinaryOp::kLT, v, loop::FloatImm(lo, c)),
+                       loop::FloatImm(lo, c), r);
+    return loop::Cast(t, r);
+  });
+}
+
 std::string NotNaN(const AttrValue& v) {
   return std::isnan(std::get<double>(v)) ? "must not be NaN" : "";
 }
@@ -181,6 +303,9 @@ void RegisterUnaryOps(OpRegistry& r) {
             [m](const std::vector<Tensor>& in, const Attrs&, std::vector<Tensor>& out) {
               ApplyUnary(in[0], out[0], m.on_float, m.on_int);
             },
+        .lower = [f = m.lower](
+                     LowerContext&, const std::vector<LTensor>& in, const Attrs&,
+                     const std::vector<Type>&) { return std::vector<LTensor>{MapUnary(in[0], f)}; },
     });
   }
 
@@ -199,6 +324,12 @@ void RegisterUnaryOps(OpRegistry& r) {
             bool tanh_form = attrs.GetString("approximate") == "tanh";
             ApplyUnary(in[0], out[0], tanh_form ? GeluTanh : GeluErf, nullptr);
           },
+      .lower =
+          [](LowerContext&, const std::vector<LTensor>& in, const Attrs& attrs,
+             const std::vector<Type>&) {
+            bool tanh_form = attrs.GetString("approximate") == "tanh";
+            return std::vector<LTensor>{MapUnary(in[0], tanh_form ? LowerGeluTanh : LowerGeluErf)};
+          },
   });
 
   r.Register(OpDef{
@@ -213,6 +344,16 @@ void RegisterUnaryOps(OpRegistry& r) {
           },
       .ref_kernel = [](const std::vector<Tensor>& in, const Attrs&,
                        std::vector<Tensor>& out) { CastKernel(in[0], out[0]); },
+      // The loop IR's Cast has exactly the semantics documented above (ir/loop/loop.h).
+      .lower =
+          [](LowerContext&, const std::vector<LTensor>& in, const Attrs& attrs,
+             const std::vector<Type>&) {
+            DType to = attrs.GetDType("dtype");
+            LTensor x = in[0];
+            return std::vector<LTensor>{lower::Map(
+                x, to,
+                [x, to](const std::vector<loop::Expr>& idx) { return loop::Cast(to, x.at(idx)); })};
+          },
   });
 
   constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -230,6 +371,9 @@ void RegisterUnaryOps(OpRegistry& r) {
           },
       .ref_kernel = [](const std::vector<Tensor>& in, const Attrs& attrs,
                        std::vector<Tensor>& out) { ClipKernel(in[0], attrs, out[0]); },
+      .lower =
+          [](LowerContext&, const std::vector<LTensor>& in, const Attrs& attrs,
+             const std::vector<Type>&) { return std::vector<LTensor>{LowerClip(in[0], attrs)}; },
   });
 }
 

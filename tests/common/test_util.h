@@ -1,4 +1,5 @@
-// Shared helpers for kiln's tests: random tensors, tensor comparison, error capture.
+// Shared helpers for kiln's tests: random tensors, tensor comparison, error capture, and the
+// short forms the op tests use to build types and run one op.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -65,6 +66,43 @@ inline std::string ErrorMessage(const std::function<void()>& fn) {
   }
   ADD_FAILURE() << "expected a kiln::Error";
   return "";
+}
+
+// A symbolic dim: S("batch").
+inline Dim S(const char* name) {
+  return Dim::Symbol(name);
+}
+
+// The f32 tensor type of `shape`.
+inline Type F32(Shape shape) {
+  return TensorType(std::move(shape), DType::kFloat32);
+}
+
+// An f32 tensor of `shape` holding `values` (row-major).
+inline Tensor Floats(const std::vector<int64_t>& shape, const std::vector<float>& values) {
+  return MakeTensor<float>(shape, values);
+}
+
+// The type `op` infers for `args`, as text (e.g. `f32[batch, 512]`). Constraints the relation
+// places on symbolic dims are appended to `constraints` when it is given.
+inline std::string Infer(const std::string& op, const std::vector<Type>& args,
+                         const Attrs& attrs = {},
+                         std::vector<DimConstraint>* constraints = nullptr) {
+  return TypeToString(InferOpType(op, args, attrs, constraints));
+}
+
+// The message of the error that inferring `op`'s type for `args` raises.
+inline std::string InferError(const std::string& op, const std::vector<Type>& args,
+                              const Attrs& attrs = {}) {
+  return ErrorMessage([&] { InferOpType(op, args, attrs); });
+}
+
+// Runs `op`'s reference kernel on `inputs` and returns its output, expecting exactly one.
+inline Tensor RunOne(const std::string& op, const std::vector<Tensor>& inputs,
+                     const Attrs& attrs = {}) {
+  std::vector<Tensor> out = RunOpReference(op, inputs, attrs);
+  EXPECT_EQ(out.size(), 1u) << op;
+  return out.at(0);
 }
 
 }  // namespace kiln::test

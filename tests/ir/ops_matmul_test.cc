@@ -12,33 +12,15 @@
 namespace kiln {
 namespace {
 
-using test::ErrorMessage;
+using test::F32;
+using test::Infer;
+using test::InferError;
 using test::MakeTensor;
 using test::RandomTensor;
+using test::RunOne;
+using test::S;
 using test::TensorsNear;
 using ::testing::HasSubstr;
-
-Dim S(const char* name) {
-  return Dim::Symbol(name);
-}
-Type F32(Shape shape) {
-  return TensorType(std::move(shape), DType::kFloat32);
-}
-
-std::string Infer(const std::string& op, const std::vector<Type>& args, const Attrs& attrs = {},
-                  std::vector<DimConstraint>* constraints = nullptr) {
-  return TypeToString(InferOpType(op, args, attrs, constraints));
-}
-std::string InferError(const std::string& op, const std::vector<Type>& args,
-                       const Attrs& attrs = {}) {
-  return ErrorMessage([&] { InferOpType(op, args, attrs); });
-}
-
-Tensor RunOne(const std::string& op, const std::vector<Tensor>& in, const Attrs& attrs = {}) {
-  std::vector<Tensor> out = RunOpReference(op, in, attrs);
-  EXPECT_EQ(out.size(), 1u);
-  return out[0];
-}
 
 // [batch..., M, N] = [batch..., M, K] x [batch..., K, N] with both operands already broadcast to
 // the same batch count, computed the schoolbook way in double.

@@ -8,26 +8,14 @@ namespace kiln {
 namespace {
 
 using test::ErrorMessage;
+using test::F32;
+using test::Infer;
 using test::MakeTensor;
+using test::RunOne;
+using test::S;
 using test::TensorsNear;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-
-Type F32(Shape s) {
-  return TensorType(std::move(s), DType::kFloat32);
-}
-Dim S(const char* name) {
-  return Dim::Symbol(name);
-}
-
-std::string Infer(const std::string& op, const std::vector<Type>& args, const Attrs& attrs = {},
-                  std::vector<DimConstraint>* constraints = nullptr) {
-  return TypeToString(InferOpType(op, args, attrs, constraints));
-}
-
-Tensor Eval(const std::string& op, const std::vector<Tensor>& in, const Attrs& attrs = {}) {
-  return RunOpReference(op, in, attrs).at(0);
-}
 
 // ---- layer_norm: type relation ----
 
@@ -118,29 +106,29 @@ TEST(LayerNormKernel, HandComputed) {
   Tensor x = MakeTensor<float>({2, 3}, {1, 2, 3, 10, 10, 10});
   Tensor scale = MakeTensor<float>({3}, {2, 1, 1});
   Tensor bias = MakeTensor<float>({3}, {0, 0, 1});
-  EXPECT_TRUE(TensorsNear(Eval("layer_norm", {x, scale, bias}, {{"epsilon", 1e-30}}),
+  EXPECT_TRUE(TensorsNear(RunOne("layer_norm", {x, scale, bias}, {{"epsilon", 1e-30}}),
                           MakeTensor<float>({2, 3}, {-2 * a, 0, a + 1, 0, 0, 1})));
   EXPECT_TRUE(
-      TensorsNear(Eval("layer_norm", {x, MakeTensor<float>({1}, {1})}, {{"epsilon", 1e-30}}),
+      TensorsNear(RunOne("layer_norm", {x, MakeTensor<float>({1}, {1})}, {{"epsilon", 1e-30}}),
                   MakeTensor<float>({2, 3}, {-a, 0, a, 0, 0, 0})));
   // A constant row with the default epsilon: 0 / sqrt(1e-5) = 0, no division by zero.
   EXPECT_TRUE(TensorsNear(
-      Eval("layer_norm", {MakeTensor<float>({1, 2}, {4, 4}), MakeTensor<float>({2}, {1, 1})}),
+      RunOne("layer_norm", {MakeTensor<float>({1, 2}, {4, 4}), MakeTensor<float>({2}, {1, 1})}),
       MakeTensor<float>({1, 2}, {0, 0})));
 }
 
 TEST(LayerNormKernel, SizeOneAndEmpty) {
   // A single element normalizes to 0, so the output is the bias.
-  EXPECT_TRUE(
-      TensorsNear(Eval("layer_norm", {MakeTensor<float>({3, 1}, {5, -2, 7}),
-                                      MakeTensor<float>({1}, {3}), MakeTensor<float>({1}, {0.5f})}),
-                  MakeTensor<float>({3, 1}, {0.5f, 0.5f, 0.5f})));
-  EXPECT_EQ(Eval("layer_norm",
-                 {Tensor::Empty(DType::kFloat32, {0, 4}), MakeTensor<float>({4}, {1, 1, 1, 1})})
+  EXPECT_TRUE(TensorsNear(
+      RunOne("layer_norm", {MakeTensor<float>({3, 1}, {5, -2, 7}), MakeTensor<float>({1}, {3}),
+                            MakeTensor<float>({1}, {0.5f})}),
+      MakeTensor<float>({3, 1}, {0.5f, 0.5f, 0.5f})));
+  EXPECT_EQ(RunOne("layer_norm",
+                   {Tensor::Empty(DType::kFloat32, {0, 4}), MakeTensor<float>({4}, {1, 1, 1, 1})})
                 .numel(),
             0);
-  EXPECT_EQ(Eval("layer_norm",
-                 {Tensor::Empty(DType::kFloat32, {3, 0}), Tensor::Empty(DType::kFloat32, {0})})
+  EXPECT_EQ(RunOne("layer_norm",
+                   {Tensor::Empty(DType::kFloat32, {3, 0}), Tensor::Empty(DType::kFloat32, {0})})
                 .numel(),
             0);
 }
@@ -181,11 +169,11 @@ TEST(LayerNormKernel, RandomAgainstDoubleDefinition) {
     Tensor scale = test::RandomTensor(DType::kFloat32, tail, 22 + a, 0.5, 1.5);
     Tensor bias = test::RandomTensor(DType::kFloat32, tail, 33 + a);
     Attrs attrs = {{"axis", int64_t{axis}}, {"epsilon", 1e-3}};
-    EXPECT_TRUE(TensorsNear(Eval("layer_norm", {x, scale, bias}, attrs),
+    EXPECT_TRUE(TensorsNear(RunOne("layer_norm", {x, scale, bias}, attrs),
                             ToDType(NaiveLayerNorm(x, a, scale, &bias, 1e-3), DType::kFloat32),
                             1e-5, 1e-5))
         << "axis " << axis;
-    EXPECT_TRUE(TensorsNear(Eval("layer_norm", {x, scale}, attrs),
+    EXPECT_TRUE(TensorsNear(RunOne("layer_norm", {x, scale}, attrs),
                             ToDType(NaiveLayerNorm(x, a, scale, nullptr, 1e-3), DType::kFloat32),
                             1e-5, 1e-5))
         << "axis " << axis << " without bias";
@@ -198,14 +186,14 @@ TEST(LayerNormKernel, BroadcastParameterEqualsExpanded) {
   Tensor scale_full = Tensor::Empty(DType::kFloat32, {3, 4});
   for (int64_t i = 0; i < 12; ++i) scale_full.SetFromDouble(i, scale_row.GetAsDouble(i % 4));
   Attrs attrs = {{"axis", int64_t{1}}};
-  EXPECT_TRUE(TensorsNear(Eval("layer_norm", {x, scale_row}, attrs),
-                          Eval("layer_norm", {x, scale_full}, attrs), 0, 0));
+  EXPECT_TRUE(TensorsNear(RunOne("layer_norm", {x, scale_row}, attrs),
+                          RunOne("layer_norm", {x, scale_full}, attrs), 0, 0));
 }
 
 TEST(LayerNormKernel, HalfPrecision) {
   Tensor x = test::RandomTensor(DType::kBFloat16, {4, 9}, 8, -2.0, 2.0);
   Tensor scale = test::RandomTensor(DType::kBFloat16, {9}, 9, 0.5, 1.5);
-  Tensor y = Eval("layer_norm", {x, scale});
+  Tensor y = RunOne("layer_norm", {x, scale});
   ASSERT_EQ(y.dtype(), DType::kBFloat16);
   // bf16 keeps 8 significant bits: compare with a relative 1/128.
   EXPECT_TRUE(TensorsNear(y, ToDType(NaiveLayerNorm(x, 1, scale, nullptr, 1e-5), DType::kBFloat16),
@@ -270,18 +258,19 @@ TEST(BatchNormKernel, HandComputed) {
   Tensor mean = MakeTensor<float>({2}, {1, 2});
   Tensor var = MakeTensor<float>({2}, {4, 0.25f});
   // ch0: (x - 1) / 2;  ch1: (x - 2) / 0.5 * 2 + 1.
-  EXPECT_TRUE(TensorsNear(Eval("batch_norm", {x, scale, bias, mean, var}, {{"epsilon", 0.0}}),
+  EXPECT_TRUE(TensorsNear(RunOne("batch_norm", {x, scale, bias, mean, var}, {{"epsilon", 0.0}}),
                           MakeTensor<float>({1, 2, 2}, {1, 2, 1, 5})));
   // Rank 2 and a single channel.
-  EXPECT_TRUE(TensorsNear(
-      Eval("batch_norm",
-           {MakeTensor<float>({3, 1}, {1, 2, 3}), MakeTensor<float>({1}, {1}),
-            MakeTensor<float>({1}, {0}), MakeTensor<float>({1}, {2}), MakeTensor<float>({1}, {0})},
-           {{"epsilon", 1.0}}),
-      MakeTensor<float>({3, 1}, {-1, 0, 1})));
-  EXPECT_EQ(Eval("batch_norm", {Tensor::Empty(DType::kFloat32, {0, 2, 3}), scale, bias, mean, var})
-                .numel(),
-            0);
+  EXPECT_TRUE(TensorsNear(RunOne("batch_norm",
+                                 {MakeTensor<float>({3, 1}, {1, 2, 3}), MakeTensor<float>({1}, {1}),
+                                  MakeTensor<float>({1}, {0}), MakeTensor<float>({1}, {2}),
+                                  MakeTensor<float>({1}, {0})},
+                                 {{"epsilon", 1.0}}),
+                          MakeTensor<float>({3, 1}, {-1, 0, 1})));
+  EXPECT_EQ(
+      RunOne("batch_norm", {Tensor::Empty(DType::kFloat32, {0, 2, 3}), scale, bias, mean, var})
+          .numel(),
+      0);
 }
 
 TEST(BatchNormKernel, RandomAgainstDoubleDefinition) {
@@ -301,7 +290,7 @@ TEST(BatchNormKernel, RandomAgainstDoubleDefinition) {
                                        scale.GetAsDouble(ic) +
                                    bias.GetAsDouble(ic));
       }
-  EXPECT_TRUE(TensorsNear(Eval("batch_norm", {x, scale, bias, mean, var}), want, 1e-5, 1e-5));
+  EXPECT_TRUE(TensorsNear(RunOne("batch_norm", {x, scale, bias, mean, var}), want, 1e-5, 1e-5));
 }
 
 }  // namespace

@@ -9,24 +9,13 @@ namespace kiln {
 namespace {
 
 using test::ErrorMessage;
+using test::F32;
+using test::Infer;
 using test::MakeTensor;
+using test::RunOne;
+using test::S;
 using test::TensorsNear;
 using ::testing::HasSubstr;
-
-Type F32(Shape s) {
-  return TensorType(std::move(s), DType::kFloat32);
-}
-Dim S(const char* name) {
-  return Dim::Symbol(name);
-}
-
-std::string Infer(const std::string& op, const Type& x, const Attrs& attrs = {}) {
-  return TypeToString(InferOpType(op, {x}, attrs));
-}
-
-Tensor Eval(const std::string& op, const Tensor& x, const Attrs& attrs = {}) {
-  return RunOpReference(op, {x}, attrs).at(0);
-}
 
 Attrs Axes(std::vector<int64_t> axes, bool keepdims = true) {
   return {{"axes", std::move(axes)}, {"keepdims", keepdims}};
@@ -36,54 +25,54 @@ Attrs Axes(std::vector<int64_t> axes, bool keepdims = true) {
 
 TEST(Reduce, ShapesForSeveralAxisSets) {
   Type x = F32({2, 3, 4});
-  EXPECT_EQ(Infer("sum", x, Axes({1})), "f32[2, 1, 4]");
-  EXPECT_EQ(Infer("sum", x, Axes({1}, false)), "f32[2, 4]");
-  EXPECT_EQ(Infer("max", x, Axes({-1, 0})), "f32[1, 3, 1]");
-  EXPECT_EQ(Infer("max", x, Axes({-1, 0}, false)), "f32[3]");
-  EXPECT_EQ(Infer("mean", x, Axes({0, 1, 2}, false)), "f32[]");
-  EXPECT_EQ(Infer("l2", x, Axes({-2})), "f32[2, 1, 4]");
+  EXPECT_EQ(Infer("sum", {x}, Axes({1})), "f32[2, 1, 4]");
+  EXPECT_EQ(Infer("sum", {x}, Axes({1}, false)), "f32[2, 4]");
+  EXPECT_EQ(Infer("max", {x}, Axes({-1, 0})), "f32[1, 3, 1]");
+  EXPECT_EQ(Infer("max", {x}, Axes({-1, 0}, false)), "f32[3]");
+  EXPECT_EQ(Infer("mean", {x}, Axes({0, 1, 2}, false)), "f32[]");
+  EXPECT_EQ(Infer("l2", {x}, Axes({-2})), "f32[2, 1, 4]");
 }
 
 TEST(Reduce, EmptyAxesMeanAllUnlessNoop) {
   Type x = F32({2, 3, 4});
-  EXPECT_EQ(Infer("sum", x), "f32[1, 1, 1]");
-  EXPECT_EQ(Infer("prod", x, {{"keepdims", false}}), "f32[]");
-  EXPECT_EQ(Infer("sum", x, {{"noop_with_empty_axes", true}}), "f32[2, 3, 4]");
-  EXPECT_EQ(Infer("sum", x, {{"noop_with_empty_axes", true}, {"axes", std::vector<int64_t>{0}}}),
+  EXPECT_EQ(Infer("sum", {x}), "f32[1, 1, 1]");
+  EXPECT_EQ(Infer("prod", {x}, {{"keepdims", false}}), "f32[]");
+  EXPECT_EQ(Infer("sum", {x}, {{"noop_with_empty_axes", true}}), "f32[2, 3, 4]");
+  EXPECT_EQ(Infer("sum", {x}, {{"noop_with_empty_axes", true}, {"axes", std::vector<int64_t>{0}}}),
             "f32[1, 3, 4]");
-  EXPECT_EQ(Infer("sum", F32({})), "f32[]");
+  EXPECT_EQ(Infer("sum", {F32({})}), "f32[]");
 }
 
 TEST(Reduce, SymbolicShapes) {
   Type x = F32({S("batch"), S("seq"), 64});
-  EXPECT_EQ(Infer("sum", x, Axes({1}, false)), "f32[batch, 64]");
-  EXPECT_EQ(Infer("mean", x, Axes({-1})), "f32[batch, seq, 1]");
-  EXPECT_EQ(Infer("max", F32({S("seq") * 2, 5}), Axes({1}, false)), "f32[seq * 2]");
+  EXPECT_EQ(Infer("sum", {x}, Axes({1}, false)), "f32[batch, 64]");
+  EXPECT_EQ(Infer("mean", {x}, Axes({-1})), "f32[batch, seq, 1]");
+  EXPECT_EQ(Infer("max", {F32({S("seq") * 2, 5})}, Axes({1}, false)), "f32[seq * 2]");
 }
 
 TEST(Reduce, DTypes) {
   Shape s{2, 3};
-  EXPECT_EQ(Infer("sum", TensorType(s, DType::kInt32), Axes({0})), "i32[1, 3]");
-  EXPECT_EQ(Infer("prod", TensorType(s, DType::kUInt8), Axes({0})), "u8[1, 3]");
-  EXPECT_EQ(Infer("max", TensorType(s, DType::kInt8), Axes({0})), "i8[1, 3]");
-  EXPECT_EQ(Infer("min", TensorType(s, DType::kFloat16), Axes({0})), "f16[1, 3]");
-  EXPECT_EQ(Infer("mean", TensorType(s, DType::kBFloat16), Axes({0})), "bf16[1, 3]");
-  EXPECT_THAT(ErrorMessage([&] { Infer("mean", TensorType(s, DType::kInt32)); }),
+  EXPECT_EQ(Infer("sum", {TensorType(s, DType::kInt32)}, Axes({0})), "i32[1, 3]");
+  EXPECT_EQ(Infer("prod", {TensorType(s, DType::kUInt8)}, Axes({0})), "u8[1, 3]");
+  EXPECT_EQ(Infer("max", {TensorType(s, DType::kInt8)}, Axes({0})), "i8[1, 3]");
+  EXPECT_EQ(Infer("min", {TensorType(s, DType::kFloat16)}, Axes({0})), "f16[1, 3]");
+  EXPECT_EQ(Infer("mean", {TensorType(s, DType::kBFloat16)}, Axes({0})), "bf16[1, 3]");
+  EXPECT_THAT(ErrorMessage([&] { Infer("mean", {TensorType(s, DType::kInt32)}); }),
               HasSubstr("mean: expects a float tensor, got i32[2, 3]"));
-  EXPECT_THAT(ErrorMessage([&] { Infer("l2", TensorType(s, DType::kInt64)); }),
+  EXPECT_THAT(ErrorMessage([&] { Infer("l2", {TensorType(s, DType::kInt64)}); }),
               HasSubstr("got i64[2, 3]"));
-  EXPECT_THAT(ErrorMessage([&] { Infer("sum", TensorType(s, DType::kBool)); }),
+  EXPECT_THAT(ErrorMessage([&] { Infer("sum", {TensorType(s, DType::kBool)}); }),
               HasSubstr("sum: expects a float or integer tensor, got bool[2, 3]"));
 }
 
 TEST(Reduce, BadAxes) {
   Type x = F32({2, 3, 4});
-  EXPECT_THAT(ErrorMessage([&] { Infer("sum", x, Axes({3})); }),
+  EXPECT_THAT(ErrorMessage([&] { Infer("sum", {x}, Axes({3})); }),
               HasSubstr("axis 3 is out of range for rank 3"));
-  EXPECT_THAT(ErrorMessage([&] { Infer("sum", x, Axes({-4})); }),
+  EXPECT_THAT(ErrorMessage([&] { Infer("sum", {x}, Axes({-4})); }),
               HasSubstr("axis -4 is out of range for rank 3"));
   EXPECT_THAT(ErrorMessage([&] {
-                Infer("sum", x, Axes({1, -2}));
+                Infer("sum", {x}, Axes({1, -2}));
               }),
               HasSubstr("repeated axis in [1, -2]"));
 }
@@ -91,15 +80,15 @@ TEST(Reduce, BadAxes) {
 TEST(Reduce, BadAttributes) {
   Type x = F32({2, 3});
   EXPECT_THAT(ErrorMessage([&] {
-                Infer("sum", x, {{"axis", int64_t{1}}});
+                Infer("sum", {x}, {{"axis", int64_t{1}}});
               }),
               HasSubstr("op 'sum' has no attribute 'axis'"));
   EXPECT_THAT(ErrorMessage([&] {
-                Infer("max", x, {{"keepdims", std::string("yes")}});
+                Infer("max", {x}, {{"keepdims", std::string("yes")}});
               }),
               HasSubstr("attribute 'keepdims' must be bool"));
   EXPECT_THAT(ErrorMessage([&] {
-                Infer("min", x, {{"axes", 1.5}});
+                Infer("min", {x}, {{"axes", 1.5}});
               }),
               HasSubstr("attribute 'axes' must be ints"));
 }
@@ -116,23 +105,26 @@ Tensor X23() {
 }
 
 TEST(ReduceKernel, SumMeanOverEachAxis) {
-  EXPECT_TRUE(TensorsNear(Eval("sum", X23(), Axes({0}, false)), MakeTensor<float>({3}, {5, 7, 9})));
-  EXPECT_TRUE(TensorsNear(Eval("sum", X23(), Axes({1})), MakeTensor<float>({2, 1}, {6, 15})));
-  EXPECT_TRUE(TensorsNear(Eval("sum", X23()), MakeTensor<float>({1, 1}, {21})));
-  EXPECT_TRUE(TensorsNear(Eval("mean", X23(), Axes({-1}, false)), MakeTensor<float>({2}, {2, 5})));
   EXPECT_TRUE(
-      TensorsNear(Eval("mean", X23(), {{"keepdims", false}}), MakeTensor<float>({}, {3.5f})));
+      TensorsNear(RunOne("sum", {X23()}, Axes({0}, false)), MakeTensor<float>({3}, {5, 7, 9})));
+  EXPECT_TRUE(TensorsNear(RunOne("sum", {X23()}, Axes({1})), MakeTensor<float>({2, 1}, {6, 15})));
+  EXPECT_TRUE(TensorsNear(RunOne("sum", {X23()}), MakeTensor<float>({1, 1}, {21})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("mean", {X23()}, Axes({-1}, false)), MakeTensor<float>({2}, {2, 5})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("mean", {X23()}, {{"keepdims", false}}), MakeTensor<float>({}, {3.5f})));
 }
 
 TEST(ReduceKernel, MaxMinProdL2) {
   Tensor x = MakeTensor<float>({2, 3}, {3, -1, 2, 0.5f, 7, -4});
-  EXPECT_TRUE(TensorsNear(Eval("max", x, Axes({1}, false)), MakeTensor<float>({2}, {3, 7})));
+  EXPECT_TRUE(TensorsNear(RunOne("max", {x}, Axes({1}, false)), MakeTensor<float>({2}, {3, 7})));
   EXPECT_TRUE(
-      TensorsNear(Eval("min", x, Axes({0}, false)), MakeTensor<float>({3}, {0.5f, -1, -4})));
+      TensorsNear(RunOne("min", {x}, Axes({0}, false)), MakeTensor<float>({3}, {0.5f, -1, -4})));
   EXPECT_TRUE(
-      TensorsNear(Eval("prod", x, Axes({0}, false)), MakeTensor<float>({3}, {1.5f, -7, -8})));
-  EXPECT_TRUE(TensorsNear(Eval("l2", MakeTensor<float>({2, 2}, {3, 4, -5, 12}), Axes({1}, false)),
-                          MakeTensor<float>({2}, {5, 13})));
+      TensorsNear(RunOne("prod", {x}, Axes({0}, false)), MakeTensor<float>({3}, {1.5f, -7, -8})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("l2", {MakeTensor<float>({2, 2}, {3, 4, -5, 12})}, Axes({1}, false)),
+                  MakeTensor<float>({2}, {5, 13})));
 }
 
 TEST(ReduceKernel, OddAndSizeOneDims) {
@@ -140,49 +132,53 @@ TEST(ReduceKernel, OddAndSizeOneDims) {
   std::vector<float> v(15);
   for (int i = 0; i < 15; ++i) v[i] = static_cast<float>(i);
   Tensor x = MakeTensor<float>({1, 3, 1, 5}, v);
-  EXPECT_TRUE(TensorsNear(Eval("sum", x, Axes({0, 2}, false)),
+  EXPECT_TRUE(TensorsNear(RunOne("sum", {x}, Axes({0, 2}, false)),
                           MakeTensor<float>({3, 5}, v)));  // only size-1 axes: a copy
-  EXPECT_TRUE(TensorsNear(Eval("sum", x, Axes({1})),
+  EXPECT_TRUE(TensorsNear(RunOne("sum", {x}, Axes({1})),
                           MakeTensor<float>({1, 1, 1, 5}, {15, 18, 21, 24, 27})));
   EXPECT_TRUE(
-      TensorsNear(Eval("max", x, Axes({-1}, false)), MakeTensor<float>({1, 3, 1}, {4, 9, 14})));
+      TensorsNear(RunOne("max", {x}, Axes({-1}, false)), MakeTensor<float>({1, 3, 1}, {4, 9, 14})));
   Tensor one = MakeTensor<float>({1}, {-2.5f});
-  EXPECT_TRUE(TensorsNear(Eval("prod", one), MakeTensor<float>({1}, {-2.5f})));
-  EXPECT_TRUE(TensorsNear(Eval("l2", one, {{"keepdims", false}}), MakeTensor<float>({}, {2.5f})));
+  EXPECT_TRUE(TensorsNear(RunOne("prod", {one}), MakeTensor<float>({1}, {-2.5f})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("l2", {one}, {{"keepdims", false}}), MakeTensor<float>({}, {2.5f})));
 }
 
 TEST(ReduceKernel, ScalarInput) {
   Tensor s = Tensor::Scalar<float>(4.0f);
-  EXPECT_TRUE(TensorsNear(Eval("sum", s), s));
-  EXPECT_TRUE(TensorsNear(Eval("mean", s), s));
+  EXPECT_TRUE(TensorsNear(RunOne("sum", {s}), s));
+  EXPECT_TRUE(TensorsNear(RunOne("mean", {s}), s));
 }
 
 TEST(ReduceKernel, NoopWithEmptyAxesIsIdentity) {
   Tensor x = X23();
-  EXPECT_TRUE(TensorsNear(Eval("sum", x, {{"noop_with_empty_axes", true}}), x));
-  EXPECT_TRUE(TensorsNear(Eval("l2", x, {{"noop_with_empty_axes", true}}), x));
+  EXPECT_TRUE(TensorsNear(RunOne("sum", {x}, {{"noop_with_empty_axes", true}}), x));
+  EXPECT_TRUE(TensorsNear(RunOne("l2", {x}, {{"noop_with_empty_axes", true}}), x));
 }
 
 TEST(ReduceKernel, Integers) {
   Tensor i32 = MakeTensor<int32_t>({2, 3}, {1, -2, 3, 4, 5, -6});
-  EXPECT_TRUE(TensorsNear(Eval("sum", i32, Axes({1}, false)), MakeTensor<int32_t>({2}, {2, 3})));
   EXPECT_TRUE(
-      TensorsNear(Eval("prod", i32, Axes({0}, false)), MakeTensor<int32_t>({3}, {4, -10, -18})));
-  EXPECT_TRUE(TensorsNear(Eval("max", i32, Axes({0}, false)), MakeTensor<int32_t>({3}, {4, 5, 3})));
-  EXPECT_TRUE(TensorsNear(Eval("min", i32, Axes({1}, false)), MakeTensor<int32_t>({2}, {-2, -6})));
+      TensorsNear(RunOne("sum", {i32}, Axes({1}, false)), MakeTensor<int32_t>({2}, {2, 3})));
+  EXPECT_TRUE(TensorsNear(RunOne("prod", {i32}, Axes({0}, false)),
+                          MakeTensor<int32_t>({3}, {4, -10, -18})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("max", {i32}, Axes({0}, false)), MakeTensor<int32_t>({3}, {4, 5, 3})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("min", {i32}, Axes({1}, false)), MakeTensor<int32_t>({2}, {-2, -6})));
   Tensor i64 = MakeTensor<int64_t>({3}, {int64_t{1} << 40, 3, -1});
-  EXPECT_TRUE(TensorsNear(Eval("prod", i64, {{"keepdims", false}}),
+  EXPECT_TRUE(TensorsNear(RunOne("prod", {i64}, {{"keepdims", false}}),
                           MakeTensor<int64_t>({}, {-(int64_t{3} << 40)})));
   Tensor u8 = MakeTensor<uint8_t>({4}, {200, 7, 255, 0});
-  EXPECT_TRUE(TensorsNear(Eval("max", u8), MakeTensor<uint8_t>({1}, {255})));
-  EXPECT_TRUE(TensorsNear(Eval("min", u8), MakeTensor<uint8_t>({1}, {0})));
+  EXPECT_TRUE(TensorsNear(RunOne("max", {u8}), MakeTensor<uint8_t>({1}, {255})));
+  EXPECT_TRUE(TensorsNear(RunOne("min", {u8}), MakeTensor<uint8_t>({1}, {0})));
 }
 
 TEST(ReduceKernel, IntegerOverflowWraps) {
   Tensor i8 = MakeTensor<int8_t>({2}, {100, 100});
-  EXPECT_TRUE(TensorsNear(Eval("sum", i8), MakeTensor<int8_t>({1}, {-56})));
+  EXPECT_TRUE(TensorsNear(RunOne("sum", {i8}), MakeTensor<int8_t>({1}, {-56})));
   Tensor u8 = MakeTensor<uint8_t>({2}, {16, 17});
-  EXPECT_TRUE(TensorsNear(Eval("prod", u8), MakeTensor<uint8_t>({1}, {16})));  // 272 mod 256
+  EXPECT_TRUE(TensorsNear(RunOne("prod", {u8}), MakeTensor<uint8_t>({1}, {16})));  // 272 mod 256
 }
 
 TEST(ReduceKernel, HalfPrecision) {
@@ -192,11 +188,11 @@ TEST(ReduceKernel, HalfPrecision) {
     h.SetFromDouble(i, i + 1);
     b.SetFromDouble(i, i + 1);
   }
-  Tensor hs = Eval("sum", h, Axes({0}, false));
+  Tensor hs = RunOne("sum", {h}, Axes({0}, false));
   ASSERT_EQ(hs.dtype(), DType::kFloat16);
   EXPECT_EQ(hs.GetAsDouble(0), 4);
   EXPECT_EQ(hs.GetAsDouble(1), 6);
-  Tensor bm = Eval("mean", b, Axes({1}, false));
+  Tensor bm = RunOne("mean", {b}, Axes({1}, false));
   ASSERT_EQ(bm.dtype(), DType::kBFloat16);
   EXPECT_EQ(bm.GetAsDouble(0), 1.5);
   EXPECT_EQ(bm.GetAsDouble(1), 3.5);
@@ -205,22 +201,23 @@ TEST(ReduceKernel, HalfPrecision) {
 TEST(ReduceKernel, EmptyReductionGivesIdentity) {
   Tensor x = Tensor::Empty(DType::kFloat32, {0, 3});
   const float inf = std::numeric_limits<float>::infinity();
-  EXPECT_TRUE(TensorsNear(Eval("sum", x, Axes({0})), MakeTensor<float>({1, 3}, {0, 0, 0})));
-  EXPECT_TRUE(TensorsNear(Eval("prod", x, Axes({0}, false)), MakeTensor<float>({3}, {1, 1, 1})));
-  EXPECT_TRUE(TensorsNear(Eval("l2", x, Axes({0}, false)), MakeTensor<float>({3}, {0, 0, 0})));
+  EXPECT_TRUE(TensorsNear(RunOne("sum", {x}, Axes({0})), MakeTensor<float>({1, 3}, {0, 0, 0})));
   EXPECT_TRUE(
-      TensorsNear(Eval("max", x, Axes({0}, false)), MakeTensor<float>({3}, {-inf, -inf, -inf})));
+      TensorsNear(RunOne("prod", {x}, Axes({0}, false)), MakeTensor<float>({3}, {1, 1, 1})));
+  EXPECT_TRUE(TensorsNear(RunOne("l2", {x}, Axes({0}, false)), MakeTensor<float>({3}, {0, 0, 0})));
+  EXPECT_TRUE(TensorsNear(RunOne("max", {x}, Axes({0}, false)),
+                          MakeTensor<float>({3}, {-inf, -inf, -inf})));
   EXPECT_TRUE(
-      TensorsNear(Eval("min", x, Axes({0}, false)), MakeTensor<float>({3}, {inf, inf, inf})));
-  Tensor mean = Eval("mean", x, Axes({0}, false));
+      TensorsNear(RunOne("min", {x}, Axes({0}, false)), MakeTensor<float>({3}, {inf, inf, inf})));
+  Tensor mean = RunOne("mean", {x}, Axes({0}, false));
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(std::isnan(mean.GetAsDouble(i)));
   // Reducing the non-empty axis keeps the empty one: nothing to write.
-  EXPECT_EQ(Eval("sum", x, Axes({1})).shape(), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(RunOne("sum", {x}, Axes({1})).shape(), (std::vector<int64_t>{0, 1}));
   Tensor xi = Tensor::Empty(DType::kInt32, {2, 0});
-  EXPECT_TRUE(TensorsNear(Eval("max", xi, Axes({1}, false)),
+  EXPECT_TRUE(TensorsNear(RunOne("max", {xi}, Axes({1}, false)),
                           MakeTensor<int32_t>({2}, {std::numeric_limits<int32_t>::lowest(),
                                                     std::numeric_limits<int32_t>::lowest()})));
-  EXPECT_TRUE(TensorsNear(Eval("min", xi, Axes({1}, false)),
+  EXPECT_TRUE(TensorsNear(RunOne("min", {xi}, Axes({1}, false)),
                           MakeTensor<int32_t>({2}, {std::numeric_limits<int32_t>::max(),
                                                     std::numeric_limits<int32_t>::max()})));
 }
@@ -228,8 +225,8 @@ TEST(ReduceKernel, EmptyReductionGivesIdentity) {
 TEST(ReduceKernel, MaxMinPropagateNaN) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor x = MakeTensor<float>({2, 3}, {1, nan, 3, 4, 5, 6});
-  Tensor mx = Eval("max", x, Axes({1}, false));
-  Tensor mn = Eval("min", x, Axes({1}, false));
+  Tensor mx = RunOne("max", {x}, Axes({1}, false));
+  Tensor mn = RunOne("min", {x}, Axes({1}, false));
   EXPECT_TRUE(std::isnan(mx.GetAsDouble(0)));
   EXPECT_EQ(mx.GetAsDouble(1), 6);
   EXPECT_TRUE(std::isnan(mn.GetAsDouble(0)));
@@ -279,7 +276,7 @@ TEST(ReduceKernel, RandomAgainstNaiveLoops) {
       for (int64_t a : axes) red[a < 0 ? a + 3 : a] = true;
       std::vector<double> want = NaiveReduce(x, red, op);
       for (bool keep : {true, false}) {
-        Tensor got = Eval(op, x, Axes(axes, keep));
+        Tensor got = RunOne(op, {x}, Axes(axes, keep));
         std::vector<int64_t> shape;
         for (int d = 0; d < 3; ++d)
           if (!red[d])
@@ -299,7 +296,7 @@ TEST(ReduceKernel, RandomIntegersAgainstNaiveLoops) {
   Tensor x = test::RandomTensor(DType::kInt64, {4, 3, 5}, 7, -9, 9);
   for (const char* op : {"sum", "max", "min"}) {
     std::vector<double> want = NaiveReduce(x, {true, false, true}, op);
-    Tensor got = Eval(op, x, Axes({0, 2}, false));
+    Tensor got = RunOne(op, {x}, Axes({0, 2}, false));
     ASSERT_EQ(got.shape(), (std::vector<int64_t>{3}));
     for (int i = 0; i < 3; ++i) EXPECT_EQ(got.GetAsDouble(i), want[i]) << op;
   }
@@ -309,33 +306,33 @@ TEST(ReduceKernel, RandomIntegersAgainstNaiveLoops) {
 
 TEST(ArgReduce, Shapes) {
   Type x = F32({2, 3, 4});
-  EXPECT_EQ(Infer("argmax", x), "i64[1, 3, 4]");
-  EXPECT_EQ(Infer("argmax", x, {{"axis", int64_t{1}}}), "i64[2, 1, 4]");
-  EXPECT_EQ(Infer("argmin", x, {{"axis", int64_t{-1}}, {"keepdims", false}}), "i64[2, 3]");
-  EXPECT_EQ(Infer("argmin", TensorType({5}, DType::kUInt8), {{"keepdims", false}}), "i64[]");
-  EXPECT_EQ(Infer("argmax", F32({})), "i64[]");
-  EXPECT_EQ(Infer("argmax", F32({S("batch"), 10}), {{"axis", int64_t{1}}, {"keepdims", false}}),
+  EXPECT_EQ(Infer("argmax", {x}), "i64[1, 3, 4]");
+  EXPECT_EQ(Infer("argmax", {x}, {{"axis", int64_t{1}}}), "i64[2, 1, 4]");
+  EXPECT_EQ(Infer("argmin", {x}, {{"axis", int64_t{-1}}, {"keepdims", false}}), "i64[2, 3]");
+  EXPECT_EQ(Infer("argmin", {TensorType({5}, DType::kUInt8)}, {{"keepdims", false}}), "i64[]");
+  EXPECT_EQ(Infer("argmax", {F32({})}), "i64[]");
+  EXPECT_EQ(Infer("argmax", {F32({S("batch"), 10})}, {{"axis", int64_t{1}}, {"keepdims", false}}),
             "i64[batch]");
-  EXPECT_EQ(Infer("argmax", F32({S("batch"), S("n")}), {{"axis", int64_t{-1}}}), "i64[batch, 1]");
+  EXPECT_EQ(Infer("argmax", {F32({S("batch"), S("n")})}, {{"axis", int64_t{-1}}}), "i64[batch, 1]");
 }
 
 TEST(ArgReduce, Errors) {
   EXPECT_THAT(ErrorMessage([&] {
-                Infer("argmax", F32({2, 3}), {{"axis", int64_t{2}}});
+                Infer("argmax", {F32({2, 3})}, {{"axis", int64_t{2}}});
               }),
               HasSubstr("axis 2 is out of range for rank 2"));
   EXPECT_THAT(ErrorMessage([&] {
-                Infer("argmin", F32({2, 0}), {{"axis", int64_t{1}}});
+                Infer("argmin", {F32({2, 0})}, {{"axis", int64_t{1}}});
               }),
               HasSubstr("argmin: cannot take argmin over the empty axis 1 of [2, 0]"));
-  EXPECT_THAT(ErrorMessage([&] { Infer("argmax", TensorType({2}, DType::kBool)); }),
+  EXPECT_THAT(ErrorMessage([&] { Infer("argmax", {TensorType({2}, DType::kBool)}); }),
               HasSubstr("got bool[2]"));
   EXPECT_THAT(ErrorMessage([&] {
-                Infer("argmax", F32({2}), {{"axes", std::vector<int64_t>{0}}});
+                Infer("argmax", {F32({2})}, {{"axes", std::vector<int64_t>{0}}});
               }),
               HasSubstr("op 'argmax' has no attribute 'axes'"));
   EXPECT_THAT(ErrorMessage([&] {
-                Infer("argmax", F32({2}), {{"axis", 0.5}});
+                Infer("argmax", {F32({2})}, {{"axis", 0.5}});
               }),
               HasSubstr("attribute 'axis' must be int"));
 }
@@ -344,40 +341,42 @@ TEST(ArgReduceKernel, FirstOrLastOccurrence) {
   Tensor x = MakeTensor<float>({2, 3}, {1, 3, 3, 5, 2, 5});
   Attrs last = {{"axis", int64_t{1}}, {"keepdims", false}, {"select_last_index", true}};
   Attrs first = {{"axis", int64_t{1}}, {"keepdims", false}};
-  EXPECT_TRUE(TensorsNear(Eval("argmax", x, first), MakeTensor<int64_t>({2}, {1, 0})));
-  EXPECT_TRUE(TensorsNear(Eval("argmax", x, last), MakeTensor<int64_t>({2}, {2, 2})));
+  EXPECT_TRUE(TensorsNear(RunOne("argmax", {x}, first), MakeTensor<int64_t>({2}, {1, 0})));
+  EXPECT_TRUE(TensorsNear(RunOne("argmax", {x}, last), MakeTensor<int64_t>({2}, {2, 2})));
   Tensor y = MakeTensor<float>({2, 3}, {4, 1, 1, 2, 9, 2});
-  EXPECT_TRUE(TensorsNear(Eval("argmin", y, first), MakeTensor<int64_t>({2}, {1, 0})));
-  EXPECT_TRUE(TensorsNear(Eval("argmin", y, last), MakeTensor<int64_t>({2}, {2, 2})));
-  EXPECT_TRUE(TensorsNear(Eval("argmin", y), MakeTensor<int64_t>({1, 3}, {1, 0, 0})));
+  EXPECT_TRUE(TensorsNear(RunOne("argmin", {y}, first), MakeTensor<int64_t>({2}, {1, 0})));
+  EXPECT_TRUE(TensorsNear(RunOne("argmin", {y}, last), MakeTensor<int64_t>({2}, {2, 2})));
+  EXPECT_TRUE(TensorsNear(RunOne("argmin", {y}), MakeTensor<int64_t>({1, 3}, {1, 0, 0})));
 }
 
 TEST(ArgReduceKernel, IntegersSizeOneAndScalar) {
   Tensor x = MakeTensor<int8_t>({3, 1}, {-5, 7, 7});
-  EXPECT_TRUE(TensorsNear(Eval("argmax", x), MakeTensor<int64_t>({1, 1}, {1})));
-  EXPECT_TRUE(TensorsNear(Eval("argmin", x, {{"axis", int64_t{1}}}),
+  EXPECT_TRUE(TensorsNear(RunOne("argmax", {x}), MakeTensor<int64_t>({1, 1}, {1})));
+  EXPECT_TRUE(TensorsNear(RunOne("argmin", {x}, {{"axis", int64_t{1}}}),
                           MakeTensor<int64_t>({3, 1}, {0, 0, 0})));
-  EXPECT_TRUE(TensorsNear(Eval("argmax", Tensor::Scalar<float>(3)), MakeTensor<int64_t>({}, {0})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("argmax", {Tensor::Scalar<float>(3)}), MakeTensor<int64_t>({}, {0})));
   // An empty tensor whose reduced axis is not empty: an empty result, nothing read.
-  EXPECT_EQ(Eval("argmax", Tensor::Empty(DType::kFloat32, {0, 4}), {{"axis", int64_t{1}}}).shape(),
-            (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(
+      RunOne("argmax", {Tensor::Empty(DType::kFloat32, {0, 4})}, {{"axis", int64_t{1}}}).shape(),
+      (std::vector<int64_t>{0, 1}));
 }
 
 TEST(ArgReduceKernel, NaNIsTheExtreme) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor x = MakeTensor<float>({5}, {1, nan, 9, nan, -3});
-  EXPECT_TRUE(TensorsNear(Eval("argmax", x), MakeTensor<int64_t>({1}, {1})));
-  EXPECT_TRUE(TensorsNear(Eval("argmin", x), MakeTensor<int64_t>({1}, {1})));
-  EXPECT_TRUE(
-      TensorsNear(Eval("argmax", x, {{"select_last_index", true}}), MakeTensor<int64_t>({1}, {3})));
+  EXPECT_TRUE(TensorsNear(RunOne("argmax", {x}), MakeTensor<int64_t>({1}, {1})));
+  EXPECT_TRUE(TensorsNear(RunOne("argmin", {x}), MakeTensor<int64_t>({1}, {1})));
+  EXPECT_TRUE(TensorsNear(RunOne("argmax", {x}, {{"select_last_index", true}}),
+                          MakeTensor<int64_t>({1}, {3})));
 }
 
 TEST(ArgReduceKernel, RandomAgainstNaiveLoops) {
   Tensor x = test::RandomTensor(DType::kFloat32, {3, 4, 5}, 9);
   for (int axis = -3; axis < 3; ++axis) {
     int a = axis < 0 ? axis + 3 : axis;
-    Tensor got = Eval("argmax", x, {{"axis", int64_t{axis}}, {"keepdims", false}});
-    Tensor got_min = Eval("argmin", x, {{"axis", int64_t{axis}}, {"keepdims", false}});
+    Tensor got = RunOne("argmax", {x}, {{"axis", int64_t{axis}}, {"keepdims", false}});
+    Tensor got_min = RunOne("argmin", {x}, {{"axis", int64_t{axis}}, {"keepdims", false}});
     std::vector<int64_t> s = x.shape();
     int64_t cells = x.numel() / s[a];
     ASSERT_EQ(got.numel(), cells);

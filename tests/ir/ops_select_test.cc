@@ -11,8 +11,12 @@ namespace kiln {
 namespace {
 
 using test::ErrorMessage;
+using test::F32;
+using test::Infer;
+using test::InferError;
 using test::MakeTensor;
 using test::RandomTensor;
+using test::S;
 using test::TensorsNear;
 using ::testing::HasSubstr;
 using V = std::vector<int64_t>;
@@ -20,22 +24,8 @@ using V = std::vector<int64_t>;
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 
-Dim S(const char* n) {
-  return Dim::Symbol(n);
-}
-Type F32(Shape s) {
-  return TensorType(std::move(s), DType::kFloat32);
-}
 Type I64(Shape s) {
   return TensorType(std::move(s), DType::kInt64);
-}
-
-std::string Infer(const std::string& op, std::vector<Type> args, const Attrs& attrs = {},
-                  std::vector<DimConstraint>* constraints = nullptr) {
-  return TypeToString(InferOpType(op, args, attrs, constraints));
-}
-std::string InferError(const std::string& op, std::vector<Type> args, const Attrs& attrs = {}) {
-  return ErrorMessage([&] { InferOpType(op, args, attrs); });
 }
 
 // Row-major offset of a multi-index.

@@ -11,27 +11,15 @@ namespace kiln {
 namespace {
 
 using test::ErrorMessage;
+using test::F32;
+using test::Infer;
+using test::InferError;
 using test::MakeTensor;
 using test::RandomTensor;
+using test::S;
 using test::TensorsNear;
 using ::testing::HasSubstr;
 using V = std::vector<int64_t>;
-
-Dim S(const char* n) {
-  return Dim::Symbol(n);
-}
-Type F32(Shape s) {
-  return TensorType(std::move(s), DType::kFloat32);
-}
-
-// The inferred type as text, e.g. `f32[batch, 512]`.
-std::string Infer(const std::string& op, std::vector<Type> args, const Attrs& attrs = {},
-                  std::vector<DimConstraint>* constraints = nullptr) {
-  return TypeToString(InferOpType(op, args, attrs, constraints));
-}
-std::string InferError(const std::string& op, std::vector<Type> args, const Attrs& attrs = {}) {
-  return ErrorMessage([&] { InferOpType(op, args, attrs); });
-}
 
 // 0, 1, 2, ... as f32.
 Tensor Iota(const V& shape) {

@@ -17,8 +17,11 @@ namespace kiln {
 namespace {
 
 using test::ErrorMessage;
+using test::Floats;
+using test::Infer;
 using test::MakeTensor;
 using test::RandomTensor;
+using test::RunOne;
 using test::TensorsNear;
 using ::testing::HasSubstr;
 
@@ -32,21 +35,9 @@ const std::vector<std::string> kFloatOnly = {"exp",  "log",     "sqrt", "rsqrt",
                                              "cos",  "floor",   "ceil", "round"};
 const std::vector<std::string> kSignedOrFloat = {"neg", "abs", "relu"};
 
-Tensor F32(const std::vector<int64_t>& shape, const std::vector<float>& v) {
-  return MakeTensor<float>(shape, v);
-}
-Tensor F32(const std::vector<float>& v) {
-  return F32({static_cast<int64_t>(v.size())}, v);
-}
-
-Tensor Apply(const std::string& op, const Tensor& x, const Attrs& attrs = {}) {
-  std::vector<Tensor> out = RunOpReference(op, {x}, attrs);
-  EXPECT_EQ(out.size(), 1u);
-  return out.at(0);
-}
-
-std::string TypeOf(const std::string& op, const Type& arg, const Attrs& attrs = {}) {
-  return TypeToString(InferOpType(op, {arg}, attrs));
+// A 1-D f32 tensor of `v`.
+Tensor Floats(const std::vector<float>& v) {
+  return Floats({static_cast<int64_t>(v.size())}, v);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -68,19 +59,19 @@ TEST(UnaryOps, AllRegisteredAsElementwise) {
 TEST(UnaryOps, TypeKeepsShapeAndDType) {
   Dim batch = Dim::Symbol("batch");
   for (const std::string& n : kFloatOnly) {
-    EXPECT_EQ(TypeOf(n, TensorType({batch, 784}, DType::kFloat32)), "f32[batch, 784]") << n;
-    EXPECT_EQ(TypeOf(n, TensorType({2, 3}, DType::kFloat16)), "f16[2, 3]") << n;
-    EXPECT_EQ(TypeOf(n, TensorType({}, DType::kFloat64)), "f64[]") << n;
-    EXPECT_EQ(TypeOf(n, TensorType({batch * 2, 0}, DType::kBFloat16)), "bf16[batch * 2, 0]") << n;
+    EXPECT_EQ(Infer(n, {TensorType({batch, 784}, DType::kFloat32)}), "f32[batch, 784]") << n;
+    EXPECT_EQ(Infer(n, {TensorType({2, 3}, DType::kFloat16)}), "f16[2, 3]") << n;
+    EXPECT_EQ(Infer(n, {TensorType({}, DType::kFloat64)}), "f64[]") << n;
+    EXPECT_EQ(Infer(n, {TensorType({batch * 2, 0}, DType::kBFloat16)}), "bf16[batch * 2, 0]") << n;
   }
   for (const std::string& n : kSignedOrFloat) {
-    EXPECT_EQ(TypeOf(n, TensorType({batch, 3}, DType::kInt8)), "i8[batch, 3]") << n;
-    EXPECT_EQ(TypeOf(n, TensorType({batch, 3}, DType::kInt64)), "i64[batch, 3]") << n;
-    EXPECT_EQ(TypeOf(n, TensorType({batch}, DType::kFloat32)), "f32[batch]") << n;
+    EXPECT_EQ(Infer(n, {TensorType({batch, 3}, DType::kInt8)}), "i8[batch, 3]") << n;
+    EXPECT_EQ(Infer(n, {TensorType({batch, 3}, DType::kInt64)}), "i64[batch, 3]") << n;
+    EXPECT_EQ(Infer(n, {TensorType({batch}, DType::kFloat32)}), "f32[batch]") << n;
   }
-  EXPECT_EQ(TypeOf("sign", TensorType({batch}, DType::kUInt8)), "u8[batch]");
-  EXPECT_EQ(TypeOf("not", TensorType({batch, 2}, DType::kBool)), "bool[batch, 2]");
-  EXPECT_EQ(TypeOf("clip", TensorType({batch}, DType::kInt32), {{"min", 0.0}}), "i32[batch]");
+  EXPECT_EQ(Infer("sign", {TensorType({batch}, DType::kUInt8)}), "u8[batch]");
+  EXPECT_EQ(Infer("not", {TensorType({batch, 2}, DType::kBool)}), "bool[batch, 2]");
+  EXPECT_EQ(Infer("clip", {TensorType({batch}, DType::kInt32)}, {{"min", 0.0}}), "i32[batch]");
 }
 
 TEST(UnaryOps, RejectsDTypesOutsideTheirClass) {
@@ -153,75 +144,82 @@ TEST(UnaryOps, BadAttributesNameTheAttribute) {
 // Reference kernels against hand-computed values.
 
 TEST(UnaryKernels, ExpLogSqrt) {
-  EXPECT_TRUE(TensorsNear(Apply("exp", F32({-2, -0.5, 0, 0.5, 2})),
-                          F32({0.13533528f, 0.60653066f, 1, 1.64872127f, 7.3890561f})));
-  EXPECT_TRUE(TensorsNear(Apply("log", F32({1, 2.718281828f, 0.5f, 0, -1})),
-                          F32({0, 1, -0.69314718f, -kInff, kNaNf})));
-  EXPECT_TRUE(TensorsNear(Apply("sqrt", F32({0, 1, 4, 2.25f, -1})), F32({0, 1, 2, 1.5f, kNaNf})));
-  EXPECT_TRUE(TensorsNear(Apply("rsqrt", F32({1, 4, 0.25f, 0})), F32({1, 0.5f, 2, kInff})));
+  EXPECT_TRUE(TensorsNear(RunOne("exp", {Floats({-2, -0.5, 0, 0.5, 2})}),
+                          Floats({0.13533528f, 0.60653066f, 1, 1.64872127f, 7.3890561f})));
+  EXPECT_TRUE(TensorsNear(RunOne("log", {Floats({1, 2.718281828f, 0.5f, 0, -1})}),
+                          Floats({0, 1, -0.69314718f, -kInff, kNaNf})));
   EXPECT_TRUE(
-      TensorsNear(Apply("reciprocal", F32({2, -4, 0.5f, 0})), F32({0.5f, -0.25f, 2, kInff})));
+      TensorsNear(RunOne("sqrt", {Floats({0, 1, 4, 2.25f, -1})}), Floats({0, 1, 2, 1.5f, kNaNf})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("rsqrt", {Floats({1, 4, 0.25f, 0})}), Floats({1, 0.5f, 2, kInff})));
+  EXPECT_TRUE(TensorsNear(RunOne("reciprocal", {Floats({2, -4, 0.5f, 0})}),
+                          Floats({0.5f, -0.25f, 2, kInff})));
 }
 
 TEST(UnaryKernels, Activations) {
-  EXPECT_TRUE(
-      TensorsNear(Apply("tanh", F32({0, 1, -1, 20})), F32({0, 0.76159416f, -0.76159416f, 1})));
-  EXPECT_TRUE(TensorsNear(Apply("sigmoid", F32({0, 1, -1, 100, -100})),
-                          F32({0.5f, 0.73105858f, 0.26894142f, 1, 0})));
-  Tensor relu = Apply("relu", F32({-1, 0, 2.5f, kNaNf, -kInff}));
-  EXPECT_TRUE(TensorsNear(relu, F32({0, 0, 2.5f, kNaNf, 0})));
-  EXPECT_TRUE(TensorsNear(Apply("relu", MakeTensor<int32_t>({3}, {-3, 0, 7})),
+  EXPECT_TRUE(TensorsNear(RunOne("tanh", {Floats({0, 1, -1, 20})}),
+                          Floats({0, 0.76159416f, -0.76159416f, 1})));
+  EXPECT_TRUE(TensorsNear(RunOne("sigmoid", {Floats({0, 1, -1, 100, -100})}),
+                          Floats({0.5f, 0.73105858f, 0.26894142f, 1, 0})));
+  Tensor relu = RunOne("relu", {Floats({-1, 0, 2.5f, kNaNf, -kInff})});
+  EXPECT_TRUE(TensorsNear(relu, Floats({0, 0, 2.5f, kNaNf, 0})));
+  EXPECT_TRUE(TensorsNear(RunOne("relu", {MakeTensor<int32_t>({3}, {-3, 0, 7})}),
                           MakeTensor<int32_t>({3}, {0, 0, 7})));
-  EXPECT_TRUE(TensorsNear(Apply("gelu", F32({-1, 0, 1, 2})),
-                          F32({-0.15865525f, 0, 0.84134475f, 1.95449974f})));
-  EXPECT_TRUE(TensorsNear(Apply("gelu", F32({-1, 0, 1, 2}), {{"approximate", std::string("none")}}),
-                          F32({-0.15865525f, 0, 0.84134475f, 1.95449974f})));
-  EXPECT_TRUE(TensorsNear(Apply("gelu", F32({-1, 0, 1, 2}), {{"approximate", std::string("tanh")}}),
-                          F32({-0.15880801f, 0, 0.84119199f, 1.95459769f})));
-  EXPECT_TRUE(TensorsNear(Apply("erf", F32({0, 0.5f, 1, -1})),
-                          F32({0, 0.52049988f, 0.84270079f, -0.84270079f})));
+  EXPECT_TRUE(TensorsNear(RunOne("gelu", {Floats({-1, 0, 1, 2})}),
+                          Floats({-0.15865525f, 0, 0.84134475f, 1.95449974f})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("gelu", {Floats({-1, 0, 1, 2})}, {{"approximate", std::string("none")}}),
+                  Floats({-0.15865525f, 0, 0.84134475f, 1.95449974f})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("gelu", {Floats({-1, 0, 1, 2})}, {{"approximate", std::string("tanh")}}),
+                  Floats({-0.15880801f, 0, 0.84119199f, 1.95459769f})));
+  EXPECT_TRUE(TensorsNear(RunOne("erf", {Floats({0, 0.5f, 1, -1})}),
+                          Floats({0, 0.52049988f, 0.84270079f, -0.84270079f})));
 }
 
 TEST(UnaryKernels, Trigonometry) {
   const float pi = 3.14159265f;
-  EXPECT_TRUE(
-      TensorsNear(Apply("sin", F32({0, pi / 2, pi, -pi / 6})), F32({0, 1, 0, -0.5f}), 1e-6));
-  EXPECT_TRUE(TensorsNear(Apply("cos", F32({0, pi / 2, pi, pi / 3})), F32({1, 0, -1, 0.5f}), 1e-6));
+  EXPECT_TRUE(TensorsNear(RunOne("sin", {Floats({0, pi / 2, pi, -pi / 6})}),
+                          Floats({0, 1, 0, -0.5f}), 1e-6));
+  EXPECT_TRUE(TensorsNear(RunOne("cos", {Floats({0, pi / 2, pi, pi / 3})}),
+                          Floats({1, 0, -1, 0.5f}), 1e-6));
 }
 
 TEST(UnaryKernels, FloorCeilRoundHalfToEven) {
-  EXPECT_TRUE(
-      TensorsNear(Apply("floor", F32({-1.5f, -0.5f, 0.5f, 1.5f, 2})), F32({-2, -1, 0, 1, 2})));
-  EXPECT_TRUE(
-      TensorsNear(Apply("ceil", F32({-1.5f, -0.5f, 0.5f, 1.5f, 2})), F32({-1, 0, 1, 2, 2})));
-  Tensor r =
-      Apply("round", F32({-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 2.6f, -2.6f, 0.4f, kInff, kNaNf}));
-  EXPECT_TRUE(TensorsNear(r, F32({-2, -2, 0, 0, 2, 2, 3, -3, 0, kInff, kNaNf})));
+  EXPECT_TRUE(TensorsNear(RunOne("floor", {Floats({-1.5f, -0.5f, 0.5f, 1.5f, 2})}),
+                          Floats({-2, -1, 0, 1, 2})));
+  EXPECT_TRUE(TensorsNear(RunOne("ceil", {Floats({-1.5f, -0.5f, 0.5f, 1.5f, 2})}),
+                          Floats({-1, 0, 1, 2, 2})));
+  Tensor r = RunOne(
+      "round", {Floats({-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 2.6f, -2.6f, 0.4f, kInff, kNaNf})});
+  EXPECT_TRUE(TensorsNear(r, Floats({-2, -2, 0, 0, 2, 2, 3, -3, 0, kInff, kNaNf})));
   EXPECT_TRUE(std::signbit(r.data<float>()[2])) << "round(-0.5) is -0.0";
   // Past 2^52 every double is an integer: round leaves it alone.
   double big = 4503599627370497.0;  // 2^52 + 1
-  EXPECT_EQ(Apply("round", MakeTensor<double>({1}, {big})).data<double>()[0], big);
+  EXPECT_EQ(RunOne("round", {MakeTensor<double>({1}, {big})}).data<double>()[0], big);
 }
 
 TEST(UnaryKernels, NegAbsSignWrapLikeNumPy) {
-  EXPECT_TRUE(TensorsNear(Apply("neg", F32({1, -2.5f, 0})), F32({-1, 2.5f, 0})));
-  EXPECT_TRUE(TensorsNear(Apply("neg", MakeTensor<int8_t>({3}, {1, -128, 127})),
+  EXPECT_TRUE(TensorsNear(RunOne("neg", {Floats({1, -2.5f, 0})}), Floats({-1, 2.5f, 0})));
+  EXPECT_TRUE(TensorsNear(RunOne("neg", {MakeTensor<int8_t>({3}, {1, -128, 127})}),
                           MakeTensor<int8_t>({3}, {-1, -128, -127})));
   int64_t min64 = std::numeric_limits<int64_t>::min();
-  EXPECT_TRUE(TensorsNear(Apply("neg", MakeTensor<int64_t>({2}, {min64, 5})),
+  EXPECT_TRUE(TensorsNear(RunOne("neg", {MakeTensor<int64_t>({2}, {min64, 5})}),
                           MakeTensor<int64_t>({2}, {min64, -5})));
-  EXPECT_TRUE(TensorsNear(Apply("abs", F32({-3, 0, 2.5f, -kInff})), F32({3, 0, 2.5f, kInff})));
-  EXPECT_TRUE(TensorsNear(Apply("abs", MakeTensor<int8_t>({3}, {-5, 5, -128})),
+  EXPECT_TRUE(
+      TensorsNear(RunOne("abs", {Floats({-3, 0, 2.5f, -kInff})}), Floats({3, 0, 2.5f, kInff})));
+  EXPECT_TRUE(TensorsNear(RunOne("abs", {MakeTensor<int8_t>({3}, {-5, 5, -128})}),
                           MakeTensor<int8_t>({3}, {5, 5, -128})));
-  EXPECT_TRUE(TensorsNear(Apply("sign", F32({-3, 0, 2.5f, kNaNf})), F32({-1, 0, 1, kNaNf})));
-  EXPECT_TRUE(TensorsNear(Apply("sign", MakeTensor<int16_t>({3}, {-5, 0, 9})),
+  EXPECT_TRUE(
+      TensorsNear(RunOne("sign", {Floats({-3, 0, 2.5f, kNaNf})}), Floats({-1, 0, 1, kNaNf})));
+  EXPECT_TRUE(TensorsNear(RunOne("sign", {MakeTensor<int16_t>({3}, {-5, 0, 9})}),
                           MakeTensor<int16_t>({3}, {-1, 0, 1})));
-  EXPECT_TRUE(TensorsNear(Apply("sign", MakeTensor<uint8_t>({3}, {0, 3, 255})),
+  EXPECT_TRUE(TensorsNear(RunOne("sign", {MakeTensor<uint8_t>({3}, {0, 3, 255})}),
                           MakeTensor<uint8_t>({3}, {0, 1, 1})));
 }
 
 TEST(UnaryKernels, Not) {
-  EXPECT_TRUE(TensorsNear(Apply("not", MakeTensor<bool>({2, 2}, {true, false, false, true})),
+  EXPECT_TRUE(TensorsNear(RunOne("not", {MakeTensor<bool>({2, 2}, {true, false, false, true})}),
                           MakeTensor<bool>({2, 2}, {false, true, true, false})));
 }
 
@@ -236,18 +234,19 @@ TEST(UnaryKernels, HalfAndDoublePrecision) {
     eh.SetFromDouble(i, std::exp(i));
     eb.SetFromDouble(i, std::exp(i));
   }
-  EXPECT_TRUE(TensorsNear(Apply("exp", h), eh, 0, 0));  // both round exp(x) to nearest
-  EXPECT_TRUE(TensorsNear(Apply("exp", b), eb, 0, 0));
-  Tensor d = Apply("sqrt", MakeTensor<double>({1}, {2.0}));
+  EXPECT_TRUE(TensorsNear(RunOne("exp", {h}), eh, 0, 0));  // both round exp(x) to nearest
+  EXPECT_TRUE(TensorsNear(RunOne("exp", {b}), eb, 0, 0));
+  Tensor d = RunOne("sqrt", {MakeTensor<double>({1}, {2.0})});
   EXPECT_EQ(d.data<double>()[0], std::sqrt(2.0));
 }
 
 TEST(UnaryKernels, SizeZeroAndScalar) {
-  Tensor empty = Apply("exp", Tensor::Empty(DType::kFloat32, {0, 3}));
+  Tensor empty = RunOne("exp", {Tensor::Empty(DType::kFloat32, {0, 3})});
   EXPECT_EQ(empty.shape(), (std::vector<int64_t>{0, 3}));
-  EXPECT_EQ(Apply("cast", Tensor::Empty(DType::kInt64, {2, 0}), {{"dtype", DType::kBool}}).shape(),
-            (std::vector<int64_t>{2, 0}));
-  EXPECT_TRUE(TensorsNear(Apply("neg", Tensor::Scalar<float>(2)), Tensor::Scalar<float>(-2)));
+  EXPECT_EQ(
+      RunOne("cast", {Tensor::Empty(DType::kInt64, {2, 0})}, {{"dtype", DType::kBool}}).shape(),
+      (std::vector<int64_t>{2, 0}));
+  EXPECT_TRUE(TensorsNear(RunOne("neg", {Tensor::Scalar<float>(2)}), Tensor::Scalar<float>(-2)));
 }
 
 // Every float op on random data of odd sizes and size 1, against the C library in double.
@@ -281,7 +280,7 @@ TEST(UnaryKernels, RandomAgainstStraightforwardMath) {
       Tensor x = RandomTensor(DType::kFloat32, shape, seed++, positive ? 0.01 : -4, 4);
       Tensor want = Tensor::Empty(DType::kFloat32, shape);
       for (int64_t i = 0; i < x.numel(); ++i) want.SetFromDouble(i, fn(x.GetAsDouble(i)));
-      EXPECT_TRUE(TensorsNear(Apply(name, x), want, 1e-6, 1e-6)) << name;
+      EXPECT_TRUE(TensorsNear(RunOne(name, {x}), want, 1e-6, 1e-6)) << name;
     }
   }
 }
@@ -291,71 +290,72 @@ TEST(UnaryKernels, RandomAgainstStraightforwardMath) {
 
 TEST(Cast, TypeRelation) {
   Dim batch = Dim::Symbol("batch");
-  EXPECT_EQ(TypeOf("cast", TensorType({batch, 3}, DType::kFloat32), {{"dtype", DType::kInt64}}),
+  EXPECT_EQ(Infer("cast", {TensorType({batch, 3}, DType::kFloat32)}, {{"dtype", DType::kInt64}}),
             "i64[batch, 3]");
-  EXPECT_EQ(TypeOf("cast", TensorType({}, DType::kBool), {{"dtype", DType::kFloat16}}), "f16[]");
+  EXPECT_EQ(Infer("cast", {TensorType({}, DType::kBool)}, {{"dtype", DType::kFloat16}}), "f16[]");
 }
 
 TEST(Cast, FloatToIntTruncatesTowardZeroAndSaturates) {
-  Tensor x = F32({-2.7f, -0.5f, 0.5f, 2.7f, kNaNf, 1e10f, -1e10f, kInff});
+  Tensor x = Floats({-2.7f, -0.5f, 0.5f, 2.7f, kNaNf, 1e10f, -1e10f, kInff});
   int32_t hi = std::numeric_limits<int32_t>::max(), lo = std::numeric_limits<int32_t>::min();
-  EXPECT_TRUE(TensorsNear(Apply("cast", x, {{"dtype", DType::kInt32}}),
+  EXPECT_TRUE(TensorsNear(RunOne("cast", {x}, {{"dtype", DType::kInt32}}),
                           MakeTensor<int32_t>({8}, {-2, 0, 0, 2, 0, hi, lo, hi})));
   EXPECT_TRUE(
-      TensorsNear(Apply("cast", F32({-1.5f, 0.9f, 254.9f, 300}), {{"dtype", DType::kUInt8}}),
+      TensorsNear(RunOne("cast", {Floats({-1.5f, 0.9f, 254.9f, 300})}, {{"dtype", DType::kUInt8}}),
                   MakeTensor<uint8_t>({4}, {0, 0, 254, 255})));
   EXPECT_TRUE(TensorsNear(
-      Apply("cast", MakeTensor<double>({2}, {1e19, -1e19}), {{"dtype", DType::kInt64}}),
+      RunOne("cast", {MakeTensor<double>({2}, {1e19, -1e19})}, {{"dtype", DType::kInt64}}),
       MakeTensor<int64_t>(
           {2}, {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()})));
 }
 
 TEST(Cast, BoolConversions) {
   EXPECT_TRUE(
-      TensorsNear(Apply("cast", F32({0, -0.0f, 0.1f, kNaNf, -3}), {{"dtype", DType::kBool}}),
+      TensorsNear(RunOne("cast", {Floats({0, -0.0f, 0.1f, kNaNf, -3})}, {{"dtype", DType::kBool}}),
                   MakeTensor<bool>({5}, {false, false, true, true, true})));
+  EXPECT_TRUE(TensorsNear(RunOne("cast", {MakeTensor<int64_t>({3}, {0, int64_t{1} << 40, -1})},
+                                 {{"dtype", DType::kBool}}),
+                          MakeTensor<bool>({3}, {false, true, true})));
   EXPECT_TRUE(TensorsNear(
-      Apply("cast", MakeTensor<int64_t>({3}, {0, int64_t{1} << 40, -1}), {{"dtype", DType::kBool}}),
-      MakeTensor<bool>({3}, {false, true, true})));
-  EXPECT_TRUE(
-      TensorsNear(Apply("cast", MakeTensor<bool>({2}, {true, false}), {{"dtype", DType::kFloat32}}),
-                  F32({1, 0})));
-  EXPECT_TRUE(
-      TensorsNear(Apply("cast", MakeTensor<bool>({2}, {true, false}), {{"dtype", DType::kInt64}}),
-                  MakeTensor<int64_t>({2}, {1, 0})));
+      RunOne("cast", {MakeTensor<bool>({2}, {true, false})}, {{"dtype", DType::kFloat32}}),
+      Floats({1, 0})));
+  EXPECT_TRUE(TensorsNear(
+      RunOne("cast", {MakeTensor<bool>({2}, {true, false})}, {{"dtype", DType::kInt64}}),
+      MakeTensor<int64_t>({2}, {1, 0})));
 }
 
 TEST(Cast, IntegersKeepTheirValues) {
   int64_t big = (int64_t{1} << 53) + 1;  // not representable in double
-  EXPECT_EQ(
-      Apply("cast", MakeTensor<int64_t>({1}, {big}), {{"dtype", DType::kInt64}}).data<int64_t>()[0],
-      big);
-  EXPECT_EQ(
-      Apply("cast", MakeTensor<int32_t>({1}, {-7}), {{"dtype", DType::kInt64}}).data<int64_t>()[0],
-      -7);
+  EXPECT_EQ(RunOne("cast", {MakeTensor<int64_t>({1}, {big})}, {{"dtype", DType::kInt64}})
+                .data<int64_t>()[0],
+            big);
+  EXPECT_EQ(RunOne("cast", {MakeTensor<int32_t>({1}, {-7})}, {{"dtype", DType::kInt64}})
+                .data<int64_t>()[0],
+            -7);
   // Narrowing integer casts wrap modulo 2^n.
-  EXPECT_TRUE(TensorsNear(Apply("cast", MakeTensor<int64_t>({3}, {(int64_t{1} << 32) + 5, 300, -1}),
-                                {{"dtype", DType::kInt32}}),
-                          MakeTensor<int32_t>({3}, {5, 300, -1})));
-  EXPECT_TRUE(TensorsNear(
-      Apply("cast", MakeTensor<int64_t>({3}, {300, -1, 128}), {{"dtype", DType::kUInt8}}),
-      MakeTensor<uint8_t>({3}, {44, 255, 128})));
   EXPECT_TRUE(
-      TensorsNear(Apply("cast", MakeTensor<int64_t>({2}, {big, 3}), {{"dtype", DType::kFloat64}}),
-                  MakeTensor<double>({2}, {9007199254740992.0, 3})));
+      TensorsNear(RunOne("cast", {MakeTensor<int64_t>({3}, {(int64_t{1} << 32) + 5, 300, -1})},
+                         {{"dtype", DType::kInt32}}),
+                  MakeTensor<int32_t>({3}, {5, 300, -1})));
+  EXPECT_TRUE(TensorsNear(
+      RunOne("cast", {MakeTensor<int64_t>({3}, {300, -1, 128})}, {{"dtype", DType::kUInt8}}),
+      MakeTensor<uint8_t>({3}, {44, 255, 128})));
+  EXPECT_TRUE(TensorsNear(
+      RunOne("cast", {MakeTensor<int64_t>({2}, {big, 3})}, {{"dtype", DType::kFloat64}}),
+      MakeTensor<double>({2}, {9007199254740992.0, 3})));
 }
 
 TEST(Cast, FloatToFloat) {
-  Tensor h = Apply("cast", F32({1.0f / 3, 65504, 1e6f}), {{"dtype", DType::kFloat16}});
+  Tensor h = RunOne("cast", {Floats({1.0f / 3, 65504, 1e6f})}, {{"dtype", DType::kFloat16}});
   EXPECT_EQ(h.dtype(), DType::kFloat16);
   EXPECT_EQ(h.GetAsDouble(0), 0.333251953125);
   EXPECT_EQ(h.GetAsDouble(1), 65504);
   EXPECT_EQ(h.GetAsDouble(2), kInf);
-  Tensor back = Apply("cast", h, {{"dtype", DType::kFloat32}});
+  Tensor back = RunOne("cast", {h}, {{"dtype", DType::kFloat32}});
   EXPECT_EQ(back.data<float>()[0], 0.333251953125f);
-  EXPECT_EQ(
-      Apply("cast", MakeTensor<double>({1}, {0.1}), {{"dtype", DType::kFloat32}}).data<float>()[0],
-      0.1f);
+  EXPECT_EQ(RunOne("cast", {MakeTensor<double>({1}, {0.1})}, {{"dtype", DType::kFloat32}})
+                .data<float>()[0],
+            0.1f);
 }
 
 // Small whole numbers survive every dtype-to-dtype conversion (bool: as nonzero).
@@ -367,7 +367,7 @@ TEST(Cast, EveryPairOfDTypes) {
     Tensor x = Tensor::Empty(from, {5});
     for (int i = 0; i < 5; ++i) x.SetFromDouble(i, from == DType::kBool ? i % 2 : i * 3);
     for (DType to : all) {
-      Tensor y = Apply("cast", x, {{"dtype", to}});
+      Tensor y = RunOne("cast", {x}, {{"dtype", to}});
       ASSERT_EQ(y.dtype(), to);
       for (int i = 0; i < 5; ++i) {
         double v = x.GetAsDouble(i);
@@ -380,7 +380,7 @@ TEST(Cast, EveryPairOfDTypes) {
 
 TEST(Cast, RandomFloatToInt) {
   Tensor x = RandomTensor(DType::kFloat32, {3, 7}, 42, -1000, 1000);
-  Tensor y = Apply("cast", x, {{"dtype", DType::kInt32}});
+  Tensor y = RunOne("cast", {x}, {{"dtype", DType::kInt32}});
   for (int64_t i = 0; i < x.numel(); ++i)
     EXPECT_EQ(y.data<int32_t>()[i], static_cast<int32_t>(std::trunc(x.data<float>()[i])));
 }
@@ -389,23 +389,26 @@ TEST(Cast, RandomFloatToInt) {
 // clip
 
 TEST(Clip, Floats) {
-  EXPECT_TRUE(TensorsNear(Apply("clip", F32({-kInff, -1, 3, 7, kNaNf})),
-                          F32({-kInff, -1, 3, 7, kNaNf})));  // defaults: no bounds
-  EXPECT_TRUE(TensorsNear(Apply("clip", F32({-1, 0, 3, 7, kNaNf}), {{"min", 0.0}, {"max", 6.0}}),
-                          F32({0, 0, 3, 6, kNaNf})));
-  EXPECT_TRUE(TensorsNear(Apply("clip", F32({-1, 3, 7}), {{"max", int64_t{2}}}), F32({-1, 2, 2})));
-  EXPECT_TRUE(TensorsNear(Apply("clip", F32({-1, 3}), {{"min", 2.0}, {"max", 2.0}}), F32({2, 2})));
+  EXPECT_TRUE(TensorsNear(RunOne("clip", {Floats({-kInff, -1, 3, 7, kNaNf})}),
+                          Floats({-kInff, -1, 3, 7, kNaNf})));  // defaults: no bounds
+  EXPECT_TRUE(
+      TensorsNear(RunOne("clip", {Floats({-1, 0, 3, 7, kNaNf})}, {{"min", 0.0}, {"max", 6.0}}),
+                  Floats({0, 0, 3, 6, kNaNf})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("clip", {Floats({-1, 3, 7})}, {{"max", int64_t{2}}}), Floats({-1, 2, 2})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("clip", {Floats({-1, 3})}, {{"min", 2.0}, {"max", 2.0}}), Floats({2, 2})));
 }
 
 TEST(Clip, IntegersUseTheIntegersInsideTheRange) {
   EXPECT_TRUE(TensorsNear(
-      Apply("clip", MakeTensor<int32_t>({5}, {-5, -1, 0, 2, 9}), {{"min", -1.5}, {"max", 2.5}}),
+      RunOne("clip", {MakeTensor<int32_t>({5}, {-5, -1, 0, 2, 9})}, {{"min", -1.5}, {"max", 2.5}}),
       MakeTensor<int32_t>({5}, {-1, -1, 0, 2, 2})));
   EXPECT_TRUE(TensorsNear(
-      Apply("clip", MakeTensor<uint8_t>({3}, {0, 100, 255}), {{"min", -5.0}, {"max", 1000.0}}),
+      RunOne("clip", {MakeTensor<uint8_t>({3}, {0, 100, 255})}, {{"min", -5.0}, {"max", 1000.0}}),
       MakeTensor<uint8_t>({3}, {0, 100, 255})));
   int64_t big = (int64_t{1} << 60) + 1;
-  EXPECT_EQ(Apply("clip", MakeTensor<int64_t>({1}, {big})).data<int64_t>()[0], big);
+  EXPECT_EQ(RunOne("clip", {MakeTensor<int64_t>({1}, {big})}).data<int64_t>()[0], big);
 }
 
 TEST(Clip, RandomAgainstMinMax) {
@@ -414,7 +417,7 @@ TEST(Clip, RandomAgainstMinMax) {
     Tensor want = Tensor::Empty(DType::kFloat32, shape);
     for (int64_t i = 0; i < x.numel(); ++i)
       want.SetFromDouble(i, std::min(1.25, std::max(-0.5, x.GetAsDouble(i))));
-    EXPECT_TRUE(TensorsNear(Apply("clip", x, {{"min", -0.5}, {"max", 1.25}}), want, 0, 0));
+    EXPECT_TRUE(TensorsNear(RunOne("clip", {x}, {{"min", -0.5}, {"max", 1.25}}), want, 0, 0));
   }
 }
 

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "common/test_util.h"
@@ -353,6 +355,52 @@ TEST(Passes, VerifierCatchesUndefinedVariables) {
                                      [&](const IRModule&, const PassContext&) { return bad; });
   EXPECT_THAT(ErrorMessage([&] { (*breaker)(SmallModule()); }),
               HasSubstr("IR verifier after pass 'Breaker'"));
+}
+
+TEST(Passes, DumpIRWritesOneFilePerChangingStep) {
+  std::string dir = ::testing::TempDir() + "/kiln_dump_ir_test";
+  std::filesystem::remove_all(dir);
+  auto dump = std::make_shared<DumpIRInstrument>(dir);
+  auto ctx = std::make_shared<PassContext>();
+  ctx->SetInstruments({dump});
+  int same = 0;
+  PassPtr change =
+      CreateModulePass(PassInfo{"ExpToNeg", 0, {}}, [](const IRModule& m, const PassContext&) {
+        Function f = m.Lookup("main");
+        return m.With("main", MakeFunction(f->params, MakeCall("neg", {f->params[0]})));
+      });
+  {
+    PassContextScope scope(ctx);
+    (*Sequential({Counting("Same", &same), change, Counting("Same2", &same)}, "Seq"))(
+        SmallModule());
+  }
+  ASSERT_EQ(dump->files().size(), 2u);
+  EXPECT_THAT(dump->files()[0], HasSubstr("000_input.kir"));
+  EXPECT_THAT(dump->files()[1], HasSubstr("001_ExpToNeg.kir"));
+  std::ifstream f(dump->files()[1]);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("neg(%x)"));
+  // Each file parses back.
+  EXPECT_NO_THROW(ParseModule(text));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Passes, TestingModeCatchesAPassThatModifiesItsInput) {
+  Var x = MakeVar("x", TensorType({3}, DType::kFloat32));
+  Tensor c = Tensor::FromVector<float>({3}, {1, 2, 3});
+  IRModule m({{"main", MakeFunction({x}, MakeCall("add", {x, MakeConstant(c)}))}});
+  // Writes through the constant's shared buffer: the classic in-place folding bug.
+  PassPtr sneaky =
+      CreateModulePass(PassInfo{"Sneaky", 0, {}}, [](const IRModule& mod, const PassContext&) {
+        const CallNode* call = AsCall(mod.Lookup("main")->body);
+        AsConstant(call->args[1])->value.data<float>()[0] = 42.0f;
+        return mod;
+      });
+  auto ctx = std::make_shared<PassContext>();
+  ctx->SetConfig("testing.check_immutable", true);
+  PassContextScope scope(ctx);
+  EXPECT_THAT(ErrorMessage([&] { (*sneaky)(m); }),
+              HasSubstr("pass 'Sneaky' modified the module it was given"));
 }
 
 TEST(Pipelines, ParseAndPrintRoundTrip) {

@@ -1,0 +1,375 @@
+#include "ir/loop/loop.h"
+
+#include <cmath>
+
+#include "ir/error.h"
+
+namespace kiln::loop {
+
+const char* ExprKindName(ExprKind k) {
+  switch (k) {
+#define KILN_LOOP_EXPR(N) \
+  case ExprKind::k##N:    \
+    return #N;
+#include "ir/loop/loop_nodes.def"
+  }
+  return "?";
+}
+
+const char* StmtKindName(StmtKind k) {
+  switch (k) {
+#define KILN_LOOP_STMT(N) \
+  case StmtKind::k##N:    \
+    return #N;
+#include "ir/loop/loop_nodes.def"
+  }
+  return "?";
+}
+
+const char* BinaryOpName(BinaryOp op) {
+  switch (op) {
+#define KILN_BINARY_OP(E, S, C) \
+  case BinaryOp::E:             \
+    return S;
+#include "ir/loop/binary_ops.def"
+  }
+  return "?";
+}
+
+bool IsComparison(BinaryOp op) {
+  switch (op) {
+#define KILN_BINARY_OP(E, S, C) \
+  case BinaryOp::E:             \
+    return C;
+#include "ir/loop/binary_ops.def"
+  }
+  return false;
+}
+
+const char* IntrinsicName(Intrinsic fn) {
+  switch (fn) {
+#define KILN_INTRINSIC(E, N, A) \
+  case Intrinsic::E:            \
+    return N;
+#include "ir/loop/intrinsics.def"
+  }
+  return "?";
+}
+
+int IntrinsicArity(Intrinsic fn) {
+  switch (fn) {
+#define KILN_INTRINSIC(E, N, A) \
+  case Intrinsic::E:            \
+    return A;
+#include "ir/loop/intrinsics.def"
+  }
+  return 0;
+}
+
+const char* ReduceKindName(ReduceKind k) {
+  switch (k) {
+    case ReduceKind::kSum:
+      return "sum";
+    case ReduceKind::kProd:
+      return "prod";
+    case ReduceKind::kMax:
+      return "max";
+    case ReduceKind::kMin:
+      return "min";
+  }
+  return "?";
+}
+
+const char* ForKindName(ForKind k) {
+  switch (k) {
+    case ForKind::kSerial:
+      return "serial";
+    case ForKind::kParallel:
+      return "parallel";
+    case ForKind::kVectorized:
+      return "vectorized";
+    case ForKind::kUnrolled:
+      return "unrolled";
+    case ForKind::kGpuBlockX:
+      return "gpu.block.x";
+    case ForKind::kGpuBlockY:
+      return "gpu.block.y";
+    case ForKind::kGpuBlockZ:
+      return "gpu.block.z";
+    case ForKind::kGpuThreadX:
+      return "gpu.thread.x";
+    case ForKind::kGpuThreadY:
+      return "gpu.thread.y";
+    case ForKind::kGpuThreadZ:
+      return "gpu.thread.z";
+  }
+  return "?";
+}
+
+Expr IntImm(int64_t v, DType t) {
+  return std::make_shared<const IntImmNode>(v, t);
+}
+Expr FloatImm(double v, DType t) {
+  return std::make_shared<const FloatImmNode>(v, t);
+}
+Expr BoolImm(bool v) {
+  return IntImm(v ? 1 : 0, DType::kBool);
+}
+Expr MakeConst(double v, DType t) {
+  if (IsFloat(t)) return FloatImm(v, t);
+  if (t == DType::kBool) return BoolImm(v != 0);
+  return IntImm(static_cast<int64_t>(v), t);
+}
+Var MakeVar(const std::string& name, DType t) {
+  return std::make_shared<const VarNode>(name, t);
+}
+
+bool IsConstInt(const Expr& e, int64_t* value) {
+  const IntImmNode* i = AsIntImm(e);
+  if (!i) return false;
+  if (value) *value = i->value;
+  return true;
+}
+
+namespace {
+
+bool IsConstValue(const Expr& e, double v) {
+  if (const IntImmNode* i = AsIntImm(e)) return static_cast<double>(i->value) == v;
+  if (const FloatImmNode* f = AsFloatImm(e)) return f->value == v;
+  return false;
+}
+
+int64_t FloorDivInt(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+// Folds a binary op of two integer immediates; false when it cannot (overflow, division by 0).
+bool FoldInt(BinaryOp op, int64_t a, int64_t b, int64_t* out) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      return !__builtin_add_overflow(a, b, out);
+    case BinaryOp::kSub:
+      return !__builtin_sub_overflow(a, b, out);
+    case BinaryOp::kMul:
+      return !__builtin_mul_overflow(a, b, out);
+    case BinaryOp::kDiv:
+      if (b == 0 || (a == INT64_MIN && b == -1)) return false;
+      *out = a / b;
+      return true;
+    case BinaryOp::kFloorDiv:
+      if (b == 0 || (a == INT64_MIN && b == -1)) return false;
+      *out = FloorDivInt(a, b);
+      return true;
+    case BinaryOp::kFloorMod:
+      if (b == 0 || (a == INT64_MIN && b == -1)) return false;
+      *out = a - FloorDivInt(a, b) * b;
+      return true;
+    case BinaryOp::kMin:
+      *out = std::min(a, b);
+      return true;
+    case BinaryOp::kMax:
+      *out = std::max(a, b);
+      return true;
+    case BinaryOp::kEQ:
+      *out = a == b;
+      return true;
+    case BinaryOp::kNE:
+      *out = a != b;
+      return true;
+    case BinaryOp::kLT:
+      *out = a < b;
+      return true;
+    case BinaryOp::kLE:
+      *out = a <= b;
+      return true;
+    case BinaryOp::kGT:
+      *out = a > b;
+      return true;
+    case BinaryOp::kGE:
+      *out = a >= b;
+      return true;
+    case BinaryOp::kAnd:
+      *out = a && b;
+      return true;
+    case BinaryOp::kOr:
+      *out = a || b;
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Expr MakeBinary(BinaryOp op, Expr a, Expr b) {
+  KILN_CHECK(a && b, "binary ", BinaryOpName(op), " with a null operand");
+  if (a->dtype != b->dtype || a->lanes != b->lanes)
+    Throw(ErrorCode::kInvalidArgument, "loop IR: operands of '", BinaryOpName(op),
+          "' differ: ", DTypeName(a->dtype), "x", a->lanes, " vs ", DTypeName(b->dtype), "x",
+          b->lanes);
+  DType out = IsComparison(op) ? DType::kBool : a->dtype;
+  int64_t x, y, r;
+  if (IsConstInt(a, &x) && IsConstInt(b, &y) && FoldInt(op, x, y, &r)) return IntImm(r, out);
+  // The identities that lowering produces constantly; everything else is Simplify's job.
+  if (!IsComparison(op)) {
+    switch (op) {
+      case BinaryOp::kAdd:
+        if (IsConstValue(b, 0)) return a;
+        if (IsConstValue(a, 0)) return b;
+        break;
+      case BinaryOp::kSub:
+        if (IsConstValue(b, 0)) return a;
+        break;
+      case BinaryOp::kMul:
+        if (IsConstValue(b, 1)) return a;
+        if (IsConstValue(a, 1)) return b;
+        if (!IsFloat(a->dtype) && (IsConstValue(a, 0) || IsConstValue(b, 0))) return IntImm(0, out);
+        break;
+      case BinaryOp::kDiv:
+      case BinaryOp::kFloorDiv:
+        if (IsConstValue(b, 1)) return a;
+        break;
+      default:
+        break;
+    }
+  }
+  return std::make_shared<const BinaryNode>(op, std::move(a), std::move(b), out, a->lanes);
+}
+
+Expr Add(Expr a, Expr b) {
+  return MakeBinary(BinaryOp::kAdd, std::move(a), std::move(b));
+}
+Expr Sub(Expr a, Expr b) {
+  return MakeBinary(BinaryOp::kSub, std::move(a), std::move(b));
+}
+Expr Mul(Expr a, Expr b) {
+  return MakeBinary(BinaryOp::kMul, std::move(a), std::move(b));
+}
+Expr Div(Expr a, Expr b) {
+  return MakeBinary(BinaryOp::kDiv, std::move(a), std::move(b));
+}
+Expr FloorDiv(Expr a, Expr b) {
+  return MakeBinary(BinaryOp::kFloorDiv, std::move(a), std::move(b));
+}
+Expr FloorMod(Expr a, Expr b) {
+  return MakeBinary(BinaryOp::kFloorMod, std::move(a), std::move(b));
+}
+Expr Min(Expr a, Expr b) {
+  return MakeBinary(BinaryOp::kMin, std::move(a), std::move(b));
+}
+Expr Max(Expr a, Expr b) {
+  return MakeBinary(BinaryOp::kMax, std::move(a), std::move(b));
+}
+
+Expr Not(Expr a) {
+  KILN_CHECK(a && a->dtype == DType::kBool, "not of a non-bool");
+  return std::make_shared<const NotNode>(std::move(a));
+}
+
+Expr Select(Expr cond, Expr t, Expr f) {
+  KILN_CHECK(cond && t && f, "select with a null operand");
+  if (cond->dtype != DType::kBool || t->dtype != f->dtype || t->lanes != f->lanes)
+    Throw(ErrorCode::kInvalidArgument, "loop IR: select(", DTypeName(cond->dtype), ", ",
+          DTypeName(t->dtype), ", ", DTypeName(f->dtype), ") is ill-typed");
+  int64_t c;
+  if (IsConstInt(cond, &c)) return c ? t : f;
+  return std::make_shared<const SelectNode>(std::move(cond), std::move(t), std::move(f));
+}
+
+Expr Cast(DType t, Expr v) {
+  KILN_CHECK(v != nullptr, "cast of null");
+  if (v->dtype == t) return v;
+  if (const IntImmNode* i = AsIntImm(v); i && !IsFloat(t) && t != DType::kBool && v->lanes == 1)
+    if (t == DType::kInt64 || t == DType::kInt32) return IntImm(i->value, t);
+  return std::make_shared<const CastNode>(t, std::move(v));
+}
+
+Expr Load(Buffer b, std::vector<Expr> indices) {
+  KILN_CHECK(b != nullptr, "load from a null buffer");
+  int lanes = 1;
+  for (const Expr& i : indices) lanes = std::max(lanes, i->lanes);
+  return std::make_shared<const LoadNode>(std::move(b), std::move(indices), lanes);
+}
+
+Expr Call(Intrinsic fn, std::vector<Expr> args) {
+  if (static_cast<int>(args.size()) != IntrinsicArity(fn))
+    Throw(ErrorCode::kInvalidArgument, "loop IR: ", IntrinsicName(fn), " takes ",
+          IntrinsicArity(fn), " arguments, got ", args.size());
+  for (const Expr& a : args) {
+    if (a->dtype != args[0]->dtype || a->lanes != args[0]->lanes)
+      Throw(ErrorCode::kInvalidArgument, "loop IR: arguments of ", IntrinsicName(fn),
+            " differ in type");
+  }
+  DType t = args[0]->dtype;
+  int lanes = args[0]->lanes;
+  return std::make_shared<const CallNode>(fn, std::move(args), t, lanes);
+}
+
+Expr Ramp(Expr base, int64_t stride, int lanes) {
+  KILN_CHECK(base && base->lanes == 1 && lanes > 1, "ramp needs a scalar base and lanes > 1");
+  return std::make_shared<const RampNode>(std::move(base), stride, lanes);
+}
+
+Expr Broadcast(Expr v, int lanes) {
+  KILN_CHECK(v && v->lanes == 1 && lanes >= 1, "broadcast needs a scalar");
+  if (lanes == 1) return v;
+  return std::make_shared<const BroadcastNode>(std::move(v), lanes);
+}
+
+Expr Reduce(ReduceKind k, Expr source, std::vector<IterVar> axes) {
+  KILN_CHECK(source != nullptr, "reduce of null");
+  return std::make_shared<const ReduceNode>(k, std::move(source), std::move(axes));
+}
+
+Buffer MakeBuffer(const std::string& name, DType t, std::vector<Expr> shape,
+                  BufferNode::Scope scope, std::vector<Expr> strides) {
+  auto b = std::make_shared<BufferNode>();
+  b->name = name;
+  b->dtype = t;
+  b->shape = std::move(shape);
+  b->strides = std::move(strides);
+  b->scope = scope;
+  return b;
+}
+
+Stmt LetStmt(Var v, Expr value, Stmt body) {
+  return std::make_shared<const LetStmtNode>(std::move(v), std::move(value), std::move(body));
+}
+Stmt Store(Buffer b, std::vector<Expr> indices, Expr value) {
+  KILN_CHECK(b && value, "store with a null operand");
+  return std::make_shared<const StoreNode>(std::move(b), std::move(indices), std::move(value));
+}
+Stmt Alloc(Buffer b) {
+  return std::make_shared<const AllocNode>(std::move(b));
+}
+Stmt Free(Buffer b) {
+  return std::make_shared<const FreeNode>(std::move(b));
+}
+Stmt IfThenElse(Expr cond, Stmt then_case, Stmt else_case) {
+  return std::make_shared<const IfThenElseNode>(std::move(cond), std::move(then_case),
+                                                std::move(else_case));
+}
+Stmt For(Var v, Expr min, Expr extent, ForKind kind, Stmt body) {
+  return std::make_shared<const ForNode>(std::move(v), std::move(min), std::move(extent), kind,
+                                         std::move(body));
+}
+Stmt Evaluate(Expr v) {
+  return std::make_shared<const EvaluateNode>(std::move(v));
+}
+
+Stmt Seq(std::vector<Stmt> stmts) {
+  std::vector<Stmt> flat;
+  for (Stmt& s : stmts) {
+    if (!s) continue;
+    if (const SeqNode* inner = AsSeq(s)) {
+      flat.insert(flat.end(), inner->stmts.begin(), inner->stmts.end());
+    } else {
+      flat.push_back(std::move(s));
+    }
+  }
+  if (flat.size() == 1) return flat[0];
+  return std::make_shared<const SeqNode>(std::move(flat));
+}
+
+}  // namespace kiln::loop

@@ -1,0 +1,328 @@
+// The loop-level IR (SPEC.md §4): what a fused group is lowered to, and what code generators
+// read. Five levels: expressions (arithmetic, loads, casts, intrinsic calls), statements
+// (let, store, alloc, free, if, for, evaluate, schedule block), blocks (Seq: statement lists),
+// functions (PrimFunc) and modules (held in the graph IRModule beside the graph functions).
+//
+// Like the graph IR, nodes are immutable and shared; rewrites build new nodes and share the
+// unchanged ones. Vars and Buffers are compared by identity. Index arithmetic is i64.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/attrs.h"
+#include "ir/dtype.h"
+
+namespace kiln::loop {
+
+enum class ExprKind {
+#define KILN_LOOP_EXPR(N) k##N,
+#include "ir/loop/loop_nodes.def"
+};
+enum class StmtKind {
+#define KILN_LOOP_STMT(N) k##N,
+#include "ir/loop/loop_nodes.def"
+};
+enum class BinaryOp {
+#define KILN_BINARY_OP(E, S, C) E,
+#include "ir/loop/binary_ops.def"
+};
+enum class Intrinsic {
+#define KILN_INTRINSIC(E, N, A) E,
+#include "ir/loop/intrinsics.def"
+};
+enum class ReduceKind { kSum, kProd, kMax, kMin };
+enum class ForKind {
+  kSerial,
+  kParallel,    // iterations run on the engine's thread pool
+  kVectorized,  // the body is evaluated for `extent` consecutive iterations at once
+  kUnrolled,
+  kGpuBlockX,
+  kGpuBlockY,
+  kGpuBlockZ,
+  kGpuThreadX,
+  kGpuThreadY,
+  kGpuThreadZ,
+};
+
+const char* ExprKindName(ExprKind k);
+const char* StmtKindName(StmtKind k);
+const char* BinaryOpName(BinaryOp op);  // "+", "//", "min", "<=", ...
+bool IsComparison(BinaryOp op);
+const char* IntrinsicName(Intrinsic fn);
+int IntrinsicArity(Intrinsic fn);
+const char* ReduceKindName(ReduceKind k);  // "sum", "prod", "max", "min"
+const char* ForKindName(
+    ForKind k);  // "serial", "parallel", "vectorized", "unrolled", "gpu.block.x", ...
+
+// ---- Expressions ----
+
+struct ExprNode {
+  ExprNode(ExprKind k, DType t, int l) : kind(k), dtype(t), lanes(l) {}
+  virtual ~ExprNode() = default;
+  const ExprKind kind;
+  DType dtype;    // of each lane
+  int lanes = 1;  // > 1 for vector values made by vectorization
+};
+using Expr = std::shared_ptr<const ExprNode>;
+
+struct IntImmNode : ExprNode {
+  IntImmNode(int64_t v, DType t) : ExprNode(ExprKind::kIntImm, t, 1), value(v) {}
+  int64_t value;  // also used for bool (0/1)
+};
+struct FloatImmNode : ExprNode {
+  FloatImmNode(double v, DType t) : ExprNode(ExprKind::kFloatImm, t, 1), value(v) {}
+  double value;
+};
+// A scalar variable: a loop index, a let binding, or a scalar parameter (e.g. a symbolic
+// extent passed at run time). Compared by identity.
+struct VarNode : ExprNode {
+  VarNode(std::string n, DType t) : ExprNode(ExprKind::kVar, t, 1), name(std::move(n)) {}
+  std::string name;
+};
+using Var = std::shared_ptr<const VarNode>;
+
+struct BinaryNode : ExprNode {
+  BinaryNode(BinaryOp o, Expr x, Expr y, DType t, int l)
+      : ExprNode(ExprKind::kBinary, t, l), op(o), a(std::move(x)), b(std::move(y)) {}
+  BinaryOp op;
+  Expr a, b;
+};
+struct NotNode : ExprNode {
+  explicit NotNode(Expr x) : ExprNode(ExprKind::kNot, DType::kBool, x->lanes), a(std::move(x)) {}
+  Expr a;
+};
+struct SelectNode : ExprNode {
+  SelectNode(Expr c, Expr t, Expr f)
+      : ExprNode(ExprKind::kSelect, t->dtype, t->lanes),
+        cond(std::move(c)),
+        true_value(std::move(t)),
+        false_value(std::move(f)) {}
+  Expr cond, true_value, false_value;
+};
+struct CastNode : ExprNode {
+  CastNode(DType t, Expr v) : ExprNode(ExprKind::kCast, t, v->lanes), value(std::move(v)) {}
+  Expr value;
+};
+
+// A buffer: a named region of memory with a dtype, a shape and (optionally) strides, all in
+// elements. Empty strides mean row-major contiguous. Compared by identity.
+struct BufferNode {
+  enum class Scope { kGlobal, kLocal };  // kLocal: private to one kernel, allocated inside it
+  std::string name;
+  DType dtype;
+  std::vector<Expr> shape;
+  std::vector<Expr> strides;
+  Scope scope = Scope::kGlobal;
+};
+using Buffer = std::shared_ptr<const BufferNode>;
+
+struct LoadNode : ExprNode {
+  LoadNode(Buffer b, std::vector<Expr> idx, int l)
+      : ExprNode(ExprKind::kLoad, b->dtype, l), buffer(std::move(b)), indices(std::move(idx)) {}
+  Buffer buffer;
+  std::vector<Expr> indices;  // one per dim; one (flat) after buffer flattening
+};
+struct CallNode : ExprNode {
+  CallNode(Intrinsic f, std::vector<Expr> a, DType t, int l)
+      : ExprNode(ExprKind::kCall, t, l), fn(f), args(std::move(a)) {}
+  Intrinsic fn;
+  std::vector<Expr> args;
+};
+// base, base + stride, ..., base + (lanes - 1) * stride
+struct RampNode : ExprNode {
+  RampNode(Expr b, int64_t s, int l)
+      : ExprNode(ExprKind::kRamp, b->dtype, l), base(std::move(b)), stride(s) {}
+  Expr base;
+  int64_t stride;
+};
+struct BroadcastNode : ExprNode {
+  BroadcastNode(Expr v, int l) : ExprNode(ExprKind::kBroadcast, v->dtype, l), value(std::move(v)) {}
+  Expr value;
+};
+
+// An iteration variable with its range [0, extent).
+struct IterVar {
+  Var var;
+  Expr extent;
+};
+
+// combine(source) over every point of `axes`, starting from the combiner's identity. Made by
+// lowering (a sum, a matmul's inner product); LowerReductions turns it into an accumulator
+// loop, so code generators never see one.
+struct ReduceNode : ExprNode {
+  ReduceNode(ReduceKind k, Expr s, std::vector<IterVar> ax)
+      : ExprNode(ExprKind::kReduce, s->dtype, 1),
+        combiner(k),
+        source(std::move(s)),
+        axes(std::move(ax)) {}
+  ReduceKind combiner;
+  Expr source;
+  std::vector<IterVar> axes;
+};
+
+// ---- Statements ----
+
+struct StmtNode {
+  explicit StmtNode(StmtKind k) : kind(k) {}
+  virtual ~StmtNode() = default;
+  const StmtKind kind;
+};
+using Stmt = std::shared_ptr<const StmtNode>;
+
+struct LetStmtNode : StmtNode {
+  LetStmtNode(Var v, Expr val, Stmt b)
+      : StmtNode(StmtKind::kLetStmt),
+        var(std::move(v)),
+        value(std::move(val)),
+        body(std::move(b)) {}
+  Var var;
+  Expr value;
+  Stmt body;
+};
+struct StoreNode : StmtNode {
+  StoreNode(Buffer b, std::vector<Expr> idx, Expr v)
+      : StmtNode(StmtKind::kStore),
+        buffer(std::move(b)),
+        indices(std::move(idx)),
+        value(std::move(v)) {}
+  Buffer buffer;
+  std::vector<Expr> indices;
+  Expr value;
+};
+// Gives `buffer` (a kLocal buffer) storage from here until the matching Free in the same Seq.
+struct AllocNode : StmtNode {
+  explicit AllocNode(Buffer b) : StmtNode(StmtKind::kAlloc), buffer(std::move(b)) {}
+  Buffer buffer;
+};
+struct FreeNode : StmtNode {
+  explicit FreeNode(Buffer b) : StmtNode(StmtKind::kFree), buffer(std::move(b)) {}
+  Buffer buffer;
+};
+struct IfThenElseNode : StmtNode {
+  IfThenElseNode(Expr c, Stmt t, Stmt e)
+      : StmtNode(StmtKind::kIfThenElse),
+        cond(std::move(c)),
+        then_case(std::move(t)),
+        else_case(std::move(e)) {}
+  Expr cond;
+  Stmt then_case;
+  Stmt else_case;  // may be null
+};
+struct ForNode : StmtNode {
+  ForNode(Var v, Expr mn, Expr ext, ForKind k, Stmt b)
+      : StmtNode(StmtKind::kFor),
+        var(std::move(v)),
+        min(std::move(mn)),
+        extent(std::move(ext)),
+        for_kind(k),
+        body(std::move(b)) {}
+  Var var;
+  Expr min, extent;
+  ForKind for_kind;
+  Stmt body;
+};
+struct EvaluateNode : StmtNode {
+  explicit EvaluateNode(Expr v) : StmtNode(StmtKind::kEvaluate), value(std::move(v)) {}
+  Expr value;
+};
+
+// The part of a buffer a schedule block reads or writes: [min, min + extent) per dim.
+struct BufferRegion {
+  Buffer buffer;
+  std::vector<Expr> min;
+  std::vector<Expr> extent;
+};
+
+// A unit of computation with named iteration variables bound to expressions of the
+// surrounding loops, and the regions it reads and writes: what scheduling passes (tiling,
+// reordering) reason about. `init` (may be null) runs on the first iteration of the
+// reduction iter_vars.
+struct ScheduleBlockNode : StmtNode {
+  ScheduleBlockNode() : StmtNode(StmtKind::kScheduleBlock) {}
+  std::string name;
+  std::vector<IterVar> iter_vars;
+  std::vector<bool> is_reduce;  // per iter_var
+  std::vector<Expr> bindings;   // per iter_var
+  std::vector<BufferRegion> reads, writes;
+  Stmt init;
+  Stmt body;
+};
+
+// A block in SPEC terms: statements run in order.
+struct SeqNode : StmtNode {
+  explicit SeqNode(std::vector<Stmt> s) : StmtNode(StmtKind::kSeq), stmts(std::move(s)) {}
+  std::vector<Stmt> stmts;
+};
+
+// ---- Functions ----
+
+// A kernel. Buffer parameters come first (inputs, then outputs), then scalar parameters
+// (symbolic extents, passed at run time so shape-generic kernels can run any shape).
+struct PrimFuncNode {
+  std::string name;
+  std::vector<Buffer> buffer_params;
+  int num_inputs = 0;  // buffer_params[0, num_inputs) are read-only inputs
+  std::vector<Var> scalar_params;
+  Stmt body;
+  Attrs attrs;
+};
+using PrimFunc = std::shared_ptr<const PrimFuncNode>;
+
+// ---- Construction helpers ----
+// Arithmetic helpers fold constants and apply the trivial identities (x + 0, x * 1) so that
+// lowering produces readable IR; the Simplify pass does the rest.
+
+Expr IntImm(int64_t v, DType t = DType::kInt64);
+Expr FloatImm(double v, DType t = DType::kFloat32);
+Expr BoolImm(bool v);
+// A constant of any dtype (int or float immediate as the dtype requires).
+Expr MakeConst(double v, DType t);
+Var MakeVar(const std::string& name, DType t = DType::kInt64);
+Expr MakeBinary(BinaryOp op, Expr a, Expr b);  // checks dtypes/lanes match; comparisons give bool
+Expr Add(Expr a, Expr b);
+Expr Sub(Expr a, Expr b);
+Expr Mul(Expr a, Expr b);
+Expr Div(Expr a, Expr b);
+Expr FloorDiv(Expr a, Expr b);
+Expr FloorMod(Expr a, Expr b);
+Expr Min(Expr a, Expr b);
+Expr Max(Expr a, Expr b);
+Expr Not(Expr a);
+Expr Select(Expr cond, Expr t, Expr f);
+Expr Cast(DType t, Expr v);  // no-op when v already has dtype t
+Expr Load(Buffer b, std::vector<Expr> indices);
+Expr Call(Intrinsic fn, std::vector<Expr> args);
+Expr Ramp(Expr base, int64_t stride, int lanes);
+Expr Broadcast(Expr v, int lanes);
+Expr Reduce(ReduceKind k, Expr source, std::vector<IterVar> axes);
+
+Buffer MakeBuffer(const std::string& name, DType t, std::vector<Expr> shape,
+                  BufferNode::Scope scope = BufferNode::Scope::kGlobal,
+                  std::vector<Expr> strides = {});
+
+Stmt LetStmt(Var v, Expr value, Stmt body);
+Stmt Store(Buffer b, std::vector<Expr> indices, Expr value);
+Stmt Alloc(Buffer b);
+Stmt Free(Buffer b);
+Stmt IfThenElse(Expr cond, Stmt then_case, Stmt else_case = nullptr);
+Stmt For(Var v, Expr min, Expr extent, ForKind kind, Stmt body);
+Stmt Evaluate(Expr v);
+Stmt Seq(std::vector<Stmt> stmts);  // flattens nested Seqs; a single statement comes back as is
+
+// Checked downcasts: nullptr when of another kind.
+#define KILN_LOOP_EXPR(N)                                                                   \
+  inline const N##Node* As##N(const Expr& e) {                                              \
+    return e && e->kind == ExprKind::k##N ? static_cast<const N##Node*>(e.get()) : nullptr; \
+  }
+#define KILN_LOOP_STMT(N)                                                                   \
+  inline const N##Node* As##N(const Stmt& s) {                                              \
+    return s && s->kind == StmtKind::k##N ? static_cast<const N##Node*>(s.get()) : nullptr; \
+  }
+#include "ir/loop/loop_nodes.def"
+
+// The integer value of an IntImm, if `e` is one.
+bool IsConstInt(const Expr& e, int64_t* value = nullptr);
+
+}  // namespace kiln::loop

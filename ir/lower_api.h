@@ -1,0 +1,76 @@
+// The interface between an op's lowering (in its ir/ops/ file) and the lowering of a fused
+// group to one loop-IR function (passes/lower_to_loops.cc).
+//
+// An op lowers to tensors described by their shape and a function from an output index to
+// the element's value (TVM's compute, Halide's Func). Elementwise and injective ops return
+// such functions built from their inputs' functions, so a chain of them inlines into one loop
+// nest. Reductions return a function whose value is a loop::Reduce; the group lowering decides
+// whether to inline it (a matmul into its epilogue) or materialize it into a local buffer
+// (when consumers would read it at other indices, e.g. softmax's row max).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/attrs.h"
+#include "ir/dim.h"
+#include "ir/loop/loop.h"
+#include "ir/type.h"
+
+namespace kiln {
+
+struct LTensor {
+  DType dtype;
+  std::vector<loop::Expr> shape;  // i64 expressions: constants or symbolic extents
+  std::function<loop::Expr(const std::vector<loop::Expr>& index)> at;
+  int ndim() const { return static_cast<int>(shape.size()); }
+};
+
+class LowerContext {
+ public:
+  virtual ~LowerContext() = default;
+  // The loop expression of a graph dimension (symbols become the kernel's scalar parameters).
+  virtual loop::Expr DimExpr(const Dim& d) = 0;
+  std::vector<loop::Expr> ShapeExpr(const Shape& s) {
+    std::vector<loop::Expr> out;
+    for (const Dim& d : s) out.push_back(DimExpr(d));
+    return out;
+  }
+  // Computes `t` into a new kernel-local buffer before the rest of the kernel runs, and returns
+  // a tensor that reads it. Use for values read at many indices (a reduced row max).
+  virtual LTensor Materialize(const LTensor& t, const std::string& name) = 0;
+  // A fresh index variable (for reduction axes).
+  virtual loop::Var NewVar(const std::string& name) = 0;
+};
+
+// out_types: the call's result type (one per output; several for tuple results).
+using LowerFn =
+    std::function<std::vector<LTensor>(LowerContext& ctx, const std::vector<LTensor>& inputs,
+                                       const Attrs& attrs, const std::vector<Type>& out_types)>;
+
+// Helpers for op lowerings.
+namespace lower {
+
+// The index into `in` (an input of a NumPy-broadcasting op) for an output index: dims aligned
+// from the right; a dim that is 1 reads index 0; a symbolic dim that might be 1 at run time
+// reads select(dim == 1, 0, i).
+std::vector<loop::Expr> BroadcastIndex(const LTensor& in, const std::vector<loop::Expr>& out_index);
+
+// An elementwise result of the same shape as `like`.
+LTensor Map(const LTensor& like, DType dtype,
+            std::function<loop::Expr(const std::vector<loop::Expr>&)> at);
+
+// reduce(kind, source(index with reduced axes)) over `axes` of `in`; keepdims as the op says.
+LTensor ReduceAxes(LowerContext& ctx, const LTensor& in, const std::vector<int>& axes,
+                   bool keepdims, loop::ReduceKind kind,
+                   const std::function<loop::Expr(const loop::Expr& element)>& source = nullptr);
+
+loop::Expr Const(double v, DType t);
+
+// The loop expression of a dimension, with `symbol` giving the expression of each symbol.
+loop::Expr DimToExpr(const Dim& d, const std::function<loop::Expr(const std::string&)>& symbol);
+
+}  // namespace lower
+}  // namespace kiln

@@ -1,0 +1,63 @@
+// What code generators produce: compiled kernels with one calling convention, whatever the
+// target. No LLVM or CUDA types appear here.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ir/loop/loop.h"
+
+namespace kiln {
+
+// The calling convention of every CPU kernel: `buffers` holds the data pointers of the
+// PrimFunc's buffer parameters in order; `scalars` its scalar parameters (symbolic extents).
+// Kernels are reentrant: many threads may call one kernel at once on different buffers.
+// The buffers of one call must not overlap (code generators mark them noalias); element
+// alignment is all they assume of the pointers.
+using KernelFn = void (*)(void* const* buffers, const int64_t* scalars);
+
+struct CompileTimings {
+  double lower_ms = 0;    // loop IR -> LLVM IR (or CUDA C)
+  double opt_ms = 0;      // optimization pipeline (O3)
+  double codegen_ms = 0;  // machine code generation and linking
+};
+
+struct CodegenOptions {
+  std::string mcpu;   // empty: the host CPU
+  std::string mattr;  // e.g. "+avx2,+fma"; empty: the host's features
+  int opt_level = 3;
+  bool fast_math = false;  // reassociation and contraction for float math
+};
+
+// A set of compiled kernels and the machine code that backs them. Immutable once built; may be
+// shared between threads. Destroying it frees the code, so keep it alive while its KernelFns
+// may be called.
+class CompiledModule {
+ public:
+  virtual ~CompiledModule() = default;
+  // The kernel compiled from the PrimFunc of that name; kNotFound if there is none.
+  virtual KernelFn Lookup(const std::string& name) const = 0;
+  virtual const CompileTimings& timings() const = 0;
+  // The optimized LLVM IR (or CUDA C source), for debugging and tests.
+  virtual const std::string& source() const = 0;
+};
+
+// Compiles PrimFuncs to machine code for the host CPU with LLVM ORC. The functions must pass
+// loop::Verify with no Reduce left (run the loop pipeline first); an error from LLVM is
+// kCompileError naming the function.
+std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& funcs,
+                                          const CodegenOptions& options = {});
+
+// Code generators by target kind ("llvm", later "cuda"), looked up as `target.build.<kind>`.
+using BuildFn = std::function<std::unique_ptr<CompiledModule>(const std::vector<loop::PrimFunc>&,
+                                                              const CodegenOptions&)>;
+void RegisterCodegen(const std::string& name, BuildFn fn);
+// kNotFound naming the target and listing the registered ones.
+const BuildFn& GetCodegen(const std::string& name);
+
+}  // namespace kiln

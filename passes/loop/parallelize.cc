@@ -1,0 +1,445 @@
+// ParallelizeLoops: the outermost loop of each loop nest runs on the thread pool.
+//
+//   before:  for i in [0, n) {
+//              for j in [0, 16) {
+//                out[i, j] = a[i, j] + b[j]
+//              }
+//            }
+//   after:   for i in [0, n) parallel {
+//              for j in [0, 16) {
+//                out[i, j] = a[i, j] + b[j]
+//              }
+//            }
+//
+// A function pass: "outermost" is a property of where a loop sits in the whole kernel, which a
+// statement or block pass (no context about parents) cannot see.
+//
+// Which loops. The outermost loop of every loop nest (every loop not inside another loop),
+// when it is serial and all three hold:
+//  - Safety: its iterations touch disjoint elements of every buffer they write. For each buffer
+//    stored to in the loop, other than those allocated inside it (private to an iteration),
+//    some dimension d must be indexed `c * i + w + r` by every load and store of that buffer,
+//    with one c != 0 and one r for all of them, r free of loads and of variables bound inside
+//    the loop, and w a sum of constant multiples of inner loop variables with constant bounds
+//    whose values (over all those accesses) span fewer than |c|. Then iteration i keeps to its
+//    own window of dimension d: [c * i + r + min w, c * i + r + max w]. This accepts `out[i, j]`
+//    and a tiled `out[j_outer * 64 + j_inner]` (j_inner in [0, 64)), and rejects a reduction into
+//    an accumulator declared outside the loop (`acc[0] = acc[0] + x[i]`: c = 0), overlapping
+//    writes (`out[i + j]` with j in [0, 4): the span 3 is not below 1), indirect ones
+//    (`out[idx[i]]`), and reads of what other iterations write (`t[i] = t[i - 1]`: r differs).
+//  - Enough work to repay handing out chunks: its extent times the work of its body reaches the
+//    config key `parallelize.min_work` (default 16384 elements). The work of a body is the
+//    number of stores it runs, counting a loop's body extent times. A symbolic extent with a
+//    known bound counts as that bound: the tails tiling and vectorization leave (`n % 64`) are
+//    short.
+//  - Shape-generic kernels: any other symbolic extent (here or on a loop inside the body) is
+//    taken to be large. Such a kernel is compiled once for every shape, its symbols are the
+//    batch and sequence dims that are large when speed matters, and oneTBB runs a one-element
+//    range on the calling thread. So a loop with a symbolic extent is parallel as soon as its
+//    body stores anything.
+// Loops that fail a test are left as they are, and the pass does not look further in: parallel
+// loops are not nested, and a nest whose outermost loop is not worth it has little work.
+//
+// Collapsing. When the outermost loop has a constant extent below `parallelize.collapse_below`
+// (default 64, about the threads of a large machine), its body is exactly one serial loop
+// (both starting at 0, the inner extent not depending on the outer variable) whose iterations
+// are independent in the same sense, and that inner loop is not the innermost one, the two
+// become one parallel loop over their product, with the old variables recomputed by lets:
+//
+//   for b_i in [0, 2 * 128) parallel {
+//     let b = b_i // 128
+//     let i = b_i % 128
+//     for j in [0, 64) { ... }
+//   }
+//
+// Distinct (b, i) pairs touch disjoint elements because distinct b do (the outer check) and,
+// for one b, distinct i do (the inner check). The innermost loop is never collapsed into the
+// parallel one, so it keeps its unit stride for VectorizeLoops. Only two loops are collapsed.
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "ir/error.h"
+#include "ir/loop/loop_text.h"
+#include "ir/loop/loop_visitor.h"
+#include "passes/loop_pass.h"
+
+namespace kiln {
+namespace {
+
+using loop::Buffer;
+using loop::Expr;
+using loop::ForKind;
+using loop::Stmt;
+using loop::VarNode;
+
+constexpr char kMinWorkKey[] = "parallelize.min_work";
+constexpr char kCollapseBelowKey[] = "parallelize.collapse_below";
+
+using VarSet = std::set<const VarNode*>;
+
+struct Options {
+  int64_t min_work;
+  int64_t collapse_below;
+};
+
+// Whether `e` reads a variable of `vars` or, with `count_loads`, any buffer.
+bool Mentions(const Expr& e, const VarSet& vars, bool count_loads = false) {
+  struct Finder : loop::Visitor {
+    const VarSet* vars;
+    bool count_loads;
+    bool found = false;
+    void VisitVar(const loop::VarNode* n, const Expr&) override { found = found || vars->count(n); }
+    void VisitLoad(const loop::LoadNode* n, const Expr& self) override {
+      found = found || count_loads;
+      loop::Visitor::VisitLoad(n, self);
+    }
+  } f;
+  f.vars = &vars;
+  f.count_loads = count_loads;
+  f.VisitExpr(e);
+  return f.found;
+}
+
+// Inclusive value ranges of loop variables inside the loop being checked.
+struct Range {
+  int64_t min, max;
+};
+using Ranges = std::map<const VarNode*, Range>;
+
+// `e` as `coefficient * v + sum(inner[u] * u) + rest`, where v is the loop's variable, each u a
+// loop variable inside it with a constant range, and rest mentions no buffer and no variable
+// bound inside the loop (so it is the same in every iteration).
+struct AffineForm {
+  int64_t coefficient = 0;
+  std::map<const VarNode*, int64_t> inner;
+  Expr rest;
+};
+
+std::optional<AffineForm> SplitAffine(const Expr& e, const VarNode* v, const VarSet& bound,
+                                      const Ranges& ranges) {
+  if (e.get() == v) return AffineForm{1, {}, loop::IntImm(0)};
+  if (const VarNode* u = loop::AsVar(e); u && ranges.count(u))
+    return AffineForm{0, {{u, 1}}, loop::IntImm(0)};
+  if (!Mentions(e, bound, /*count_loads=*/true)) return AffineForm{0, {}, e};
+  const loop::BinaryNode* b = loop::AsBinary(e);
+  if (!b) return std::nullopt;
+  std::optional<AffineForm> x = SplitAffine(b->a, v, bound, ranges);
+  std::optional<AffineForm> y = SplitAffine(b->b, v, bound, ranges);
+  if (!x || !y) return std::nullopt;
+  // Coefficients are small in practice; one that overflows just fails the check.
+  auto scaled = [](AffineForm f, int64_t c, const Expr& by) -> std::optional<AffineForm> {
+    if (__builtin_mul_overflow(f.coefficient, c, &f.coefficient)) return std::nullopt;
+    for (auto& [u, k] : f.inner)
+      if (__builtin_mul_overflow(k, c, &k)) return std::nullopt;
+    f.rest = loop::Mul(f.rest, by);
+    return f;
+  };
+  auto combined = [](AffineForm f, const AffineForm& g, int64_t sign,
+                     Expr rest) -> std::optional<AffineForm> {
+    if (__builtin_add_overflow(f.coefficient, sign * g.coefficient, &f.coefficient))
+      return std::nullopt;
+    for (const auto& [u, k] : g.inner)
+      if (__builtin_add_overflow(f.inner[u], sign * k, &f.inner[u])) return std::nullopt;
+    f.rest = std::move(rest);
+    return f;
+  };
+  int64_t c;
+  switch (b->op) {
+    case loop::BinaryOp::kAdd:
+      return combined(*x, *y, 1, loop::Add(x->rest, y->rest));
+    case loop::BinaryOp::kSub:
+      return combined(*x, *y, -1, loop::Sub(x->rest, y->rest));
+    case loop::BinaryOp::kMul:
+      if (y->coefficient == 0 && y->inner.empty() && loop::IsConstInt(b->b, &c))
+        return scaled(*x, c, b->b);
+      if (x->coefficient == 0 && x->inner.empty() && loop::IsConstInt(b->a, &c))
+        return scaled(*y, c, b->a);
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+// The values `sum(inner[u] * u)` of a form takes, or nullopt on overflow.
+std::optional<Range> InnerRange(const AffineForm& f, const Ranges& ranges) {
+  Range r{0, 0};
+  for (const auto& [u, k] : f.inner) {
+    const Range& ur = ranges.at(u);
+    int64_t a, b;
+    if (__builtin_mul_overflow(k, ur.min, &a) || __builtin_mul_overflow(k, ur.max, &b) ||
+        __builtin_add_overflow(r.min, std::min(a, b), &r.min) ||
+        __builtin_add_overflow(r.max, std::max(a, b), &r.max))
+      return std::nullopt;
+  }
+  return r;
+}
+
+struct Access {
+  const loop::BufferNode* buffer;
+  const std::vector<Expr>* indices;
+  bool store;
+};
+
+// The accesses in a loop body, the variables bound inside it (with the ranges of the loop
+// variables whose bounds are constant) and the buffers it allocates.
+class NestScanner : public loop::Visitor {
+ public:
+  std::vector<Access> accesses;
+  VarSet bound;
+  std::set<const loop::BufferNode*> allocated;
+
+  // Ranges of loop variables all of whose loops have constant bounds (a variable may be bound
+  // by several sibling loops).
+  Ranges ConstantRanges() const {
+    Ranges out;
+    for (const auto& [v, r] : ranges_)
+      if (!unbounded_.count(v)) out.emplace(v, r);
+    return out;
+  }
+
+ protected:
+  void VisitLoad(const loop::LoadNode* n, const Expr& self) override {
+    accesses.push_back({n->buffer.get(), &n->indices, false});
+    loop::Visitor::VisitLoad(n, self);
+  }
+  void VisitStore(const loop::StoreNode* n, const Stmt& self) override {
+    accesses.push_back({n->buffer.get(), &n->indices, true});
+    loop::Visitor::VisitStore(n, self);
+  }
+  void VisitAlloc(const loop::AllocNode* n, const Stmt& self) override {
+    allocated.insert(n->buffer.get());
+    loop::Visitor::VisitAlloc(n, self);
+  }
+  void VisitFor(const loop::ForNode* n, const Stmt& self) override {
+    bound.insert(n->var.get());
+    int64_t min, extent, max;
+    if (loop::IsConstInt(n->min, &min) && loop::IsConstInt(n->extent, &extent) && extent > 0 &&
+        !__builtin_add_overflow(min, extent - 1, &max)) {
+      auto [it, fresh] = ranges_.emplace(n->var.get(), Range{min, max});
+      if (!fresh) it->second = Range{std::min(it->second.min, min), std::max(it->second.max, max)};
+    } else {
+      unbounded_.insert(n->var.get());
+    }
+    loop::Visitor::VisitFor(n, self);
+  }
+  void VisitLetStmt(const loop::LetStmtNode* n, const Stmt& self) override {
+    bound.insert(n->var.get());
+    loop::Visitor::VisitLetStmt(n, self);
+  }
+  void VisitScheduleBlock(const loop::ScheduleBlockNode* n, const Stmt& self) override {
+    for (const loop::IterVar& iv : n->iter_vars) bound.insert(iv.var.get());
+    loop::Visitor::VisitScheduleBlock(n, self);
+  }
+  void VisitReduce(const loop::ReduceNode* n, const Expr& self) override {
+    for (const loop::IterVar& axis : n->axes) bound.insert(axis.var.get());
+    loop::Visitor::VisitReduce(n, self);
+  }
+
+ private:
+  Ranges ranges_;
+  VarSet unbounded_;
+};
+
+// Whether the accesses of one buffer share a dimension that partitions it among iterations:
+// index `c * v + inner + rest` in every access, with one c != 0 and one rest, and the inner
+// parts of all of them spanning fewer than |c| values, so iteration v keeps to the window
+// [c * v + rest + lo, c * v + rest + hi].
+bool PartitionedByIteration(const std::vector<const Access*>& accesses, const VarNode* v,
+                            const VarSet& bound, const Ranges& ranges) {
+  size_t rank = accesses[0]->indices->size();
+  for (const Access* a : accesses)
+    if (a->indices->size() != rank) return false;
+  for (size_t d = 0; d < rank; ++d) {
+    std::optional<AffineForm> first;
+    Range window{0, 0};
+    bool ok = true;
+    for (const Access* a : accesses) {
+      std::optional<AffineForm> f = SplitAffine((*a->indices)[d], v, bound, ranges);
+      std::optional<Range> r = f ? InnerRange(*f, ranges) : std::nullopt;
+      if (!r || f->coefficient == 0) {
+        ok = false;
+      } else if (!first) {
+        first = f;
+        window = *r;
+      } else {
+        ok = f->coefficient == first->coefficient && loop::StructuralEqual(f->rest, first->rest);
+        window = Range{std::min(window.min, r->min), std::max(window.max, r->max)};
+      }
+      if (!ok) break;
+    }
+    int64_t span;
+    if (ok && first->coefficient != std::numeric_limits<int64_t>::min() &&
+        !__builtin_sub_overflow(window.max, window.min, &span) &&
+        span < std::abs(first->coefficient))
+      return true;
+  }
+  return false;
+}
+
+// The safety rule of the file comment.
+bool IterationsIndependent(const loop::ForNode* n) {
+  NestScanner scan;
+  scan.VisitStmt(n->body);
+  scan.bound.insert(n->var.get());
+  Ranges ranges = scan.ConstantRanges();
+  std::set<const loop::BufferNode*> stored;
+  for (const Access& a : scan.accesses)
+    if (a.store && !scan.allocated.count(a.buffer)) stored.insert(a.buffer);
+  for (const loop::BufferNode* b : stored) {
+    std::vector<const Access*> of_b;
+    for (const Access& a : scan.accesses)
+      if (a.buffer == b) of_b.push_back(&a);
+    if (!PartitionedByIteration(of_b, n->var.get(), scan.bound, ranges)) return false;
+  }
+  return true;
+}
+
+constexpr int64_t kLotsOfWork = std::numeric_limits<int64_t>::max() / 4;
+
+int64_t SaturatingMul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r) || r > kLotsOfWork) return kLotsOfWork;
+  return r;
+}
+
+// The most iterations an extent can have: its value, or the bound of `x % c` and `min` (the
+// tails that tiling and vectorization leave are short); nullopt when unknown.
+std::optional<int64_t> ExtentBound(const Expr& e) {
+  int64_t c;
+  if (loop::IsConstInt(e, &c)) return c;
+  const loop::BinaryNode* b = loop::AsBinary(e);
+  if (b && b->op == loop::BinaryOp::kFloorMod && loop::IsConstInt(b->b, &c) && c > 0) return c - 1;
+  if (b && b->op == loop::BinaryOp::kMin) {
+    std::optional<int64_t> x = ExtentBound(b->a), y = ExtentBound(b->b);
+    if (x && y) return std::min(*x, *y);
+    return x ? x : y;
+  }
+  return std::nullopt;
+}
+
+// Stores run by one execution of `s`; unbounded symbolic extents count as large (file comment).
+int64_t Work(const Stmt& s) {
+  if (!s) return 0;
+  switch (s->kind) {
+    case loop::StmtKind::kStore:
+      return 1;
+    case loop::StmtKind::kFor: {
+      const loop::ForNode* n = loop::AsFor(s);
+      int64_t body = Work(n->body);
+      std::optional<int64_t> extent = ExtentBound(n->extent);
+      if (!extent) return body > 0 ? kLotsOfWork : 0;
+      return SaturatingMul(std::max<int64_t>(*extent, 0), body);
+    }
+    case loop::StmtKind::kSeq: {
+      int64_t total = 0;
+      for (const Stmt& c : loop::AsSeq(s)->stmts) total = std::min(kLotsOfWork, total + Work(c));
+      return total;
+    }
+    case loop::StmtKind::kLetStmt:
+      return Work(loop::AsLetStmt(s)->body);
+    case loop::StmtKind::kIfThenElse: {
+      const loop::IfThenElseNode* n = loop::AsIfThenElse(s);
+      return std::max(Work(n->then_case), Work(n->else_case));
+    }
+    case loop::StmtKind::kScheduleBlock: {
+      const loop::ScheduleBlockNode* n = loop::AsScheduleBlock(s);
+      return std::min(kLotsOfWork, Work(n->init) + Work(n->body));
+    }
+    default:
+      return 0;
+  }
+}
+
+bool HasLoop(const Stmt& s) {
+  struct Finder : loop::Visitor {
+    bool found = false;
+    void VisitFor(const loop::ForNode*, const Stmt&) override { found = true; }
+    void VisitExpr(const Expr&) override {}
+  } f;
+  f.VisitStmt(s);
+  return f.found;
+}
+
+// The outer loop and the one loop that is its body as one parallel loop; null when the pair
+// does not qualify (file comment).
+Stmt Collapse(const loop::ForNode* outer) {
+  const loop::ForNode* inner = loop::AsFor(outer->body);
+  int64_t outer_min, inner_min;
+  if (!inner || inner->for_kind != ForKind::kSerial || !loop::IsConstInt(outer->min, &outer_min) ||
+      outer_min != 0 || !loop::IsConstInt(inner->min, &inner_min) || inner_min != 0 ||
+      Mentions(inner->extent, {outer->var.get()}) || !HasLoop(inner->body) ||
+      !IterationsIndependent(inner))
+    return nullptr;
+  loop::Var fused = loop::MakeVar(outer->var->name + "_" + inner->var->name);
+  Stmt body =
+      loop::LetStmt(outer->var, loop::FloorDiv(fused, inner->extent),
+                    loop::LetStmt(inner->var, loop::FloorMod(fused, inner->extent), inner->body));
+  return loop::For(fused, loop::IntImm(0), loop::Mul(outer->extent, inner->extent),
+                   ForKind::kParallel, body);
+}
+
+Stmt ParallelizeNest(const loop::ForNode* n, const Stmt& self, const Options& opt) {
+  if (n->for_kind != ForKind::kSerial || !IterationsIndependent(n)) return self;
+  int64_t work = Work(n->body), extent;
+  std::optional<int64_t> bound = ExtentBound(n->extent);
+  if (bound ? *bound < 2 || SaturatingMul(*bound, work) < opt.min_work : work < 1) return self;
+  if (loop::IsConstInt(n->extent, &extent) && extent < opt.collapse_below)
+    if (Stmt collapsed = Collapse(n)) return collapsed;
+  return loop::For(n->var, n->min, n->extent, ForKind::kParallel, n->body);
+}
+
+// Visits statements down to the first loop of each nest, and no further.
+class Parallelizer : public loop::Mutator {
+ public:
+  explicit Parallelizer(Options opt) : opt_(opt) {}
+  Expr MutateExpr(const Expr& e) override { return e; }
+
+ protected:
+  Stmt MutateFor(const loop::ForNode* n, const Stmt& self) override {
+    return ParallelizeNest(n, self, opt_);
+  }
+
+ private:
+  Options opt_;
+};
+
+int64_t NonNegativeConfig(const PassContext& ctx, const char* key) {
+  int64_t v = ctx.GetConfigInt(key);
+  if (v < 0) Throw(ErrorCode::kInvalidArgument, key, " must not be negative, got ", v);
+  return v;
+}
+
+}  // namespace
+
+void RegisterParallelizeLoopsPass(PassRegistry& r) {
+  RegisterPassConfig(kMinWorkKey, AttrKind::kInt, int64_t{16384},
+                     "ParallelizeLoops leaves a loop nest with a constant extent serial when it "
+                     "stores fewer elements than this");
+  RegisterPassConfig(kCollapseBelowKey, AttrKind::kInt, int64_t{64},
+                     "ParallelizeLoops fuses a parallel loop with constant extent below this with "
+                     "the loop inside it (0: never)");
+  r.Register(PassRegistration{
+      .name = "ParallelizeLoops",
+      .opt_level = 1,
+      .required = {},
+      .options = {},
+      .doc = "run the outermost loop of each nest on the thread pool when it is safe and worth it",
+      .create =
+          [](const Attrs& o) {
+            return CreateLoopFuncPass(
+                PassInfo{"ParallelizeLoops", 1, {}},
+                [](const loop::PrimFunc& f, const PassContext& ctx) {
+                  Options opt{NonNegativeConfig(ctx, kMinWorkKey),
+                              NonNegativeConfig(ctx, kCollapseBelowKey)};
+                  return loop::WithBody(f, Parallelizer(opt).MutateStmt(f->body));
+                },
+                o);
+          },
+  });
+}
+
+}  // namespace kiln

@@ -1,0 +1,398 @@
+// TileLoops: a reduction that reads its operand down a column (the matmul pattern) is turned
+// around to run over a row of accumulators, so the operand is read along its rows.
+//
+//   before:  for i in [0, m) {
+//              for j in [0, 256) {
+//                alloc acc0: f32[1] local
+//                acc0[0] = 0.0f
+//                for k in [0, 512) {
+//                  acc0[0] = acc0[0] + a[i, k] * b[k, j]
+//                }
+//                out[i, j] = max(acc0[0], 0.0f)
+//                free acc0
+//              }
+//            }
+//   after:   for i in [0, m) {
+//              for j_outer in [0, 4) {
+//                alloc acc0: f32[64] local
+//                for j_inner in [0, 64) {
+//                  acc0[j_inner] = 0.0f
+//                }
+//                for k in [0, 512) {
+//                  for j_inner in [0, 64) {
+//                    acc0[j_inner] = acc0[j_inner] + a[i, k] * b[k, j_outer * 64 + j_inner]
+//                  }
+//                }
+//                for j_inner in [0, 64) {
+//                  out[i, j_outer * 64 + j_inner] = max(acc0[j_inner], 0.0f)
+//                }
+//                free acc0
+//              }
+//            }
+//
+// Before, the innermost loop walks b down a column (stride 256 elements) and keeps one
+// accumulator; after, it walks a row of b and a row of Tj accumulators, both contiguous, so
+// VectorizeLoops turns it into vector loads and adds, and the accumulator row (Tj = 64 f32 is
+// eight AVX2 registers) stays in registers across k. Each output element still sums its terms
+// in the same order, so results are bit for bit those of the untiled loop.
+//
+// A statement pass: the pattern and the rewrite are one loop (the `j` loop) and its body.
+//
+// The pattern, as LowerReductions leaves it: a serial loop over j whose body is
+//   Allocs of accumulators (local, one element), then statements that are stores or loop nests
+//   of stores (the accumulators' initial values, their update loops, the epilogue that stores
+//   the result), then the Frees of the accumulators,
+// where
+//  - accumulators are accessed at index 0 only;
+//  - at least one statement is a loop (a reduction), and loop bounds do not depend on j;
+//  - every other buffer the body stores to is stored outside the reduction loops, at one index
+//    list that depends on j (c * j + r with c != 0 in some index), and is not read in the body;
+//  - profitability: inside the reduction loops, every load that depends on j has `j + r` as its
+//    last index and j in no other, and there is at least one. A reduction over the last axis
+//    (sum over k of x[i, k], or a @ b^T reading b[j, k]) is already contiguous along k and
+//    fails this, so it is left alone.
+// The first two make the rewrite legal: the only values that flow between statements of one j
+// are in its private accumulators, so each statement can run for all j of a tile before the
+// next one starts (distribution), and j can move inside the reduction loops (interchange).
+//
+// The rewrite. With Tj the config key `tile.j` (default 64; 0 or 1 turns the pass off), the
+// extent N of j splits into N // Tj full tiles, in a loop `j_outer` (no loop for a single
+// one), and a tail tile of N % Tj columns, whose statements are the same with that width. A
+// tile allocates its accumulators as a row (Tj elements; a constant tail uses its own width),
+// and each of its statements gets an innermost loop `j_inner` over the tile's columns: stores
+// inside it, a reduction nest innermost. A symbolic N always has a tail tile; when N % Tj is 0
+// at run time its j_inner loops run zero times, which costs the empty reduction loop per row.
+//
+// Not done: tiling k (a `tile.k`). For locality across rows it needs the k blocks outside the
+// row loop, with partial sums of many rows kept between blocks (a rows x Tj accumulator, or the
+// output itself when the epilogue is the identity); the row order above reads each row of b
+// contiguously and keeps b's Tj-column panel hot from one row of a to the next, which is where
+// most of the speed comes from.
+#include <functional>
+#include <optional>
+#include <set>
+
+#include "ir/error.h"
+#include "ir/loop/loop_text.h"
+#include "ir/loop/loop_visitor.h"
+#include "passes/loop_pass.h"
+
+namespace kiln {
+namespace {
+
+using loop::Buffer;
+using loop::BufferNode;
+using loop::Expr;
+using loop::ForKind;
+using loop::Stmt;
+using loop::VarNode;
+
+constexpr char kTileJKey[] = "tile.j";
+
+// Whether `e` reads the variable `v`.
+bool Mentions(const Expr& e, const VarNode* v) {
+  struct Finder : loop::Visitor {
+    const VarNode* v;
+    bool found = false;
+    void VisitVar(const VarNode* n, const Expr&) override { found = found || n == v; }
+  } f;
+  f.v = v;
+  f.VisitExpr(e);
+  return f.found;
+}
+
+// The coefficient c when `e` is `c * v + r` with r not mentioning v; nullopt otherwise.
+std::optional<int64_t> AffineCoefficient(const Expr& e, const VarNode* v) {
+  if (e.get() == v) return 1;
+  if (!Mentions(e, v)) return 0;
+  const loop::BinaryNode* b = loop::AsBinary(e);
+  if (!b) return std::nullopt;
+  std::optional<int64_t> x = AffineCoefficient(b->a, v);
+  std::optional<int64_t> y = AffineCoefficient(b->b, v);
+  if (!x || !y) return std::nullopt;
+  int64_t c;
+  switch (b->op) {
+    case loop::BinaryOp::kAdd:
+      return *x + *y;
+    case loop::BinaryOp::kSub:
+      return *x - *y;
+    case loop::BinaryOp::kMul:
+      if (*y == 0 && loop::IsConstInt(b->b, &c)) return *x * c;
+      if (*x == 0 && loop::IsConstInt(b->a, &c)) return *y * c;
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+bool IsAccumulator(const Buffer& b) {
+  int64_t n;
+  return b->scope == BufferNode::Scope::kLocal && b->shape.size() == 1 && b->strides.empty() &&
+         loop::IsConstInt(b->shape[0], &n) && n == 1;
+}
+
+// The j loop's body split into its parts.
+struct ReductionBody {
+  std::vector<Buffer> accumulators;  // in Alloc order
+  std::vector<Stmt> statements;      // between the Allocs and the Frees
+};
+
+std::optional<ReductionBody> SplitBody(const Stmt& body) {
+  const loop::SeqNode* seq = loop::AsSeq(body);
+  if (!seq) return std::nullopt;
+  const std::vector<Stmt>& s = seq->stmts;
+  ReductionBody out;
+  size_t k = 0;
+  for (; k < s.size() && loop::AsAlloc(s[k]); ++k) {
+    if (!IsAccumulator(loop::AsAlloc(s[k])->buffer)) return std::nullopt;
+    out.accumulators.push_back(loop::AsAlloc(s[k])->buffer);
+  }
+  size_t end = s.size();
+  std::set<const BufferNode*> freed;
+  for (; end > k && loop::AsFree(s[end - 1]); --end)
+    freed.insert(loop::AsFree(s[end - 1])->buffer.get());
+  if (out.accumulators.empty() || freed.size() != out.accumulators.size()) return std::nullopt;
+  for (const Buffer& b : out.accumulators)
+    if (!freed.count(b.get())) return std::nullopt;
+  out.statements.assign(s.begin() + k, s.begin() + end);
+  return out;
+}
+
+struct Access {
+  const BufferNode* buffer;
+  const std::vector<Expr>* indices;
+  bool store;
+  bool in_loop;  // inside a reduction loop of the body
+};
+
+// Collects the accesses of the body's statements and whether they keep to the pattern.
+class PatternScanner : public loop::Visitor {
+ public:
+  explicit PatternScanner(const VarNode* j) : j_(j) {}
+  std::vector<Access> accesses;
+  bool ok = true;
+  bool has_loop = false;
+
+  void VisitExpr(const Expr& e) override {
+    if (e && (e->lanes != 1 || e->kind == loop::ExprKind::kReduce)) ok = false;
+    loop::Visitor::VisitExpr(e);
+  }
+  void VisitStmt(const Stmt& s) override {
+    if (!s) return;
+    switch (s->kind) {
+      case loop::StmtKind::kStore:
+      case loop::StmtKind::kFor:
+      case loop::StmtKind::kSeq:
+        loop::Visitor::VisitStmt(s);
+        return;
+      default:  // lets, ifs, allocs, blocks: outside the pattern
+        ok = false;
+    }
+  }
+
+ protected:
+  void VisitFor(const loop::ForNode* n, const Stmt& self) override {
+    if (n->for_kind != ForKind::kSerial || Mentions(n->min, j_) || Mentions(n->extent, j_))
+      ok = false;
+    has_loop = true;
+    ++depth_;
+    loop::Visitor::VisitFor(n, self);
+    --depth_;
+  }
+  void VisitLoad(const loop::LoadNode* n, const Expr& self) override {
+    accesses.push_back({n->buffer.get(), &n->indices, false, depth_ > 0});
+    loop::Visitor::VisitLoad(n, self);
+  }
+  void VisitStore(const loop::StoreNode* n, const Stmt& self) override {
+    accesses.push_back({n->buffer.get(), &n->indices, true, depth_ > 0});
+    loop::Visitor::VisitStore(n, self);
+  }
+
+ private:
+  const VarNode* j_;
+  int depth_ = 0;
+};
+
+bool SameIndices(const std::vector<Expr>& a, const std::vector<Expr>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k)
+    if (!loop::StructuralEqual(a[k], b[k])) return false;
+  return true;
+}
+
+// The legality and profitability rules of the file comment.
+bool Tileable(const ReductionBody& body, const VarNode* j) {
+  PatternScanner scan(j);
+  for (const Stmt& s : body.statements) scan.VisitStmt(s);
+  if (!scan.ok || !scan.has_loop) return false;
+  std::set<const BufferNode*> accs, stored;
+  for (const Buffer& b : body.accumulators) accs.insert(b.get());
+  for (const Access& a : scan.accesses)
+    if (a.store && !accs.count(a.buffer)) stored.insert(a.buffer);
+  bool contiguous_load = false;
+  for (const Access& a : scan.accesses) {
+    const std::vector<Expr>& idx = *a.indices;
+    if (accs.count(a.buffer)) {
+      int64_t zero;
+      if (idx.size() != 1 || !loop::IsConstInt(idx[0], &zero) || zero != 0) return false;
+      continue;
+    }
+    if (stored.count(a.buffer)) {
+      if (!a.store || a.in_loop) return false;
+      bool injective = false;
+      for (const Expr& e : idx) {
+        std::optional<int64_t> c = AffineCoefficient(e, j);
+        injective = injective || (c && *c != 0);
+      }
+      if (!injective) return false;
+      for (const Access& other : scan.accesses)
+        if (other.buffer == a.buffer && !SameIndices(idx, *other.indices)) return false;
+      continue;
+    }
+    if (!a.in_loop || idx.empty()) continue;
+    bool depends = false;
+    for (const Expr& e : idx) depends = depends || Mentions(e, j);
+    if (!depends) continue;
+    for (size_t k = 0; k + 1 < idx.size(); ++k)
+      if (Mentions(idx[k], j)) return false;
+    std::optional<int64_t> c = AffineCoefficient(idx.back(), j);
+    if (!c || *c != 1) return false;
+    contiguous_load = true;
+  }
+  return contiguous_load;
+}
+
+// Rewrites one statement for a tile: j becomes `j0 + j_inner` and each accumulator's element
+// 0 becomes element j_inner of its row.
+class TileRewriter : public loop::Mutator {
+ public:
+  TileRewriter(const VarNode* j, Expr j_value, Expr lane,
+               std::vector<std::pair<Buffer, Buffer>> rows)
+      : j_(j), j_value_(std::move(j_value)), lane_(std::move(lane)), rows_(std::move(rows)) {}
+
+ protected:
+  Expr MutateVar(const VarNode* n, const Expr& self) override { return n == j_ ? j_value_ : self; }
+  Expr MutateLoad(const loop::LoadNode* n, const Expr& self) override {
+    if (const Buffer* row = Row(n->buffer)) return loop::Load(*row, {lane_});
+    return loop::Mutator::MutateLoad(n, self);
+  }
+  Stmt MutateStore(const loop::StoreNode* n, const Stmt& self) override {
+    if (const Buffer* row = Row(n->buffer)) return loop::Store(*row, {lane_}, MutateExpr(n->value));
+    return loop::Mutator::MutateStore(n, self);
+  }
+
+ private:
+  const Buffer* Row(const Buffer& acc) const {
+    for (const auto& [from, to] : rows_)
+      if (from == acc) return &to;
+    return nullptr;
+  }
+
+  const VarNode* j_;
+  Expr j_value_;
+  Expr lane_;
+  std::vector<std::pair<Buffer, Buffer>> rows_;
+};
+
+bool HasLoop(const Stmt& s) {
+  struct Finder : loop::Visitor {
+    bool found = false;
+    void VisitFor(const loop::ForNode*, const Stmt&) override { found = true; }
+    void VisitExpr(const Expr&) override {}
+  } f;
+  f.VisitStmt(s);
+  return f.found;
+}
+
+// One tile: columns [j0, j0 + width) of the j loop `n`, with accumulator rows of `row_extent`.
+Stmt BuildTile(const loop::ForNode* n, const ReductionBody& body, const loop::Var& j_inner,
+               const Expr& j0, const Expr& width, const Expr& row_extent) {
+  int64_t w = 0;
+  bool single = loop::IsConstInt(width, &w) && w == 1;
+  // A one-column tile needs no j_inner loop: its lane is 0.
+  Expr lane = single ? loop::IntImm(0) : Expr(j_inner);
+  std::vector<std::pair<Buffer, Buffer>> rows;
+  for (const Buffer& acc : body.accumulators)
+    rows.push_back(
+        {acc, loop::MakeBuffer(acc->name, acc->dtype, {row_extent}, BufferNode::Scope::kLocal)});
+  TileRewriter rewrite(n->var.get(), loop::Add(j0, lane), lane, rows);
+  auto inner_loop = [&](const Stmt& s) {
+    Stmt r = rewrite.MutateStmt(s);
+    return single ? r : loop::For(j_inner, loop::IntImm(0), width, ForKind::kSerial, r);
+  };
+  // j_inner goes innermost: around each statement that holds no loop.
+  std::function<Stmt(const Stmt&)> wrap = [&](const Stmt& s) -> Stmt {
+    if (!HasLoop(s)) return inner_loop(s);
+    if (const loop::ForNode* f = loop::AsFor(s))
+      return loop::For(f->var, f->min, f->extent, f->for_kind, wrap(f->body));
+    std::vector<Stmt> parts;
+    for (const Stmt& c : loop::AsSeq(s)->stmts) parts.push_back(wrap(c));
+    return loop::Seq(std::move(parts));
+  };
+  std::vector<Stmt> out;
+  for (const auto& [acc, row] : rows) out.push_back(loop::Alloc(row));
+  for (const Stmt& s : body.statements) out.push_back(wrap(s));
+  for (auto it = rows.rbegin(); it != rows.rend(); ++it) out.push_back(loop::Free(it->second));
+  return loop::Seq(std::move(out));
+}
+
+Stmt TileLoop(const Stmt& s, int64_t tile) {
+  const loop::ForNode* n = loop::AsFor(s);
+  if (!n || n->for_kind != ForKind::kSerial || n->var->dtype != DType::kInt64) return s;
+  int64_t extent = 0;
+  bool constant = loop::IsConstInt(n->extent, &extent);
+  if (constant && extent < 2) return s;
+  std::optional<ReductionBody> body = SplitBody(n->body);
+  if (!body || !Tileable(*body, n->var.get())) return s;
+
+  Expr t = loop::IntImm(tile);
+  Expr full = loop::FloorDiv(n->extent, t);
+  Expr rest = loop::FloorMod(n->extent, t);
+  loop::Var j_inner = loop::MakeVar(n->var->name + "_inner");
+  std::vector<Stmt> out;
+  int64_t full_count = -1, rest_count = -1;
+  loop::IsConstInt(full, &full_count);
+  loop::IsConstInt(rest, &rest_count);
+  if (full_count == 1) {
+    out.push_back(BuildTile(n, *body, j_inner, n->min, t, t));
+  } else if (full_count != 0) {
+    loop::Var j_outer = loop::MakeVar(n->var->name + "_outer");
+    Stmt tile_body = BuildTile(n, *body, j_inner, loop::Add(n->min, loop::Mul(j_outer, t)), t, t);
+    out.push_back(loop::For(j_outer, loop::IntImm(0), full, ForKind::kSerial, tile_body));
+  }
+  if (rest_count != 0) {
+    // A constant tail gets a row of its own width; a symbolic one a full row (on the stack).
+    Expr row = rest_count > 0 ? rest : t;
+    out.push_back(BuildTile(n, *body, j_inner, loop::Add(n->min, loop::Mul(full, t)), rest, row));
+  }
+  return loop::Seq(std::move(out));
+}
+
+}  // namespace
+
+void RegisterTileLoopsPass(PassRegistry& r) {
+  RegisterPassConfig(kTileJKey, AttrKind::kInt, int64_t{64},
+                     "columns per accumulator row in TileLoops (0 or 1: off)");
+  r.Register(PassRegistration{
+      .name = "TileLoops",
+      .opt_level = 2,
+      .required = {},
+      .options = {},
+      .doc = "turn column-wise reductions (matmul) into row-wise ones over an accumulator row",
+      .create =
+          [](const Attrs& o) {
+            return CreateLoopStmtPass(
+                PassInfo{"TileLoops", 2, {}},
+                [](const Stmt& s, const PassContext& ctx) {
+                  int64_t tile = ctx.GetConfigInt(kTileJKey);
+                  if (tile < 0)
+                    Throw(ErrorCode::kInvalidArgument, kTileJKey, " must not be negative, got ",
+                          tile);
+                  return tile < 2 ? s : TileLoop(s, tile);
+                },
+                o);
+          },
+  });
+}
+
+}  // namespace kiln

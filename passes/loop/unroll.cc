@@ -1,0 +1,133 @@
+// UnrollLoops: replaces small loops by copies of their body, one per iteration.
+//
+//   before:  for i in [0, n) {                   after:  for i in [0, n) {
+//              for j in [0, 3) {                           out[i, 0] = a[i, 0] * 2.0f
+//                out[i, j] = a[i, j] * 2.0f                out[i, 1] = a[i, 1] * 2.0f
+//              }                                           out[i, 2] = a[i, 2] * 2.0f
+//            }                                           }
+//
+// Which loops (the extent must be a constant in both cases):
+//  - loops of kind `unrolled`, whatever their extent and body: the kind is an explicit request;
+//  - serial loops that are innermost (no loop and no Alloc in their body) with an extent of at
+//    most the config key `unroll.max_extent` (default 4; 0 or less unrolls only `unrolled`
+//    loops). A body with an Alloc is left alone because each copy would allocate again.
+// Copy k is the body with the loop variable replaced by `min + k`; the loop.h helpers fold the
+// constants that result. The copies share the body's binders (a let or an inner loop variable
+// appears once per copy, in sibling scopes, which Verify allows) and its buffers.
+//
+// A function pass, not a statement pass: "innermost" must be judged on the loop as written. The
+// statement adaptor is post-order, so it would show an outer loop after its inner loop was
+// unrolled, looking innermost, and a nest of small loops would unroll completely (4 x 4 x 4 =
+// 64 copies). This pass decides on the way down and unrolls on the way up.
+#include <unordered_map>
+
+#include "ir/loop/loop_visitor.h"
+#include "passes/loop_pass.h"
+
+namespace kiln {
+
+namespace {
+
+using loop::Buffer;
+using loop::Expr;
+using loop::Stmt;
+
+constexpr const char* kMaxExtentKey = "unroll.max_extent";
+
+// Replaces the uses of one variable. A buffer whose shape or strides use it is re-made once, so
+// that every reference to one buffer still names one object.
+class SubstituteVar : public loop::Mutator {
+ public:
+  SubstituteVar(const loop::VarNode* var, Expr value) : var_(var), value_(std::move(value)) {}
+
+ protected:
+  Expr MutateVar(const loop::VarNode* v, const Expr& self) override {
+    return v == var_ ? value_ : self;
+  }
+  Buffer MutateBuffer(const Buffer& b) override {
+    auto it = remade_.find(b.get());
+    if (it != remade_.end()) return it->second;
+    bool changed = false;
+    std::vector<Expr> shape = MutateExprs(b->shape, &changed);
+    std::vector<Expr> strides = MutateExprs(b->strides, &changed);
+    Buffer out =
+        changed ? loop::MakeBuffer(b->name, b->dtype, std::move(shape), b->scope, std::move(strides))
+                : b;
+    remade_.emplace(b.get(), out);
+    return out;
+  }
+
+ private:
+  const loop::VarNode* var_;
+  Expr value_;
+  std::unordered_map<const loop::BufferNode*, Buffer> remade_;
+};
+
+bool ContainsLoopOrAlloc(const Stmt& s) {
+  struct Finder : loop::Visitor {
+    bool found = false;
+    void VisitStmt(const Stmt& s) override {
+      if (found || !s) return;
+      if (s->kind == loop::StmtKind::kFor || s->kind == loop::StmtKind::kAlloc) {
+        found = true;
+        return;
+      }
+      loop::Visitor::VisitStmt(s);
+    }
+    void VisitExpr(const Expr&) override {}  // statements only
+  } finder;
+  finder.VisitStmt(s);
+  return finder.found;
+}
+
+class Unroller : public loop::Mutator {
+ public:
+  explicit Unroller(int64_t max_extent) : max_extent_(max_extent) {}
+
+ protected:
+  Stmt MutateFor(const loop::ForNode* n, const Stmt& self) override {
+    bool small_innermost = n->for_kind == loop::ForKind::kSerial && !ContainsLoopOrAlloc(n->body);
+    Stmt rebuilt = loop::Mutator::MutateFor(n, self);
+    const loop::ForNode* f = loop::AsFor(rebuilt);
+    int64_t extent;
+    if (!loop::IsConstInt(f->extent, &extent)) return rebuilt;
+    bool unroll = f->for_kind == loop::ForKind::kUnrolled ||
+                  (small_innermost && extent <= max_extent_);
+    if (!unroll) return rebuilt;
+    std::vector<Stmt> copies;
+    for (int64_t k = 0; k < extent; ++k) {
+      SubstituteVar substitute(f->var.get(), loop::Add(f->min, loop::IntImm(k)));
+      copies.push_back(substitute.MutateStmt(f->body));
+    }
+    return loop::Seq(std::move(copies));  // empty when the loop never runs
+  }
+
+ private:
+  const int64_t max_extent_;
+};
+
+loop::PrimFunc UnrollLoops(const loop::PrimFunc& f, const PassContext& ctx) {
+  Unroller unroller(ctx.GetConfigInt(kMaxExtentKey));
+  return loop::WithBody(f, unroller.MutateStmt(f->body));
+}
+
+}  // namespace
+
+void RegisterUnrollLoopsPass(PassRegistry& r) {
+  RegisterPassConfig(kMaxExtentKey, AttrKind::kInt, int64_t{4},
+                     "UnrollLoops unrolls innermost serial loops with a constant extent up to "
+                     "this (0 or less: only loops of kind `unrolled`)");
+  r.Register(PassRegistration{
+      .name = "UnrollLoops",
+      .opt_level = 2,
+      .required = {},
+      .options = {},
+      .doc = "replace unrolled loops and small innermost serial loops by copies of their body",
+      .create =
+          [](const Attrs& o) {
+            return CreateLoopFuncPass(PassInfo{"UnrollLoops", 2, {}}, UnrollLoops, o);
+          },
+  });
+}
+
+}  // namespace kiln

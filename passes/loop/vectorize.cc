@@ -1,0 +1,387 @@
+// VectorizeLoops: the innermost loop over the contiguous (last) dimension becomes vector code.
+//
+//   before:  for i in [0, n) {
+//              out[i] = max(a[i] + b[0], 0.0f)
+//            }
+//   after:   for i_vec in [0, n // 8) {
+//              out[ramp(i_vec * 8, 1, 8)] =
+//                  max(a[ramp(i_vec * 8, 1, 8)] + broadcast(b[0], 8), broadcast(0.0f, 8))
+//            }
+//            for i in [n // 8 * 8, n // 8 * 8 + n % 8) {
+//              out[i] = max(a[i] + b[0], 0.0f)
+//            }
+//
+// A statement pass: whether a loop can be vectorized, and how, depends only on the loop and its
+// body (innermost loops have no loops inside them), and the rewrite replaces that one statement.
+//
+// Which loops, and which path they take. Only serial and parallel loops whose body holds no loop
+// (the innermost ones) are considered, and only when their iterations are independent: every
+// buffer the body stores to is accessed (loaded and stored) at one and the same index list, and
+// that list holds an index `c * i + r` with c != 0 and r free of i, so two iterations never
+// touch one element of it. Other loops (a reduction into `acc[0]`, a stencil reading
+// `t[i + 1]` that it also writes) stay as they are: running their iterations as lanes would
+// change the result, and LLVM still vectorizes the reductions it can prove safe.
+//  - The explicit path, which gives predictable speed: a body of straight-line statements
+//    (stores, evaluates, lets of values free of i; no ifs, allocs or vector values; select is
+//    fine) where every access that depends on i has `i + r` (coefficient 1, r free of i) as its
+//    last index and i nowhere else, so its lanes are contiguous. The loop splits into a main loop
+//    of extent // W iterations whose body works on W lanes (i becomes ramp(base, 1, W), values
+//    that do not depend on i are broadcast where they meet vectors, accesses that do not depend
+//    on i stay scalar loads), and a scalar tail loop for the extent % W iterations left
+//    (symbolic extents too). The main loop keeps the loop's kind (a parallel loop hands out
+//    vector iterations); the tail is serial. A constant extent below W takes the largest power
+//    of two that fits as its width; trip-count-1 loops are not made (the body is emitted once).
+//  - The fallback: any other independent serial body (a strided or transposed access, an
+//    indirect index, an if, a let of a value that depends on i) is marked kVectorized, which
+//    the LLVM code generator turns into loop-vectorize metadata so LLVM decides the shape. A
+//    parallel loop on this path is left parallel (a loop has one kind), and LLVM may still
+//    vectorize each chunk.
+//
+// W is the config key `vectorize.width` (default 8: one AVX2 register of f32); 0 or 1 turns the
+// pass off.
+#include <optional>
+#include <set>
+
+#include "ir/error.h"
+#include "ir/loop/loop_text.h"
+#include "ir/loop/loop_visitor.h"
+#include "passes/loop_pass.h"
+
+namespace kiln {
+namespace {
+
+using loop::Buffer;
+using loop::Expr;
+using loop::ForKind;
+using loop::Stmt;
+using loop::VarNode;
+
+constexpr char kWidthKey[] = "vectorize.width";
+constexpr int64_t kMaxWidth = 64;
+
+using VarSet = std::set<const VarNode*>;
+
+// Whether `e` reads any variable of `vars`.
+bool Mentions(const Expr& e, const VarSet& vars) {
+  struct Finder : loop::Visitor {
+    const VarSet* vars;
+    bool found = false;
+    void VisitVar(const loop::VarNode* n, const Expr&) override { found = found || vars->count(n); }
+  } f;
+  f.vars = &vars;
+  f.VisitExpr(e);
+  return f.found;
+}
+
+// The coefficient c when `e` is `c * v + r` with r not mentioning `variant` (which holds v);
+// nullopt when it is not of that form.
+std::optional<int64_t> AffineCoefficient(const Expr& e, const VarNode* v, const VarSet& variant) {
+  if (e.get() == v) return 1;
+  if (!Mentions(e, variant)) return 0;
+  const loop::BinaryNode* b = loop::AsBinary(e);
+  if (!b) return std::nullopt;
+  std::optional<int64_t> x = AffineCoefficient(b->a, v, variant);
+  std::optional<int64_t> y = AffineCoefficient(b->b, v, variant);
+  if (!x || !y) return std::nullopt;
+  int64_t c;
+  switch (b->op) {
+    case loop::BinaryOp::kAdd:
+      return *x + *y;
+    case loop::BinaryOp::kSub:
+      return *x - *y;
+    case loop::BinaryOp::kMul:
+      if (*y == 0 && loop::IsConstInt(b->b, &c)) return *x * c;
+      if (*x == 0 && loop::IsConstInt(b->a, &c)) return *y * c;
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+struct Access {
+  Buffer buffer;
+  const std::vector<Expr>* indices;
+  bool store;
+};
+
+// What the vectorizer needs to know about a loop body.
+struct BodyInfo {
+  std::vector<Access> accesses;
+  VarSet variant;  // the loop variable and the lets whose values depend on it
+  bool has_loop = false;
+  bool straight_line = true;  // no if, alloc, free or schedule block
+  bool scalar = true;         // no vector values and no reductions
+  bool variant_let = false;   // a let binds a value that depends on the loop variable
+};
+
+class BodyScanner : public loop::Visitor {
+ public:
+  explicit BodyScanner(BodyInfo* info) : info_(info) {}
+
+ protected:
+  void VisitExpr(const Expr& e) override {
+    if (e && (e->lanes != 1 || e->kind == loop::ExprKind::kReduce)) info_->scalar = false;
+    loop::Visitor::VisitExpr(e);
+  }
+  void VisitLoad(const loop::LoadNode* n, const Expr& self) override {
+    info_->accesses.push_back({n->buffer, &n->indices, false});
+    loop::Visitor::VisitLoad(n, self);
+  }
+  void VisitStore(const loop::StoreNode* n, const Stmt& self) override {
+    info_->accesses.push_back({n->buffer, &n->indices, true});
+    loop::Visitor::VisitStore(n, self);
+  }
+  void VisitLetStmt(const loop::LetStmtNode* n, const Stmt& self) override {
+    // Lets are visited in order, so a let that reads an earlier variant let is variant too.
+    if (Mentions(n->value, info_->variant)) {
+      info_->variant.insert(n->var.get());
+      info_->variant_let = true;
+    }
+    loop::Visitor::VisitLetStmt(n, self);
+  }
+  void VisitFor(const loop::ForNode*, const Stmt&) override { info_->has_loop = true; }
+  void VisitScheduleBlock(const loop::ScheduleBlockNode*, const Stmt&) override {
+    info_->has_loop = true;
+  }
+  void VisitIfThenElse(const loop::IfThenElseNode* n, const Stmt& self) override {
+    info_->straight_line = false;
+    loop::Visitor::VisitIfThenElse(n, self);
+  }
+  void VisitAlloc(const loop::AllocNode*, const Stmt&) override { info_->straight_line = false; }
+  void VisitFree(const loop::FreeNode*, const Stmt&) override { info_->straight_line = false; }
+
+ private:
+  BodyInfo* info_;
+};
+
+bool SameIndices(const std::vector<Expr>& a, const std::vector<Expr>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k)
+    if (!loop::StructuralEqual(a[k], b[k])) return false;
+  return true;
+}
+
+// Whether the iterations of the loop over `v` are independent (see the file comment).
+bool IterationsIndependent(const BodyInfo& info, const VarNode* v) {
+  std::set<const loop::BufferNode*> stored;
+  for (const Access& a : info.accesses)
+    if (a.store) stored.insert(a.buffer.get());
+  for (const loop::BufferNode* b : stored) {
+    const std::vector<Expr>* first = nullptr;
+    for (const Access& a : info.accesses) {
+      if (a.buffer.get() != b) continue;
+      if (!first) {
+        first = a.indices;
+        bool injective = false;
+        for (const Expr& idx : *first) {
+          std::optional<int64_t> c = AffineCoefficient(idx, v, info.variant);
+          injective = injective || (c && *c != 0);
+        }
+        if (!injective) return false;
+      } else if (!SameIndices(*first, *a.indices)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Whether every access that depends on `v` reads or writes contiguous lanes: `v + r` in the
+// last index and `v` in no other. Stores must depend on `v` (checked by IterationsIndependent).
+bool AccessesContiguous(const BodyInfo& info, const VarNode* v) {
+  for (const Access& a : info.accesses) {
+    const std::vector<Expr>& idx = *a.indices;
+    bool depends = false;
+    for (const Expr& e : idx) depends = depends || Mentions(e, info.variant);
+    if (!depends) continue;
+    for (size_t k = 0; k + 1 < idx.size(); ++k)
+      if (Mentions(idx[k], info.variant)) return false;
+    std::optional<int64_t> c = AffineCoefficient(idx.back(), v, info.variant);
+    if (!c || *c != 1) return false;
+  }
+  return true;
+}
+
+// Replaces `var` by `value` (a scalar).
+class Substituter : public loop::Mutator {
+ public:
+  Substituter(const VarNode* var, Expr value) : var_(var), value_(std::move(value)) {}
+
+ protected:
+  Expr MutateVar(const VarNode* n, const Expr& self) override { return n == var_ ? value_ : self; }
+
+ private:
+  const VarNode* var_;
+  Expr value_;
+};
+
+// Rewrites a body to work on `lanes` consecutive iterations: the loop variable becomes
+// `ramp(base, 1, lanes)`. Values that do not depend on it stay scalar and are broadcast where
+// they meet vector operands; index arithmetic on ramps folds into ramps, so indices stay in
+// the `ramp(base, 1, lanes)` form that code generators turn into plain vector accesses.
+class Vectorizer : public loop::Mutator {
+ public:
+  Vectorizer(const VarNode* var, const Expr& base, int lanes)
+      : var_(var), ramp_(loop::Ramp(base, 1, lanes)), lanes_(lanes) {}
+
+ protected:
+  Expr MutateVar(const VarNode* n, const Expr& self) override { return n == var_ ? ramp_ : self; }
+
+  Expr MutateBinary(const loop::BinaryNode* n, const Expr& self) override {
+    Expr a = MutateExpr(n->a);
+    Expr b = MutateExpr(n->b);
+    if (a == n->a && b == n->b) return self;
+    if (a->lanes == b->lanes) return loop::MakeBinary(n->op, a, b);
+    if (Expr folded = FoldRamp(n->op, a, b)) return folded;
+    return loop::MakeBinary(n->op, Widen(a), Widen(b));
+  }
+
+  Expr MutateSelect(const loop::SelectNode* n, const Expr& self) override {
+    Expr c = MutateExpr(n->cond);
+    Expr t = MutateExpr(n->true_value);
+    Expr f = MutateExpr(n->false_value);
+    if (c == n->cond && t == n->true_value && f == n->false_value) return self;
+    // A scalar condition may choose between vectors; a vector one needs vector values.
+    if (c->lanes > 1 || t->lanes != f->lanes) {
+      t = Widen(t);
+      f = Widen(f);
+    }
+    return loop::Select(c, t, f);
+  }
+
+  Expr MutateCall(const loop::CallNode* n, const Expr& self) override {
+    bool changed = false;
+    std::vector<Expr> args = MutateExprs(n->args, &changed);
+    if (!changed) return self;
+    for (Expr& a : args) a = Widen(a);
+    return loop::Call(n->fn, std::move(args));
+  }
+
+  Stmt MutateStore(const loop::StoreNode* n, const Stmt& self) override {
+    bool changed = false;
+    std::vector<Expr> idx = MutateExprs(n->indices, &changed);
+    Expr value = MutateExpr(n->value);
+    if (!changed && value == n->value) return self;
+    int lanes = 1;
+    for (const Expr& e : idx) lanes = std::max(lanes, e->lanes);
+    if (lanes > 1) value = Widen(value);
+    return loop::Store(n->buffer, std::move(idx), std::move(value));
+  }
+
+ private:
+  Expr Widen(const Expr& e) const { return e->lanes == lanes_ ? e : loop::Broadcast(e, lanes_); }
+
+  // ramp +- scalar, scalar + ramp, ramp +- ramp and ramp * constant as one ramp; null otherwise.
+  Expr FoldRamp(loop::BinaryOp op, const Expr& a, const Expr& b) const {
+    const loop::RampNode* ra = loop::AsRamp(a);
+    const loop::RampNode* rb = loop::AsRamp(b);
+    auto ramp = [&](Expr base, int64_t stride) {
+      return stride == 0 ? loop::Broadcast(base, lanes_) : loop::Ramp(base, stride, lanes_);
+    };
+    int64_t c;
+    switch (op) {
+      case loop::BinaryOp::kAdd:
+        if (ra && rb) return ramp(loop::Add(ra->base, rb->base), ra->stride + rb->stride);
+        if (ra && b->lanes == 1) return ramp(loop::Add(ra->base, b), ra->stride);
+        if (rb && a->lanes == 1) return ramp(loop::Add(a, rb->base), rb->stride);
+        return nullptr;
+      case loop::BinaryOp::kSub:
+        if (ra && rb) return ramp(loop::Sub(ra->base, rb->base), ra->stride - rb->stride);
+        if (ra && b->lanes == 1) return ramp(loop::Sub(ra->base, b), ra->stride);
+        if (rb && a->lanes == 1) return ramp(loop::Sub(a, rb->base), -rb->stride);
+        return nullptr;
+      case loop::BinaryOp::kMul:
+        if (ra && loop::IsConstInt(b, &c)) return ramp(loop::Mul(ra->base, b), ra->stride * c);
+        if (rb && loop::IsConstInt(a, &c)) return ramp(loop::Mul(a, rb->base), rb->stride * c);
+        return nullptr;
+      default:
+        return nullptr;
+    }
+  }
+
+  const VarNode* var_;
+  Expr ramp_;
+  int lanes_;
+};
+
+// Splits `loop` into a vector main loop of `width` lanes and a scalar tail (file comment).
+Stmt VectorizeExplicitly(const loop::ForNode* n, int64_t width) {
+  Expr w = loop::IntImm(width);
+  Expr main_count = loop::FloorDiv(n->extent, w);
+  Expr main_span = loop::Mul(main_count, w);
+  std::vector<Stmt> out;
+
+  int64_t count = -1;
+  loop::IsConstInt(main_count, &count);
+  if (count == 1) {
+    // One vector iteration: the body, once, at the loop's start.
+    out.push_back(Vectorizer(n->var.get(), n->min, static_cast<int>(width)).MutateStmt(n->body));
+  } else if (count != 0) {
+    loop::Var v = loop::MakeVar(n->var->name + "_vec");
+    Expr base = loop::Add(n->min, loop::Mul(v, w));
+    Stmt body = Vectorizer(n->var.get(), base, static_cast<int>(width)).MutateStmt(n->body);
+    out.push_back(loop::For(v, loop::IntImm(0), main_count, n->for_kind, body));
+  }
+
+  Expr tail_min = loop::Add(n->min, main_span);
+  Expr tail_extent = loop::FloorMod(n->extent, w);
+  int64_t tail = -1;
+  loop::IsConstInt(tail_extent, &tail);
+  if (tail == 1) {
+    out.push_back(Substituter(n->var.get(), tail_min).MutateStmt(n->body));
+  } else if (tail != 0) {
+    out.push_back(loop::For(n->var, tail_min, tail_extent, ForKind::kSerial, n->body));
+  }
+  return loop::Seq(std::move(out));
+}
+
+Stmt VectorizeLoop(const Stmt& s, int64_t width) {
+  const loop::ForNode* n = loop::AsFor(s);
+  if (!n || (n->for_kind != ForKind::kSerial && n->for_kind != ForKind::kParallel)) return s;
+  if (n->var->dtype != DType::kInt64 || n->min->lanes != 1 || n->extent->lanes != 1) return s;
+  int64_t extent = 0;
+  bool constant = loop::IsConstInt(n->extent, &extent);
+  if (constant && extent < 2) return s;
+
+  BodyInfo info;
+  info.variant.insert(n->var.get());
+  BodyScanner(&info).VisitStmt(n->body);
+  if (info.has_loop || !info.scalar || !IterationsIndependent(info, n->var.get())) return s;
+
+  if (info.straight_line && !info.variant_let && AccessesContiguous(info, n->var.get())) {
+    // A short constant loop still fills a narrower vector (4 lanes of f32 is an SSE register).
+    while (constant && width > extent) width /= 2;
+    if (width >= 2) return VectorizeExplicitly(n, width);
+  }
+  if (n->for_kind != ForKind::kSerial) return s;
+  return loop::For(n->var, n->min, n->extent, ForKind::kVectorized, n->body);
+}
+
+}  // namespace
+
+void RegisterVectorizeLoopsPass(PassRegistry& r) {
+  RegisterPassConfig(kWidthKey, AttrKind::kInt, int64_t{8},
+                     "lanes of the vector loops VectorizeLoops makes (0 or 1: off; at most 64)");
+  r.Register(PassRegistration{
+      .name = "VectorizeLoops",
+      .opt_level = 1,
+      .required = {},
+      .options = {},
+      .doc = "split innermost loops over the contiguous dimension into vector and tail loops",
+      .create =
+          [](const Attrs& o) {
+            return CreateLoopStmtPass(
+                PassInfo{"VectorizeLoops", 1, {}},
+                [](const Stmt& s, const PassContext& ctx) {
+                  int64_t width = ctx.GetConfigInt(kWidthKey);
+                  if (width < 0 || width > kMaxWidth)
+                    Throw(ErrorCode::kInvalidArgument, kWidthKey, " must be in [0, ", kMaxWidth,
+                          "], got ", width);
+                  return width < 2 ? s : VectorizeLoop(s, width);
+                },
+                o);
+          },
+  });
+}
+
+}  // namespace kiln

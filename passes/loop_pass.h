@@ -1,0 +1,41 @@
+// Pass managers for the loop IR (SPEC.md §4): expression, statement, block and function
+// passes, each with an adaptor that walks the kernels (IRModule::prim_funcs) for it. They are
+// ordinary Passes over the IRModule, so they run under the same PassContext, instruments,
+// timing and IR printing as graph passes.
+//
+// Adaptors (what a pass sees):
+//   expression pass: every expression of every kernel, operands first (post-order);
+//   statement pass:  every statement, children first, with no context about its parents;
+//   block pass:      the statement list of every Seq, nested Seqs first (innermost first);
+//   function pass:   each whole kernel.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "ir/loop/loop.h"
+#include "passes/pass.h"
+
+namespace kiln {
+
+using LoopExprPassFn = std::function<loop::Expr(const loop::Expr&, const PassContext&)>;
+using LoopStmtPassFn = std::function<loop::Stmt(const loop::Stmt&, const PassContext&)>;
+using LoopBlockPassFn =
+    std::function<std::vector<loop::Stmt>(const std::vector<loop::Stmt>&, const PassContext&)>;
+using LoopFuncPassFn = std::function<loop::PrimFunc(const loop::PrimFunc&, const PassContext&)>;
+
+PassPtr CreateLoopExprPass(PassInfo info, LoopExprPassFn fn, Attrs options = {});
+PassPtr CreateLoopStmtPass(PassInfo info, LoopStmtPassFn fn, Attrs options = {});
+PassPtr CreateLoopBlockPass(PassInfo info, LoopBlockPassFn fn, Attrs options = {});
+PassPtr CreateLoopFuncPass(PassInfo info, LoopFuncPassFn fn, Attrs options = {});
+
+// The adaptors as plain functions, for passes that want to apply a rewrite to one kernel.
+loop::Stmt RewriteExprs(const loop::Stmt& s,
+                        const std::function<loop::Expr(const loop::Expr&)>& fn);
+loop::Stmt RewriteStmts(const loop::Stmt& s,
+                        const std::function<loop::Stmt(const loop::Stmt&)>& fn);
+loop::Stmt RewriteBlocks(
+    const loop::Stmt& s,
+    const std::function<std::vector<loop::Stmt>(const std::vector<loop::Stmt>&)>& fn);
+
+}  // namespace kiln

@@ -1,0 +1,49 @@
+#include "passes/pipeline.h"
+
+namespace kiln {
+
+PassPtr DefaultGraphPipeline() {
+  PassRegistry& r = PassRegistry::Global();
+  std::vector<PassPtr> p;
+  // Every pass below reads types.
+  p.push_back(r.Create("InferType"));
+  // Before FoldConstant: turning batch_norm into a scale and shift of constants is what lets
+  // FoldConstant fold them (into the preceding matmul's weights, too).
+  p.push_back(r.Create("SimplifyInference"));
+  p.push_back(r.Create("FoldConstant"));
+  // After folding: constants folded into ones and zeros become identities to remove.
+  p.push_back(r.Create("SimplifyExpr"));
+  // After simplification, which makes more expressions look alike.
+  p.push_back(r.Create("CommonSubexprElimination"));
+  // After CSE, whose merging leaves tuple fields and branches unused.
+  p.push_back(r.Create("DeadCodeElimination"));
+  // Last: no graph pass looks inside the primitive functions it creates.
+  p.push_back(r.Create("FuseOps"));
+  return Sequential(std::move(p), "GraphPipeline");
+}
+
+}  // namespace kiln
+
+namespace kiln {
+
+PassPtr DefaultLoopPipeline() {
+  PassRegistry& r = PassRegistry::Global();
+  std::vector<PassPtr> p;
+  // Index math first, so that later passes see constant extents where there are any.
+  p.push_back(r.Create("LoopSimplify"));
+  p.push_back(r.Create("RemoveTrivialLoops"));
+  // Tiling reorders loops; parallelizing and vectorizing then pick the outermost and the
+  // innermost loops of the tiled nest.
+  p.push_back(r.Create("TileLoops"));
+  p.push_back(r.Create("ParallelizeLoops"));
+  p.push_back(r.Create("VectorizeLoops"));
+  p.push_back(r.Create("UnrollLoops"));
+  // Flattening rewrites every index into one offset: after the passes that read indices.
+  p.push_back(r.Create("FlattenBuffers"));
+  p.push_back(r.Create("LoopSimplify"));
+  // Last: buffer lifetimes are final only once every loop transformation is done.
+  p.push_back(r.Create("PlanStorage"));
+  return Sequential(std::move(p), "LoopPipeline");
+}
+
+}  // namespace kiln

@@ -1,0 +1,83 @@
+// Compile-and-compare helpers: one op (or one fused function) lowered, put through the loop
+// pipeline, JIT-compiled and run, then compared with the op's reference kernel.
+#pragma once
+
+#include <set>
+
+#include "common/test_util.h"
+#include "ir/interpreter.h"
+#include "ir/type_infer.h"
+#include "passes/compile.h"
+
+namespace kiln::test {
+
+// A function with one parameter per input and a single call of `op`. With `symbolic`, every
+// dim larger than 1 becomes a symbol named after its size (`d7`), so equal sizes share a
+// symbol and the kernel is compiled shape-generic.
+inline Function SingleOpFunction(const std::string& op, const std::vector<Tensor>& inputs,
+                                 const Attrs& attrs, bool symbolic) {
+  std::vector<Var> params;
+  std::vector<Expr> args;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Shape shape;
+    for (int64_t d : inputs[i].shape())
+      shape.push_back(symbolic && d > 1 ? Dim::Symbol(StrCat("d", d)) : Dim(d));
+    params.push_back(MakeVar(StrCat("x", i), TensorType(shape, inputs[i].dtype())));
+    args.push_back(params.back());
+  }
+  Expr call = MakeCall(op, args, attrs);
+  return InferTypes(MakeFunction(params, call, nullptr, Attrs{{"primitive", true}}));
+}
+
+// Runs `fn` compiled. Symbols are bound from the inputs' shapes.
+inline std::vector<Tensor> RunCompiled(const Function& fn, const std::vector<Tensor>& inputs,
+                                       const std::string& name = "kernel") {
+  std::vector<Type> types;
+  for (const Tensor& t : inputs) types.push_back(TypeOfTensor(t));
+  std::map<std::string, int64_t> symbols = BindInputShapes(fn, types);
+  Function concrete = BindSymbols(fn, symbols);
+  std::vector<std::pair<DType, std::vector<int64_t>>> out_types;
+  auto add = [&](const Type& t) {
+    const TensorTypeNode* tt = AsTensor(t);
+    out_types.push_back({tt->dtype, ConstShape(tt->shape)});
+  };
+  if (const TupleTypeNode* tup = AsTuple(concrete->body->type)) {
+    for (const Type& f : tup->fields) add(f);
+  } else {
+    add(concrete->body->type);
+  }
+  CompiledKernel k = CompileKernel(fn, name);
+  return RunKernel(k, inputs, out_types, symbols);
+}
+
+// Compiles `op` on `inputs` (concretely, and again shape-generic when `also_symbolic`) and
+// compares every output with the reference kernel.
+inline ::testing::AssertionResult CompiledMatchesReference(const std::string& op,
+                                                           const std::vector<Tensor>& inputs,
+                                                           const Attrs& attrs = {},
+                                                           double atol = 1e-5, double rtol = 1e-5,
+                                                           bool also_symbolic = true) {
+  std::vector<Tensor> want = RunOpReference(op, inputs, attrs);
+  for (bool symbolic : {false, true}) {
+    if (symbolic && !also_symbolic) break;
+    std::vector<Tensor> got;
+    try {
+      got = RunCompiled(SingleOpFunction(op, inputs, attrs, symbolic), inputs, "k_" + op);
+    } catch (const Error& e) {
+      return ::testing::AssertionFailure()
+             << op << (symbolic ? " (symbolic)" : "") << ": " << e.what();
+    }
+    if (got.size() != want.size())
+      return ::testing::AssertionFailure()
+             << op << ": " << got.size() << " outputs, want " << want.size();
+    for (size_t i = 0; i < want.size(); ++i) {
+      ::testing::AssertionResult r = TensorsNear(got[i], want[i], atol, rtol);
+      if (!r)
+        return ::testing::AssertionFailure()
+               << op << (symbolic ? " (symbolic)" : "") << " output " << i << ": " << r.message();
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace kiln::test

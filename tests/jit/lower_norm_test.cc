@@ -1,0 +1,187 @@
+// Lowering of softmax, log_softmax, layer_norm and batch_norm: each op compiled, concretely and
+// shape-generic, and compared with its reference kernel on random data.
+//
+// Tolerances (these are transcendental or rounding-sensitive): the kernels compute elements in
+// f32 where the reference uses double, so f32 results are checked to 1e-5 relative plus 1e-5
+// absolute; f64 to 1e-12; f16 and bf16 to about one unit in their last place (2e-3 and 1.6e-2
+// relative), since a value near a rounding boundary may round the other way.
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/kernel_test_util.h"
+
+namespace kiln {
+namespace {
+
+using test::CompiledMatchesReference;
+using test::MakeTensor;
+using test::RandomTensor;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+const std::vector<DType> kFloatDTypes = {DType::kFloat32, DType::kFloat16, DType::kFloat64,
+                                         DType::kBFloat16};
+
+struct Tolerance {
+  double atol, rtol;
+};
+
+Tolerance TolFor(DType t) {
+  switch (t) {
+    case DType::kFloat64:
+      return {1e-12, 1e-12};
+    case DType::kFloat16:
+      return {1e-4, 2e-3};
+    case DType::kBFloat16:
+      return {1e-3, 1.6e-2};
+    default:
+      return {1e-5, 1e-5};
+  }
+}
+
+std::string AttrsText(const Attrs& attrs) {
+  std::string s;
+  for (const auto& [name, value] : attrs.values())
+    s += StrCat(" ", name, "=", AttrValueToString(value));
+  return s;
+}
+
+// ---- softmax / log_softmax ----
+
+struct SoftmaxCase {
+  std::vector<int64_t> shape;
+  int64_t axis;
+};
+
+std::vector<SoftmaxCase> SoftmaxCases() {
+  return {
+      {{1}, -1},         {{7}, 0},         {{13, 5}, 1},   {{13, 5}, 0}, {{13, 5}, -2},
+      {{3, 4, 5}, 1},    {{2, 1, 3}, 1},   {{0, 5}, 1},    {{5, 0}, 1},  {{}, 0},
+      {{257, 1031}, -1}, {{257, 1031}, 0}, {{1 << 16}, 0},
+  };
+}
+
+void CheckSoftmaxOp(const std::string& op) {
+  for (DType t : kFloatDTypes) {
+    uint64_t seed = 1;
+    Tolerance tol = TolFor(t);
+    for (const SoftmaxCase& c : SoftmaxCases()) {
+      // A wide range, so the max subtraction matters and exp spans many magnitudes.
+      Tensor x = RandomTensor(t, c.shape, seed++, -10, 10);
+      Attrs attrs{{"axis", c.axis}};
+      SCOPED_TRACE(StrCat(op, " ", x.TypeString(), AttrsText(attrs)));
+      EXPECT_TRUE(CompiledMatchesReference(op, {x}, attrs, tol.atol, tol.rtol));
+    }
+  }
+}
+
+TEST(LowerSoftmax, Softmax) {
+  CheckSoftmaxOp("softmax");
+}
+TEST(LowerSoftmax, LogSoftmax) {
+  CheckSoftmaxOp("log_softmax");
+}
+
+// Large inputs do not overflow (the row max is subtracted); a row holding NaN is NaN throughout;
+// a row of only -inf is NaN (0/0); +inf gives NaN from inf - inf.
+TEST(LowerSoftmax, ExtremeRows) {
+  Tensor x = MakeTensor<float>({5, 3}, {1000, 999, -1000,     //
+                                        1, kNaN, 2,           //
+                                        -kInf, -kInf, -kInf,  //
+                                        -kInf, 0, 1,          //
+                                        kInf, 0, 1});
+  for (const char* op : {"softmax", "log_softmax"}) {
+    SCOPED_TRACE(op);
+    EXPECT_TRUE(CompiledMatchesReference(op, {x}, {{"axis", int64_t{1}}}, 1e-6, 1e-5));
+  }
+}
+
+// ---- layer_norm ----
+
+struct LayerNormCase {
+  std::vector<int64_t> x, scale, bias;  // bias empty with has_bias false: two inputs
+  int64_t axis;
+  bool has_bias = true;
+};
+
+std::vector<LayerNormCase> LayerNormCases() {
+  return {
+      {{1}, {1}, {1}, -1},
+      {{7}, {7}, {7}, 0},
+      {{13, 5}, {5}, {5}, 1},
+      {{13, 5}, {13, 5}, {5}, 0},  // normalizes over everything; bias broadcasts
+      {{13, 5}, {1, 5}, {}, 0},    // a size-1 parameter dim and a scalar bias
+      {{13, 5}, {5}, {}, -1, false},
+      {{2, 3, 4}, {3, 4}, {4}, 1},
+      {{0, 5}, {5}, {5}, 1},  // no rows
+      {{5, 0}, {0}, {0}, 1},  // empty rows: empty output
+      {{257, 1031}, {1031}, {1031}, -1},
+      {{16, 4096}, {4096}, {1}, 1},
+  };
+}
+
+TEST(LowerNorm, LayerNorm) {
+  for (DType t : kFloatDTypes) {
+    uint64_t seed = 1;
+    Tolerance tol = TolFor(t);
+    for (const LayerNormCase& c : LayerNormCases()) {
+      // An offset mean, so centering matters.
+      std::vector<Tensor> in{RandomTensor(t, c.x, seed++, 2, 5),
+                             RandomTensor(t, c.scale, seed++, -2, 2)};
+      if (c.has_bias) in.push_back(RandomTensor(t, c.bias, seed++, -1, 1));
+      Attrs attrs{{"axis", c.axis}, {"epsilon", 1e-3}};
+      SCOPED_TRACE(StrCat("layer_norm ", in[0].TypeString(), " scale ", in[1].TypeString(),
+                          AttrsText(attrs)));
+      EXPECT_TRUE(CompiledMatchesReference("layer_norm", in, attrs, tol.atol, tol.rtol));
+    }
+  }
+}
+
+// A constant row has variance 0, so the result is bias (x - mean is exactly 0); a NaN poisons
+// its row only.
+TEST(LowerNorm, LayerNormDegenerateRows) {
+  Tensor x = MakeTensor<float>({3, 4}, {3, 3, 3, 3, 1, kNaN, 2, 3, 1, 2, 3, 4});
+  Tensor scale = MakeTensor<float>({4}, {1, 2, 3, 4});
+  Tensor bias = MakeTensor<float>({4}, {0.5f, -0.5f, 0, 1});
+  EXPECT_TRUE(CompiledMatchesReference("layer_norm", {x, scale, bias}, {}, 1e-6, 1e-5));
+  EXPECT_TRUE(CompiledMatchesReference("layer_norm", {x, scale}, {{"epsilon", 0.0}}, 1e-6, 1e-5));
+}
+
+// ---- batch_norm ----
+
+TEST(LowerNorm, BatchNorm) {
+  std::vector<std::vector<int64_t>> shapes = {{1, 1},       {2, 3},    {1, 7},    {3, 7, 13},
+                                              {2, 3, 5, 7}, {0, 3, 4}, {2, 3, 0}, {4, 64, 32, 32}};
+  for (DType t : kFloatDTypes) {
+    uint64_t seed = 1;
+    Tolerance tol = TolFor(t);
+    for (const std::vector<int64_t>& shape : shapes) {
+      std::vector<int64_t> c{shape[1]};
+      std::vector<Tensor> in{RandomTensor(t, shape, seed++, -3, 3),
+                             RandomTensor(t, c, seed++, -2, 2), RandomTensor(t, c, seed++, -1, 1),
+                             RandomTensor(t, c, seed++, -1, 1), RandomTensor(t, c, seed++, 0.1, 2)};
+      SCOPED_TRACE(StrCat("batch_norm ", in[0].TypeString()));
+      EXPECT_TRUE(
+          CompiledMatchesReference("batch_norm", in, {{"epsilon", 1e-5}}, tol.atol, tol.rtol));
+    }
+  }
+}
+
+// A negative variance gives NaN, as sqrt does in the reference; zero variance with epsilon 0
+// gives infinities (or NaN where x equals the mean).
+TEST(LowerNorm, BatchNormDegenerateVariance) {
+  Tensor x = MakeTensor<float>({2, 3}, {1, 2, 3, 4, 0.5f, 6});
+  Tensor scale = MakeTensor<float>({3}, {1, 1, 1});
+  Tensor bias = MakeTensor<float>({3}, {0, 0, 0});
+  Tensor mean = MakeTensor<float>({3}, {1, 0.5f, 0});
+  Tensor var = MakeTensor<float>({3}, {-1, 0, 1});
+  EXPECT_TRUE(CompiledMatchesReference("batch_norm", {x, scale, bias, mean, var},
+                                       {{"epsilon", 0.0}}, 1e-6, 1e-5));
+}
+
+}  // namespace
+}  // namespace kiln

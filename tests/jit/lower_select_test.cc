@@ -1,0 +1,372 @@
+// Lowerings of the ops in ir/ops/select.cc (concat, split, slice, gather, range): each op
+// compiled, concretely and shape-generic, and compared with its reference kernel on random
+// data. Except for range, the ops only move elements, so results must match exactly (atol =
+// rtol = 0); range computes in double and converts like the reference, so it matches exactly
+// too.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/kernel_test_util.h"
+
+namespace kiln {
+namespace {
+
+using test::CompiledMatchesReference;
+using test::RandomTensor;
+using test::RunCompiled;
+using test::S;
+using test::SingleOpFunction;
+using V = std::vector<int64_t>;
+
+const DType kDTypes[] = {DType::kFloat32, DType::kInt32, DType::kFloat16, DType::kInt64};
+
+// `op` on random inputs of `shapes` (all of one dtype), for every dtype in kDTypes.
+::testing::AssertionResult MatchesForEveryDType(const std::string& op, const std::vector<V>& shapes,
+                                                const Attrs& attrs) {
+  for (DType t : kDTypes) {
+    std::vector<Tensor> inputs;
+    uint64_t seed = 11;
+    for (const V& s : shapes) inputs.push_back(RandomTensor(t, s, seed++, -100, 100));
+    ::testing::AssertionResult r = CompiledMatchesReference(op, inputs, attrs, 0, 0);
+    if (!r) return r << " [" << DTypeName(t) << "]";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::string ShapesToString(const std::vector<V>& shapes) {
+  std::string s;
+  for (const V& v : shapes) s += IntsToString(v);
+  return s;
+}
+
+TEST(LowerSelect, Concat) {
+  struct Case {
+    std::vector<V> in;
+    int64_t axis;
+  };
+  const Case cases[] = {
+      {{{1}, {1}}, 0},                         // size 1
+      {{{7}}, 0},                              // one input
+      {{{13, 5}, {13, 7}, {13, 1}}, 1},        // odd sizes, three parts
+      {{{3, 5}, {7, 5}}, 0},                   // the outer axis
+      {{{3, 5}, {3, 5}, {3, 5}, {3, 5}}, -1},  // equal parts, negative axis
+      {{{2, 3, 5}, {2, 1, 5}, {2, 4, 5}}, 1},  // a middle axis
+      {{{13, 0}, {13, 5}, {13, 0}}, 1},        // empty parts
+      {{{0, 5}, {0, 5}}, 0},                   // empty output
+      {{{0, 5}, {0, 7}}, 1},                   // empty output, other axis
+      {{{257, 1031}, {257, 17}}, 1},           // large
+      {{{1 << 15}, {1 << 15}, {1}}, 0},        // large, 1-D
+  };
+  for (const Case& c : cases) {
+    EXPECT_TRUE(MatchesForEveryDType("concat", c.in, {{"axis", c.axis}}))
+        << ShapesToString(c.in) << " axis " << c.axis;
+  }
+}
+
+TEST(LowerSelect, Split) {
+  struct Case {
+    V in;
+    int64_t axis;
+    V split;
+    int64_t num_outputs;
+  };
+  const Case cases[] = {
+      {{1}, 0, {1}, 0},                  // size 1
+      {{7}, 0, {7}, 0},                  // one part
+      {{13, 5}, 0, {6, 7}, 0},           // odd sizes
+      {{13, 5}, 0, {}, 3},               // 5, 5, 3
+      {{13, 5}, 1, {2, 0, 3}, 0},        // an empty part
+      {{3, 7, 2}, -2, {}, 2},            // a middle axis: 4, 3
+      {{0, 6}, 1, {}, 2},                // empty input
+      {{257, 1031}, 1, {}, 4},           // large
+      {{1 << 16}, 0, {1, 65534, 1}, 0},  // large, 1-D
+  };
+  for (const Case& c : cases) {
+    EXPECT_TRUE(MatchesForEveryDType(
+        "split", {c.in}, {{"axis", c.axis}, {"split", c.split}, {"num_outputs", c.num_outputs}}))
+        << IntsToString(c.in) << " axis " << c.axis << " split " << IntsToString(c.split) << " n "
+        << c.num_outputs;
+  }
+}
+
+TEST(LowerSelect, Slice) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  struct Case {
+    V in, starts, ends, axes, steps;
+  };
+  const Case cases[] = {
+      {{1}, {0}, {1}, {}, {}},                            // size 1
+      {{13, 5}, {2}, {11}, {}, {3}},                      // odd sizes, a step
+      {{13, 5}, {-1}, {-100}, {}, {-2}},                  // reversed, every other
+      {{13, 5}, {1}, {kMax}, {1}, {}},                    // exporters' INT64_MAX end
+      {{13, 5}, {kMax}, {kMin}, {0}, {-1}},               // the whole axis reversed
+      {{3, 5, 7}, {-2, 1}, {kMax, -1}, {-1, 0}, {1, 1}},  // two axes, negative axis
+      {{7}, {5}, {2}, {}, {}},                            // empty: end before start
+      {{0, 5}, {0}, {3}, {1}, {}},                        // empty input
+      {{257, 1031}, {1, 3}, {-1, -5}, {}, {2, 3}},        // large
+      {{1 << 16}, {-1}, {kMin}, {}, {-1}},                // large, reversed
+  };
+  for (const Case& c : cases) {
+    EXPECT_TRUE(MatchesForEveryDType(
+        "slice", {c.in},
+        {{"starts", c.starts}, {"ends", c.ends}, {"axes", c.axes}, {"steps", c.steps}}))
+        << IntsToString(c.in) << " starts " << IntsToString(c.starts) << " ends "
+        << IntsToString(c.ends) << " axes " << IntsToString(c.axes) << " steps "
+        << IntsToString(c.steps);
+  }
+}
+
+TEST(LowerSelect, Gather) {
+  struct Case {
+    V data, indices;
+    int64_t axis;
+  };
+  const Case cases[] = {
+      {{1}, {1}, 0},           // size 1
+      {{13, 5}, {7}, 0},       // odd sizes
+      {{13, 5}, {3, 4}, 1},    // 2-D indices, inner axis
+      {{13, 5}, {}, -1},       // a scalar index drops the axis
+      {{3, 7, 5}, {2, 9}, 1},  // a middle axis
+      {{13, 5}, {0}, 0},       // no indices: empty output
+      {{0, 5}, {4}, 1},        // empty data
+      {{300}, {1 << 16}, 0},   // large indices
+      {{257, 1031}, {2}, 0},   // large rows
+  };
+  for (DType t : kDTypes) {
+    for (DType it : {DType::kInt64, DType::kInt32}) {
+      for (const Case& c : cases) {
+        int axis = static_cast<int>(c.axis < 0 ? c.axis + c.data.size() : c.axis);
+        double dim = static_cast<double>(c.data[axis]);
+        Tensor data = RandomTensor(t, c.data, 3, -100, 100);
+        // In range, negative ones included: [-dim, dim - 1].
+        Tensor indices = RandomTensor(it, c.indices, 4, -dim, dim - 1);
+        EXPECT_TRUE(CompiledMatchesReference("gather", {data, indices}, {{"axis", c.axis}}, 0, 0))
+            << DTypeName(t) << IntsToString(c.data) << " indices " << DTypeName(it)
+            << IntsToString(c.indices) << " axis " << c.axis;
+      }
+    }
+  }
+}
+
+// ---- Reads stay in bounds ----
+//
+// Concat reads every part in every element (the arms of its selects are all evaluated) and
+// gather reads data at indices it loaded, so these run with each input copied right against an
+// inaccessible page: a read past its end, or before its start, faults.
+
+// A copy of a tensor's data next to a guard page. An empty tensor gets room for one element:
+// buffers of empty tensors still have some storage (Tensor::Empty allocates 64 bytes), and the
+// lowerings read at most the first element of one.
+class GuardedCopy {
+ public:
+  enum Side { kGuardAfter, kGuardBefore };
+  GuardedCopy(const Tensor& t, Side side) {
+    const size_t bytes = static_cast<size_t>(t.numel() * DTypeSize(t.dtype()));
+    const size_t storage = std::max<size_t>(bytes, DTypeSize(t.dtype()));
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size_ = (storage + page - 1) / page * page + page;
+    void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(p, MAP_FAILED);
+    base_ = static_cast<char*>(p);
+    if (side == kGuardAfter) {
+      EXPECT_EQ(mprotect(base_ + size_ - page, page, PROT_NONE), 0);
+      data_ = base_ + size_ - page - storage;
+    } else {
+      EXPECT_EQ(mprotect(base_, page, PROT_NONE), 0);
+      data_ = base_ + page;
+    }
+    if (bytes > 0) std::memcpy(data_, t.raw_data(), bytes);
+  }
+  GuardedCopy(const GuardedCopy&) = delete;
+  GuardedCopy& operator=(const GuardedCopy&) = delete;
+  ~GuardedCopy() { munmap(base_, size_); }
+  void* data() const { return data_; }
+
+ private:
+  char* base_ = nullptr;
+  size_t size_ = 0;
+  char* data_ = nullptr;
+};
+
+// Like test::RunCompiled, with every input in guarded memory.
+std::vector<Tensor> RunGuarded(const Function& fn, const std::vector<Tensor>& inputs,
+                               GuardedCopy::Side side) {
+  std::vector<Type> types;
+  for (const Tensor& t : inputs) types.push_back(TypeOfTensor(t));
+  std::map<std::string, int64_t> symbols = BindInputShapes(fn, types);
+  Function concrete = BindSymbols(fn, symbols);
+  CompiledKernel k = CompileKernel(fn, "guarded");
+  std::vector<std::unique_ptr<GuardedCopy>> copies;
+  std::vector<void*> buffers;
+  for (const Tensor& t : inputs) {
+    copies.push_back(std::make_unique<GuardedCopy>(t, side));
+    buffers.push_back(copies.back()->data());
+  }
+  for (const Tensor& t : k.lowered.constants) buffers.push_back(t.raw_data());
+  std::vector<Type> out_types = {concrete->body->type};
+  if (const TupleTypeNode* tup = AsTuple(concrete->body->type)) out_types = tup->fields;
+  std::vector<Tensor> outputs;
+  for (const Type& t : out_types) {
+    const TensorTypeNode* tt = AsTensor(t);
+    outputs.push_back(Tensor::Empty(tt->dtype, ConstShape(tt->shape)));
+    buffers.push_back(outputs.back().raw_data());
+  }
+  std::vector<int64_t> scalars;
+  for (const std::string& name : k.lowered.symbols) scalars.push_back(symbols.at(name));
+  k.fn(buffers.data(), scalars.data());
+  return outputs;
+}
+
+// A single call of `op` on parameters of the given (possibly symbolic) shapes.
+Function OpFunction(const std::string& op, const std::vector<Shape>& shapes,
+                    const std::vector<DType>& dtypes, const Attrs& attrs) {
+  std::vector<Var> params;
+  std::vector<Expr> args;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    params.push_back(MakeVar(StrCat("x", i), TensorType(shapes[i], dtypes[i])));
+    args.push_back(params.back());
+  }
+  return InferTypes(
+      MakeFunction(params, MakeCall(op, args, attrs), nullptr, Attrs{{"primitive", true}}));
+}
+
+// Runs `fn` on guarded inputs, guards on either side, and compares with the reference.
+::testing::AssertionResult GuardedMatchesReference(const std::string& op, const Function& fn,
+                                                   const std::vector<Tensor>& inputs,
+                                                   const Attrs& attrs) {
+  std::vector<Tensor> want = RunOpReference(op, inputs, attrs);
+  for (GuardedCopy::Side side : {GuardedCopy::kGuardAfter, GuardedCopy::kGuardBefore}) {
+    std::vector<Tensor> got = RunGuarded(fn, inputs, side);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ::testing::AssertionResult r = test::TensorsNear(got.at(i), want[i], 0, 0);
+      if (!r) return r << " (output " << i << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(LowerSelect, ConcatReadsStayInBounds) {
+  const DType f32 = DType::kFloat32;
+  struct Case {
+    std::vector<V> in;
+    int64_t axis;
+  };
+  const Case cases[] = {
+      {{{13, 5}, {13, 7}, {13, 1}}, 1},
+      {{{3, 300}, {1, 300}, {4, 300}}, 0},
+      {{{2, 3, 64}, {2, 1, 64}, {2, 5, 64}}, 1},
+  };
+  for (const Case& c : cases) {
+    std::vector<Tensor> inputs;
+    for (const V& s : c.in) inputs.push_back(RandomTensor(f32, s, inputs.size() + 1));
+    Attrs attrs{{"axis", c.axis}};
+    for (bool symbolic : {false, true}) {
+      EXPECT_TRUE(GuardedMatchesReference(
+          "concat", test::SingleOpFunction("concat", inputs, attrs, symbolic), inputs, attrs))
+          << ShapesToString(c.in) << " axis " << c.axis << (symbolic ? " symbolic" : "");
+    }
+  }
+}
+
+// A part whose symbolic extent is 0 at run time has no element in range: its (untaken) reads
+// go to its first element, not past its end by up to the size of the inner dims.
+TEST(LowerSelect, ConcatSymbolicPartEmptyAtRunTime) {
+  const DType f32 = DType::kFloat32;
+  Attrs axis0{{"axis", int64_t{0}}};
+  Function rows =
+      OpFunction("concat", {{S("n"), 300}, {S("m"), 300}, {2, 300}}, {f32, f32, f32}, axis0);
+  for (auto [n, m] : {std::pair<int64_t, int64_t>{3, 0}, {0, 4}, {0, 0}, {3, 4}}) {
+    std::vector<Tensor> in = {RandomTensor(f32, {n, 300}, 1), RandomTensor(f32, {m, 300}, 2),
+                              RandomTensor(f32, {2, 300}, 3)};
+    EXPECT_TRUE(GuardedMatchesReference("concat", rows, in, axis0)) << "n " << n << " m " << m;
+  }
+  Attrs axis1{{"axis", int64_t{1}}};
+  Function cols = OpFunction("concat", {{S("r"), S("a")}, {S("r"), S("b")}}, {f32, f32}, axis1);
+  for (auto [a, b] : {std::pair<int64_t, int64_t>{0, 9}, {9, 0}}) {
+    std::vector<Tensor> in = {RandomTensor(f32, {7, a}, 1), RandomTensor(f32, {7, b}, 2)};
+    EXPECT_TRUE(GuardedMatchesReference("concat", cols, in, axis1)) << "a " << a << " b " << b;
+  }
+}
+
+TEST(LowerSelect, SliceReadsStayInBounds) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  Tensor x = RandomTensor(DType::kFloat32, {13, 65}, 1);
+  const Attrs cases[] = {
+      {{"starts", V{-1, 64}}, {"ends", V{kMin, -100}}, {"steps", V{-1, -3}}},
+      {{"starts", V{2, 1}}, {"ends", V{13, 65}}, {"steps", V{5, 2}}},
+  };
+  for (const Attrs& attrs : cases) {
+    for (bool symbolic : {false, true}) {
+      EXPECT_TRUE(GuardedMatchesReference(
+          "slice", test::SingleOpFunction("slice", {x}, attrs, symbolic), {x}, attrs))
+          << (symbolic ? "symbolic" : "");
+    }
+  }
+}
+
+TEST(LowerSelect, GatherReadsStayInBounds) {
+  Tensor data = RandomTensor(DType::kFloat32, {13, 65}, 1);
+  Tensor indices = RandomTensor(DType::kInt64, {4, 9}, 2, -65, 64);
+  Attrs attrs{{"axis", int64_t{1}}};
+  for (bool symbolic : {false, true}) {
+    EXPECT_TRUE(GuardedMatchesReference(
+        "gather", test::SingleOpFunction("gather", {data, indices}, attrs, symbolic),
+        {data, indices}, attrs))
+        << (symbolic ? "symbolic" : "");
+  }
+}
+
+// The reference kernel rejects an out-of-range index; a compiled kernel cannot throw, so it
+// reads the element at the index clamped into range (ir/ops/select.cc) and stays in bounds.
+TEST(LowerSelect, GatherOutOfRangeIndexReadsClampedElement) {
+  Tensor data = test::Floats({5, 2}, {0, 1, 10, 11, 20, 21, 30, 31, 40, 41});
+  Tensor indices = test::MakeTensor<int64_t>({4}, {100, -100, 2, -1});
+  for (bool symbolic : {false, true}) {
+    std::vector<Tensor> out =
+        RunCompiled(SingleOpFunction("gather", {data, indices}, {{"axis", int64_t{0}}}, symbolic),
+                    {data, indices});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(
+        test::TensorsNear(out[0], test::Floats({4, 2}, {40, 41, 0, 1, 20, 21, 40, 41}), 0, 0))
+        << (symbolic ? "symbolic" : "concrete");
+  }
+}
+
+TEST(LowerSelect, Range) {
+  struct RangeCase {
+    double start, limit, delta;
+    DType dtype;
+  };
+  const RangeCase cases[] = {
+      {0, 1, 1, DType::kFloat32},              // size 1
+      {3, 10, 1, DType::kInt32},               // odd size
+      {-5, 8.5, 0.25, DType::kFloat32},        // fractional delta
+      {10, -3, -1, DType::kInt32},             // counting down
+      {-3, 7.5, 0.5, DType::kFloat16},         // f16
+      {0.1, 1.0, 0.1, DType::kFloat64},        // inexact steps in f64
+      {0.1, 1.0, 0.1, DType::kFloat32},        // and rounded to f32
+      {5, 5, 1, DType::kFloat32},              // empty
+      {5, 0, 1, DType::kInt64},                // empty, limit below start
+      {0, 1 << 16, 1, DType::kFloat32},        // large
+      {-70000, 70000, 1.25, DType::kFloat16},  // large, f16 rounds; beyond 65504 is inf
+      {250, 0, -3, DType::kUInt8},             // u8
+      {1e12, 1.5e12, 3e7, DType::kInt64},      // large i64 values
+  };
+  for (const RangeCase& c : cases) {
+    Attrs attrs{{"start", c.start}, {"limit", c.limit}, {"delta", c.delta}, {"dtype", c.dtype}};
+    EXPECT_TRUE(CompiledMatchesReference("range", {}, attrs, 0, 0))
+        << "range(" << c.start << ", " << c.limit << ", " << c.delta << ") " << DTypeName(c.dtype);
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,405 @@
+// ParallelizeLoops: golden text for the loops it makes parallel (symbolic extents, enough
+// constant work, collapsed pairs, reductions with private accumulators), the safety check on
+// the loops it must not touch, the configuration, and the kernels compiled before and after
+// agreeing bit for bit on random data.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "common/test_util.h"
+#include "ir/loop/loop_text.h"
+#include "ir/loop/loop_visitor.h"
+#include "jit/kernel.h"
+#include "passes/loop_pass.h"
+#include "passes/lower_to_loops.h"
+
+namespace kiln {
+namespace {
+
+using loop::Buffer;
+using loop::Expr;
+using loop::ForKind;
+using loop::Stmt;
+using loop::Var;
+using test::ErrorMessage;
+using ::testing::HasSubstr;
+
+Expr I(int64_t v) {
+  return loop::IntImm(v);
+}
+Expr F(double v) {
+  return loop::FloatImm(v);
+}
+Buffer Buf(const std::string& name, std::vector<Expr> shape) {
+  return loop::MakeBuffer(name, DType::kFloat32, std::move(shape));
+}
+Stmt Loop(const Var& v, const Expr& extent, Stmt body) {
+  return loop::For(v, I(0), extent, ForKind::kSerial, std::move(body));
+}
+
+// (A named constant rather than a literal: GCC 12 warns falsely about assigning a literal to a
+// std::string in an inlined function.)
+const std::string kName = "k";
+
+// A kernel, after LowerReductions as in the compiler.
+loop::PrimFunc Func(std::vector<Buffer> buffers, int num_inputs, std::vector<Var> scalars,
+                    Stmt body) {
+  auto f = std::make_shared<loop::PrimFuncNode>();
+  f->name = kName;
+  f->buffer_params = std::move(buffers);
+  f->num_inputs = num_inputs;
+  f->scalar_params = std::move(scalars);
+  f->body = std::move(body);
+  loop::PrimFunc lowered = LowerReductions(f);
+  loop::Verify(lowered, /*allow_reduce=*/false);
+  return lowered;
+}
+
+// Runs ParallelizeLoops through the pass manager with `config`, and checks the result verifies.
+loop::PrimFunc Parallelize(const loop::PrimFunc& f,
+                           const std::map<std::string, int64_t>& config = {}) {
+  PassPtr pass = PassRegistry::Global().Create("ParallelizeLoops");
+  auto ctx = std::make_shared<PassContext>();
+  ctx->SetConfig("testing.check_immutable", true);
+  for (const auto& [key, value] : config) ctx->SetConfig(key, value);
+  PassContextScope scope(ctx);
+  IRModule out = (*pass)(IRModule().WithPrimFunc(f->name, f));
+  loop::PrimFunc g = out.prim_funcs().at(f->name);
+  loop::Verify(g, /*allow_reduce=*/false);
+  return g;
+}
+
+// The body of a printed function, one indent less (see loop_vectorize_test.cc).
+std::string BodyText(const loop::PrimFunc& f) {
+  std::string text = loop::Print(f);
+  size_t start = text.find('\n') + 1;
+  size_t end = text.rfind("}");
+  std::string out;
+  for (size_t pos = start; pos < end;) {
+    size_t nl = text.find('\n', pos);
+    std::string line = text.substr(pos, nl - pos);
+    out += (line.rfind("  ", 0) == 0 ? line.substr(2) : line) + "\n";
+    pos = nl + 1;
+  }
+  return out;
+}
+
+// Runs `f` compiled on seeded random buffers with `scalars`, returning every buffer after.
+std::vector<Tensor> Execute(const loop::PrimFunc& f, const std::vector<int64_t>& scalars) {
+  struct Bind : loop::Mutator {
+    const loop::PrimFuncNode* f;
+    const std::vector<int64_t>* values;
+    Expr MutateVar(const loop::VarNode* n, const Expr& self) override {
+      for (size_t k = 0; k < f->scalar_params.size(); ++k)
+        if (n == f->scalar_params[k].get()) return I((*values)[k]);
+      return self;
+    }
+  } bind;
+  bind.f = f.get();
+  bind.values = &scalars;
+  std::vector<Tensor> buffers;
+  std::vector<void*> data;
+  for (size_t b = 0; b < f->buffer_params.size(); ++b) {
+    std::vector<int64_t> shape;
+    for (const Expr& d : f->buffer_params[b]->shape) {
+      int64_t v = 0;
+      EXPECT_TRUE(loop::IsConstInt(bind.MutateExpr(d), &v)) << "shape " << loop::Print(d);
+      shape.push_back(v);
+    }
+    buffers.push_back(test::RandomTensor(f->buffer_params[b]->dtype, shape, 41 + b, -3, 3));
+    data.push_back(buffers.back().raw_data());
+  }
+  std::unique_ptr<CompiledModule> m = BuildLLVM({f});
+  m->Lookup(f->name)(data.data(), scalars.data());
+  return buffers;
+}
+
+void ExpectSameResults(const loop::PrimFunc& before, const loop::PrimFunc& after,
+                       const std::vector<std::vector<int64_t>>& scalar_sets = {{}}) {
+  for (const std::vector<int64_t>& scalars : scalar_sets) {
+    std::vector<Tensor> want = Execute(before, scalars);
+    std::vector<Tensor> got = Execute(after, scalars);
+    for (size_t b = 0; b < want.size(); ++b)
+      EXPECT_TRUE(test::TensorsNear(got[b], want[b], 0, 0))
+          << "buffer " << before->buffer_params[b]->name
+          << ", scalars[0] = " << (scalars.empty() ? -1 : scalars[0]);
+  }
+}
+
+// out[i, j] = a[i, j] + b[j] over [rows, cols).
+loop::PrimFunc AddRows(const Expr& rows, const Expr& cols, std::vector<Var> scalars) {
+  Var i = loop::MakeVar("i"), j = loop::MakeVar("j");
+  Buffer a = Buf("a", {rows, cols}), b = Buf("b", {cols}), out = Buf("out", {rows, cols});
+  return Func(
+      {a, b, out}, 2, std::move(scalars),
+      Loop(i, rows,
+           Loop(j, cols,
+                loop::Store(out, {i, j}, loop::Add(loop::Load(a, {i, j}), loop::Load(b, {j}))))));
+}
+
+// ---- what becomes parallel ----
+
+// The pass header's example: a shape-generic kernel.
+TEST(ParallelizeLoops, SymbolicExtentIsParallel) {
+  Var n = loop::MakeVar("n");
+  auto f = AddRows(n, I(16), {n});
+  auto g = Parallelize(f);
+  EXPECT_EQ(BodyText(g), R"(for i in [0, n) parallel {
+  for j in [0, 16) {
+    out[i, j] = a[i, j] + b[j]
+  }
+}
+)");
+  ExpectSameResults(f, g, {{1}, {2}, {1000}});
+}
+
+TEST(ParallelizeLoops, ConstantExtentNeedsEnoughWork) {
+  // 64 * 256 = 16384 elements: exactly the default threshold.
+  auto big = AddRows(I(64), I(256), {});
+  auto g = Parallelize(big);
+  EXPECT_THAT(BodyText(g), HasSubstr("for i in [0, 64) parallel {\n  for j in [0, 256) {"));
+  ExpectSameResults(big, g);
+  // One element less per row is not enough; a lower threshold makes it so.
+  auto small = AddRows(I(64), I(255), {});
+  EXPECT_EQ(loop::Print(Parallelize(small)), loop::Print(small));
+  EXPECT_THAT(loop::Print(Parallelize(small, {{"parallelize.min_work", 100}})),
+              HasSubstr("parallel"));
+  // A symbolic loop inside counts as large.
+  Var n = loop::MakeVar("n");
+  auto inner_symbolic = AddRows(I(70), n, {n});
+  EXPECT_THAT(BodyText(Parallelize(inner_symbolic)), HasSubstr("for i in [0, 70) parallel {"));
+}
+
+// A reduction whose accumulator is allocated inside the row loop: each row has its own.
+TEST(ParallelizeLoops, PrivateAccumulatorsAreSafe) {
+  Var m = loop::MakeVar("m"), i = loop::MakeVar("i"), j = loop::MakeVar("j"),
+      k = loop::MakeVar("k");
+  Buffer a = Buf("a", {m, I(24)}), b = Buf("b", {I(24), I(40)}), out = Buf("out", {m, I(40)});
+  Expr dot = loop::Reduce(loop::ReduceKind::kSum,
+                          loop::Mul(loop::Load(a, {i, k}), loop::Load(b, {k, j})), {{k, I(24)}});
+  auto f = Func({a, b, out}, 2, {m}, Loop(i, m, Loop(j, I(40), loop::Store(out, {i, j}, dot))));
+  auto g = Parallelize(f);
+  EXPECT_EQ(BodyText(g), R"(for i in [0, m) parallel {
+  for j in [0, 40) {
+    alloc acc0: f32[1] local
+    acc0[0] = 0.0f
+    for k in [0, 24) {
+      acc0[0] = acc0[0] + a[i, k] * b[k, j]
+    }
+    out[i, j] = acc0[0]
+    free acc0
+  }
+}
+)");
+  ExpectSameResults(f, g, {{1}, {33}});
+}
+
+// A few outer iterations over a loop that is not the innermost: the two fuse.
+TEST(ParallelizeLoops, SmallOuterExtentCollapses) {
+  Var b = loop::MakeVar("b"), i = loop::MakeVar("i"), j = loop::MakeVar("j");
+  Buffer x = Buf("x", {I(2), I(128), I(64)}), out = Buf("out", {I(2), I(128), I(64)});
+  auto f = Func(
+      {x, out}, 1, {},
+      Loop(b, I(2),
+           Loop(i, I(128),
+                Loop(j, I(64),
+                     loop::Store(out, {b, i, j}, loop::Mul(loop::Load(x, {b, i, j}), F(3)))))));
+  auto g = Parallelize(f);
+  EXPECT_EQ(BodyText(g), R"(for b_i in [0, 256) parallel {
+  let b = b_i // 128;
+  let i = b_i % 128;
+  for j in [0, 64) {
+    out[b, i, j] = x[b, i, j] * 3.0f
+  }
+}
+)");
+  ExpectSameResults(f, g);
+  EXPECT_THAT(BodyText(Parallelize(f, {{"parallelize.collapse_below", 0}})),
+              HasSubstr("for b in [0, 2) parallel {"));
+
+  // With a symbolic inner extent.
+  Var n = loop::MakeVar("n");
+  Buffer xs = Buf("x", {I(3), n, I(8)}), outs = Buf("out", {I(3), n, I(8)});
+  auto fs = Func(
+      {xs, outs}, 1, {n},
+      Loop(b, I(3),
+           Loop(i, n, Loop(j, I(8), loop::Store(outs, {b, i, j}, loop::Load(xs, {b, i, j}))))));
+  auto gs = Parallelize(fs);
+  EXPECT_THAT(
+      BodyText(gs),
+      HasSubstr("for b_i in [0, 3 * n) parallel {\n  let b = b_i // n;\n  let i = b_i % n;"));
+  ExpectSameResults(fs, gs, {{1}, {5}});
+
+  // The innermost loop is not fused: it keeps its unit stride for the vectorizer.
+  auto two_d = AddRows(I(4), I(8192), {});
+  EXPECT_THAT(BodyText(Parallelize(two_d)),
+              HasSubstr("for i in [0, 4) parallel {\n  for j in [0, 8192) {"));
+}
+
+// Every top-level nest is considered on its own; a local buffer written by rows is safe.
+TEST(ParallelizeLoops, EachNestOnItsOwn) {
+  Var n = loop::MakeVar("n"), i = loop::MakeVar("i"), j = loop::MakeVar("j"),
+      i2 = loop::MakeVar("i2");
+  Buffer x = Buf("x", {n, I(4)}), out = Buf("out", {n, I(4)});
+  Buffer t = loop::MakeBuffer("t", DType::kFloat32, {n, I(4)}, loop::BufferNode::Scope::kLocal);
+  Buffer tiny = loop::MakeBuffer("tiny", DType::kFloat32, {I(2)}, loop::BufferNode::Scope::kLocal);
+  auto f =
+      Func({x, out}, 1, {n},
+           loop::Seq(
+               {loop::Alloc(t), loop::Alloc(tiny),
+                Loop(i, n,
+                     Loop(j, I(4), loop::Store(t, {i, j}, loop::Mul(loop::Load(x, {i, j}), F(2))))),
+                Loop(i2, I(2), loop::Store(tiny, {i2}, F(1))),
+                Loop(i, n,
+                     Loop(j, I(4),
+                          loop::Store(out, {i, j},
+                                      loop::Add(loop::Load(t, {i, j}), loop::Load(tiny, {I(1)}))))),
+                loop::Free(tiny), loop::Free(t)}));
+  auto g = Parallelize(f);
+  EXPECT_EQ(BodyText(g), R"(alloc t: f32[n, 4] local
+alloc tiny: f32[2] local
+for i in [0, n) parallel {
+  for j in [0, 4) {
+    t[i, j] = x[i, j] * 2.0f
+  }
+}
+for i2 in [0, 2) {
+  tiny[i2] = 1.0f
+}
+for i in [0, n) parallel {
+  for j in [0, 4) {
+    out[i, j] = t[i, j] + tiny[1]
+  }
+}
+free tiny
+free t
+)");
+  ExpectSameResults(f, g, {{1}, {9}});
+}
+
+// ---- the safety check ----
+
+TEST(ParallelizeLoops, SharedWritesStaySerial) {
+  Var n = loop::MakeVar("n"), i = loop::MakeVar("i"), j = loop::MakeVar("j");
+  Buffer x = Buf("x", {n}), out = Buf("out", {n});
+  Buffer acc = loop::MakeBuffer("acc", DType::kFloat32, {I(1)}, loop::BufferNode::Scope::kLocal);
+  auto unchanged = [](const loop::PrimFunc& f) {
+    EXPECT_EQ(loop::Print(Parallelize(f)), loop::Print(f));
+  };
+
+  // An accumulator declared outside the loop, updated by every iteration.
+  unchanged(Func(
+      {x, out}, 1, {n},
+      loop::Seq(
+          {loop::Alloc(acc), loop::Store(acc, {I(0)}, F(0)),
+           Loop(i, n,
+                loop::Store(acc, {I(0)}, loop::Add(loop::Load(acc, {I(0)}), loop::Load(x, {i})))),
+           loop::Store(out, {I(0)}, loop::Load(acc, {I(0)})), loop::Free(acc)})));
+  // Reading what the previous iteration wrote.
+  unchanged(Func({x, out}, 1, {n},
+                 Loop(i, n,
+                      loop::Store(out, {i},
+                                  loop::Add(loop::Load(out, {loop::Max(loop::Sub(i, I(1)), I(0))}),
+                                            loop::Load(x, {i}))))));
+  unchanged(
+      Func({x, out}, 1, {n},
+           Loop(i, n, loop::Store(out, {i}, loop::Load(out, {loop::Sub(n, loop::Add(i, I(1)))})))));
+  // Overlapping writes: out[i + j] is written by several i.
+  Buffer wide = Buf("wide", {loop::Add(n, I(4))});
+  unchanged(
+      Func({x, wide}, 1, {n},
+           Loop(i, n, Loop(j, I(4), loop::Store(wide, {loop::Add(i, j)}, loop::Load(x, {i}))))));
+  // Indirect writes (a scatter).
+  Buffer idx = loop::MakeBuffer("idx", DType::kInt64, {n});
+  unchanged(Func({x, idx, out}, 2, {n},
+                 Loop(i, n, loop::Store(out, {loop::Load(idx, {i})}, loop::Load(x, {i})))));
+  // Not injective: out[i // 2].
+  unchanged(Func({x, out}, 1, {n},
+                 Loop(i, n, loop::Store(out, {loop::FloorDiv(i, I(2))}, loop::Load(x, {i})))));
+
+  // Allowed: a stride, and an offset shared by every access.
+  Buffer even = Buf("even", {loop::Mul(n, I(2))});
+  auto strided = Func(
+      {x, even}, 1, {n},
+      Loop(i, n, loop::Store(even, {loop::Add(loop::Mul(i, I(2)), I(1))}, loop::Load(x, {i}))));
+  EXPECT_THAT(BodyText(Parallelize(strided)), HasSubstr("parallel"));
+  ExpectSameResults(strided, Parallelize(strided), {{1}, {100}});
+  auto in_place =
+      Func({x, out}, 1, {n},
+           Loop(i, n, loop::Store(out, {i}, loop::Add(loop::Load(out, {i}), loop::Load(x, {i})))));
+  EXPECT_THAT(BodyText(Parallelize(in_place)), HasSubstr("parallel"));
+}
+
+// Windows: an inner loop variable with constant bounds may add to the partitioning index as
+// long as the windows of two iterations cannot overlap.
+TEST(ParallelizeLoops, InnerLoopWindowsWithinTheStride) {
+  Var n = loop::MakeVar("n"), i = loop::MakeVar("i"), j = loop::MakeVar("j");
+  Buffer x = Buf("x", {n}), out = Buf("out", {loop::Mul(n, I(4))});
+  auto window = [&](int64_t width) {
+    return Func(
+        {x, out}, 1, {n},
+        Loop(i, n,
+             Loop(j, I(width),
+                  loop::Store(out, {loop::Add(loop::Mul(i, I(4)), j)}, loop::Load(x, {i})))));
+  };
+  auto fits = window(4);
+  auto g = Parallelize(fits);
+  EXPECT_THAT(BodyText(g), HasSubstr("for i in [0, n) parallel {"));
+  ExpectSameResults(fits, g, {{1}, {77}});
+  auto overlaps = window(5);
+  EXPECT_EQ(loop::Print(Parallelize(overlaps)), loop::Print(overlaps));
+
+  // A matrix-vector product after TileLoops: the column tiles are the outermost loop.
+  Var jo = loop::MakeVar("j_outer"), ji = loop::MakeVar("j_inner"), k = loop::MakeVar("k");
+  Buffer v = Buf("v", {I(32)}), w = Buf("w", {I(32), loop::Mul(n, I(64))}),
+         y = Buf("y", {loop::Mul(n, I(64))});
+  Buffer acc = loop::MakeBuffer("acc", DType::kFloat32, {I(64)}, loop::BufferNode::Scope::kLocal);
+  Expr col = loop::Add(loop::Mul(jo, I(64)), ji);
+  Stmt tile = loop::Seq(
+      {loop::Alloc(acc), Loop(ji, I(64), loop::Store(acc, {ji}, F(0))),
+       Loop(k, I(32),
+            Loop(ji, I(64),
+                 loop::Store(acc, {ji},
+                             loop::Add(loop::Load(acc, {ji}),
+                                       loop::Mul(loop::Load(v, {k}), loop::Load(w, {k, col})))))),
+       Loop(ji, I(64), loop::Store(y, {col}, loop::Load(acc, {ji}))), loop::Free(acc)});
+  auto matvec = Func({v, w, y}, 2, {n}, Loop(jo, n, tile));
+  auto pm = Parallelize(matvec);
+  EXPECT_THAT(BodyText(pm), HasSubstr("for j_outer in [0, n) parallel {"));
+  ExpectSameResults(matvec, pm, {{1}, {9}});
+}
+
+// A symbolic extent with a known bound (a tail) counts as its bound.
+TEST(ParallelizeLoops, BoundedSymbolicExtentsAreShort) {
+  Var n = loop::MakeVar("n"), i = loop::MakeVar("i");
+  Buffer x = Buf("x", {n}), out = Buf("out", {n});
+  Expr start = loop::Mul(loop::FloorDiv(n, I(64)), I(64));
+  auto tail = Func({x, out}, 1, {n},
+                   loop::For(i, start, loop::FloorMod(n, I(64)), ForKind::kSerial,
+                             loop::Store(out, {i}, loop::Load(x, {i}))));
+  EXPECT_EQ(loop::Print(Parallelize(tail)), loop::Print(tail));
+  EXPECT_THAT(loop::Print(Parallelize(tail, {{"parallelize.min_work", 63}})),
+              HasSubstr("parallel"));
+}
+
+// Loops that are already something else, and trip-count-1 loops, are not touched.
+TEST(ParallelizeLoops, OtherKindsAndTinyLoopsStay) {
+  Var n = loop::MakeVar("n"), i = loop::MakeVar("i");
+  Buffer x = Buf("x", {n}), out = Buf("out", {n});
+  auto vec =
+      Func({x, out}, 1, {n},
+           loop::For(i, I(0), n, ForKind::kVectorized, loop::Store(out, {i}, loop::Load(x, {i}))));
+  EXPECT_EQ(loop::Print(Parallelize(vec)), loop::Print(vec));
+  auto one =
+      Func({x, out}, 1, {n},
+           loop::For(i, I(0), I(1), ForKind::kSerial, loop::Store(out, {i}, loop::Load(x, {i}))));
+  EXPECT_EQ(loop::Print(Parallelize(one, {{"parallelize.min_work", 0}})), loop::Print(one));
+  EXPECT_THAT(ErrorMessage([&] {
+                Parallelize(one, {{"parallelize.min_work", -1}});
+              }),
+              HasSubstr("parallelize.min_work must not be negative, got -1"));
+}
+
+}  // namespace
+}  // namespace kiln

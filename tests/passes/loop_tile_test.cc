@@ -1,0 +1,394 @@
+// TileLoops: golden text for matmul-shaped reductions as LowerReductions leaves them (full
+// tiles, a constant tail, a symbolic tail, several accumulators), the reductions it leaves
+// alone, and the kernels compiled before and after (and after the vectorizer and parallelizer
+// that follow it in the pipeline) agreeing bit for bit: each output still sums its terms in
+// the same order.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/test_util.h"
+#include "ir/loop/loop_text.h"
+#include "ir/loop/loop_visitor.h"
+#include "jit/kernel.h"
+#include "passes/loop_pass.h"
+#include "passes/lower_to_loops.h"
+
+namespace kiln {
+namespace {
+
+using loop::Buffer;
+using loop::Expr;
+using loop::ForKind;
+using loop::Stmt;
+using loop::Var;
+using test::ErrorMessage;
+using ::testing::HasSubstr;
+
+Expr I(int64_t v) {
+  return loop::IntImm(v);
+}
+Buffer Buf(const std::string& name, std::vector<Expr> shape) {
+  return loop::MakeBuffer(name, DType::kFloat32, std::move(shape));
+}
+Stmt Loop(const Var& v, const Expr& extent, Stmt body) {
+  return loop::For(v, I(0), extent, ForKind::kSerial, std::move(body));
+}
+
+// (A named constant rather than a literal: GCC 12 warns falsely about assigning a literal to a
+// std::string in an inlined function.)
+const std::string kName = "k";
+
+// A kernel whose body goes through LowerReductions, as in the compiler.
+loop::PrimFunc Func(std::vector<Buffer> buffers, int num_inputs, std::vector<Var> scalars,
+                    Stmt body) {
+  auto f = std::make_shared<loop::PrimFuncNode>();
+  f->name = kName;
+  f->buffer_params = std::move(buffers);
+  f->num_inputs = num_inputs;
+  f->scalar_params = std::move(scalars);
+  f->body = std::move(body);
+  loop::PrimFunc lowered = LowerReductions(f);
+  loop::Verify(lowered, /*allow_reduce=*/false);
+  return lowered;
+}
+
+Expr Sum(const Expr& source, const Var& k, const Expr& extent) {
+  return loop::Reduce(loop::ReduceKind::kSum, source, {{k, extent}});
+}
+
+// Runs `pipeline` through the pass manager with `tile.j` set, and checks the result verifies.
+loop::PrimFunc Tile(const loop::PrimFunc& f, int64_t tile_j = 64,
+                    const std::string& pipeline = "TileLoops") {
+  PassPtr pass = ParsePipeline(pipeline);
+  auto ctx = std::make_shared<PassContext>();
+  ctx->SetConfig("testing.check_immutable", true);
+  ctx->SetConfig("tile.j", tile_j);
+  PassContextScope scope(ctx);
+  IRModule out = (*pass)(IRModule().WithPrimFunc(f->name, f));
+  loop::PrimFunc g = out.prim_funcs().at(f->name);
+  loop::Verify(g, /*allow_reduce=*/false);
+  return g;
+}
+
+// The body of a printed function, one indent less (see loop_vectorize_test.cc).
+std::string BodyText(const loop::PrimFunc& f) {
+  std::string text = loop::Print(f);
+  size_t start = text.find('\n') + 1;
+  size_t end = text.rfind("}");
+  std::string out;
+  for (size_t pos = start; pos < end;) {
+    size_t nl = text.find('\n', pos);
+    std::string line = text.substr(pos, nl - pos);
+    out += (line.rfind("  ", 0) == 0 ? line.substr(2) : line) + "\n";
+    pos = nl + 1;
+  }
+  return out;
+}
+
+// Runs `f` compiled on seeded random buffers with `scalars`, returning every buffer after.
+std::vector<Tensor> Execute(const loop::PrimFunc& f, const std::vector<int64_t>& scalars) {
+  struct Bind : loop::Mutator {
+    const loop::PrimFuncNode* f;
+    const std::vector<int64_t>* values;
+    Expr MutateVar(const loop::VarNode* n, const Expr& self) override {
+      for (size_t k = 0; k < f->scalar_params.size(); ++k)
+        if (n == f->scalar_params[k].get()) return I((*values)[k]);
+      return self;
+    }
+  } bind;
+  bind.f = f.get();
+  bind.values = &scalars;
+  std::vector<Tensor> buffers;
+  std::vector<void*> data;
+  for (size_t b = 0; b < f->buffer_params.size(); ++b) {
+    std::vector<int64_t> shape;
+    for (const Expr& d : f->buffer_params[b]->shape) {
+      int64_t v = 0;
+      EXPECT_TRUE(loop::IsConstInt(bind.MutateExpr(d), &v)) << "shape " << loop::Print(d);
+      shape.push_back(v);
+    }
+    buffers.push_back(test::RandomTensor(f->buffer_params[b]->dtype, shape, 29 + b, -2, 2));
+    data.push_back(buffers.back().raw_data());
+  }
+  std::unique_ptr<CompiledModule> m = BuildLLVM({f});
+  m->Lookup(f->name)(data.data(), scalars.data());
+  return buffers;
+}
+
+void ExpectSameResults(const loop::PrimFunc& before, const loop::PrimFunc& after,
+                       const std::vector<std::vector<int64_t>>& scalar_sets = {{}}) {
+  for (const std::vector<int64_t>& scalars : scalar_sets) {
+    std::vector<Tensor> want = Execute(before, scalars);
+    std::vector<Tensor> got = Execute(after, scalars);
+    for (size_t b = 0; b < want.size(); ++b)
+      EXPECT_TRUE(test::TensorsNear(got[b], want[b], 0, 0))
+          << "buffer " << before->buffer_params[b]->name
+          << ", scalars[0] = " << (scalars.empty() ? -1 : scalars[0]);
+  }
+}
+
+// out[i, j] = max(sum_k a[i, k] * b[k, j] + bias[j], 0) for i < m, j < n, k < depth.
+loop::PrimFunc Matmul(const Expr& m, const Expr& n, const Expr& depth, std::vector<Var> scalars) {
+  Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");
+  Buffer a = Buf("a", {m, depth}), b = Buf("b", {depth, n}), bias = Buf("bias", {n}),
+         out = Buf("out", {m, n});
+  Expr dot = Sum(loop::Mul(loop::Load(a, {i, k}), loop::Load(b, {k, j})), k, depth);
+  Expr value = loop::Max(loop::Add(dot, loop::Load(bias, {j})), loop::FloatImm(0));
+  return Func({a, b, bias, out}, 3, std::move(scalars),
+              Loop(i, m, Loop(j, n, loop::Store(out, {i, j}, value))));
+}
+
+// ---- the tiling ----
+
+// The pass header's example: full tiles in a j_outer loop.
+TEST(TileLoops, FullTilesOfAMatmulWithEpilogue) {
+  Var m = loop::MakeVar("m");
+  auto f = Matmul(m, I(256), I(8), {m});
+  auto g = Tile(f);
+  EXPECT_EQ(BodyText(g), R"(for i in [0, m) {
+  for j_outer in [0, 4) {
+    alloc acc0: f32[64] local
+    for j_inner in [0, 64) {
+      acc0[j_inner] = 0.0f
+    }
+    for k in [0, 8) {
+      for j_inner in [0, 64) {
+        acc0[j_inner] = acc0[j_inner] + a[i, k] * b[k, j_outer * 64 + j_inner]
+      }
+    }
+    for j_inner in [0, 64) {
+      out[i, j_outer * 64 + j_inner] = max(acc0[j_inner] + bias[j_outer * 64 + j_inner], 0.0f)
+    }
+    free acc0
+  }
+}
+)");
+  ExpectSameResults(f, g, {{1}, {5}});
+}
+
+// A constant extent that is not a multiple of the tile: one full tile (no loop) and a tail of
+// its own width; a one-column tail needs no j_inner loop at all.
+TEST(TileLoops, ConstantTailTiles) {
+  auto f = Matmul(I(3), I(10), I(5), {});
+  auto g = Tile(f, 4);
+  EXPECT_EQ(BodyText(g), R"(for i in [0, 3) {
+  for j_outer in [0, 2) {
+    alloc acc0: f32[4] local
+    for j_inner in [0, 4) {
+      acc0[j_inner] = 0.0f
+    }
+    for k in [0, 5) {
+      for j_inner in [0, 4) {
+        acc0[j_inner] = acc0[j_inner] + a[i, k] * b[k, j_outer * 4 + j_inner]
+      }
+    }
+    for j_inner in [0, 4) {
+      out[i, j_outer * 4 + j_inner] = max(acc0[j_inner] + bias[j_outer * 4 + j_inner], 0.0f)
+    }
+    free acc0
+  }
+  alloc acc0_1: f32[2] local
+  for j_inner in [0, 2) {
+    acc0_1[j_inner] = 0.0f
+  }
+  for k in [0, 5) {
+    for j_inner in [0, 2) {
+      acc0_1[j_inner] = acc0_1[j_inner] + a[i, k] * b[k, 8 + j_inner]
+    }
+  }
+  for j_inner in [0, 2) {
+    out[i, 8 + j_inner] = max(acc0_1[j_inner] + bias[8 + j_inner], 0.0f)
+  }
+  free acc0_1
+}
+)");
+  ExpectSameResults(f, g);
+
+  auto f5 = Matmul(I(2), I(5), I(3), {});
+  auto g5 = Tile(f5, 4);
+  EXPECT_THAT(BodyText(g5), HasSubstr(R"(  alloc acc0_1: f32[1] local
+  acc0_1[0] = 0.0f
+  for k in [0, 3) {
+    acc0_1[0] = acc0_1[0] + a[i, k] * b[k, 4]
+  }
+  out[i, 4] = max(acc0_1[0] + bias[4], 0.0f)
+  free acc0_1
+)"));
+  ExpectSameResults(f5, g5);
+
+  // Fewer columns than the tile: one tile as wide as the loop.
+  auto f3 = Matmul(I(2), I(3), I(3), {});
+  EXPECT_THAT(BodyText(Tile(f3)), HasSubstr("alloc acc0: f32[3] local\n  for j_inner in [0, 3) {"));
+  ExpectSameResults(f3, Tile(f3));
+}
+
+// A symbolic number of columns: a j_outer loop over the full tiles and a tail tile with a full
+// row of accumulators, both correct for every n including 1 and multiples of the tile.
+TEST(TileLoops, SymbolicColumnsGetASymbolicTail) {
+  Var m = loop::MakeVar("m"), n = loop::MakeVar("n");
+  auto f = Matmul(m, n, I(7), {m, n});
+  auto g = Tile(f, 16);
+  EXPECT_EQ(BodyText(g), R"(for i in [0, m) {
+  for j_outer in [0, n // 16) {
+    alloc acc0: f32[16] local
+    for j_inner in [0, 16) {
+      acc0[j_inner] = 0.0f
+    }
+    for k in [0, 7) {
+      for j_inner in [0, 16) {
+        acc0[j_inner] = acc0[j_inner] + a[i, k] * b[k, j_outer * 16 + j_inner]
+      }
+    }
+    for j_inner in [0, 16) {
+      out[i, j_outer * 16 + j_inner] = max(acc0[j_inner] + bias[j_outer * 16 + j_inner], 0.0f)
+    }
+    free acc0
+  }
+  alloc acc0_1: f32[16] local
+  for j_inner in [0, n % 16) {
+    acc0_1[j_inner] = 0.0f
+  }
+  for k in [0, 7) {
+    for j_inner in [0, n % 16) {
+      acc0_1[j_inner] = acc0_1[j_inner] + a[i, k] * b[k, n // 16 * 16 + j_inner]
+    }
+  }
+  for j_inner in [0, n % 16) {
+    out[i, n // 16 * 16 + j_inner] = max(acc0_1[j_inner] + bias[n // 16 * 16 + j_inner], 0.0f)
+  }
+  free acc0_1
+}
+)");
+  ExpectSameResults(f, g, {{3, 1}, {2, 15}, {2, 16}, {1, 17}, {4, 100}});
+}
+
+// Two reductions in one value (two accumulators), and a column sum (the j loop at top level).
+TEST(TileLoops, SeveralAccumulatorsAndColumnSums) {
+  Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k"),
+      k2 = loop::MakeVar("k2");
+  Buffer x = Buf("x", {I(6), I(20)}), out = Buf("out", {I(20)});
+  Expr value =
+      loop::Add(Sum(loop::Load(x, {k, j}), k, I(6)),
+                loop::Reduce(loop::ReduceKind::kMax, loop::Load(x, {k2, j}), {{k2, I(6)}}));
+  auto f = Func({x, out}, 1, {}, Loop(j, I(20), loop::Store(out, {j}, value)));
+  auto g = Tile(f, 16);
+  EXPECT_THAT(BodyText(g), HasSubstr(R"(alloc acc0: f32[16] local
+alloc acc1: f32[16] local
+for j_inner in [0, 16) {
+  acc0[j_inner] = 0.0f
+}
+for k in [0, 6) {
+  for j_inner in [0, 16) {
+    acc0[j_inner] = acc0[j_inner] + x[k, j_inner]
+  }
+}
+for j_inner in [0, 16) {
+  acc1[j_inner] = f32(-inf)
+}
+for k2 in [0, 6) {
+  for j_inner in [0, 16) {
+    acc1[j_inner] = max(acc1[j_inner], x[k2, j_inner])
+  }
+}
+for j_inner in [0, 16) {
+  out[j_inner] = acc0[j_inner] + acc1[j_inner]
+}
+free acc1
+free acc0
+)"));
+  ExpectSameResults(f, g);
+}
+
+// Batched: the j loop of the innermost matrix is tiled wherever it sits.
+TEST(TileLoops, BatchedMatmul) {
+  Var bt = loop::MakeVar("bt"), i = loop::MakeVar("i"), j = loop::MakeVar("j"),
+      k = loop::MakeVar("k");
+  Buffer a = Buf("a", {I(2), I(3), I(9)}), b = Buf("b", {I(2), I(9), I(70)}),
+         out = Buf("out", {I(2), I(3), I(70)});
+  Expr dot = Sum(loop::Mul(loop::Load(a, {bt, i, k}), loop::Load(b, {bt, k, j})), k, I(9));
+  auto f = Func({a, b, out}, 2, {},
+                Loop(bt, I(2), Loop(i, I(3), Loop(j, I(70), loop::Store(out, {bt, i, j}, dot)))));
+  auto g = Tile(f);
+  EXPECT_THAT(BodyText(g),
+              HasSubstr("acc0[j_inner] = acc0[j_inner] + a[bt, i, k] * b[bt, k, j_inner]"));
+  ExpectSameResults(f, g);
+}
+
+// ---- what it leaves alone ----
+
+TEST(TileLoops, ContiguousReductionsAreLeftAlone) {
+  Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");
+  // A sum over the last axis reads x[i, k] along k already.
+  Buffer x = Buf("x", {I(8), I(32)}), rows = Buf("rows", {I(8)});
+  auto f = Func({x, rows}, 1, {},
+                Loop(i, I(8), loop::Store(rows, {i}, Sum(loop::Load(x, {i, k}), k, I(32)))));
+  EXPECT_EQ(loop::Print(Tile(f)), loop::Print(f));
+
+  // a @ b^T reads b[j, k] along k too.
+  Buffer a = Buf("a", {I(4), I(16)}), bt = Buf("bt", {I(8), I(16)}), out = Buf("out", {I(4), I(8)});
+  Expr dot = Sum(loop::Mul(loop::Load(a, {i, k}), loop::Load(bt, {j, k})), k, I(16));
+  auto g = Func({a, bt, out}, 2, {}, Loop(i, I(4), Loop(j, I(8), loop::Store(out, {i, j}, dot))));
+  EXPECT_EQ(loop::Print(Tile(g)), loop::Print(g));
+
+  // Elementwise code has no reduction to turn around.
+  auto h = Func({x, rows}, 1, {}, Loop(i, I(8), loop::Store(rows, {i}, loop::Load(x, {i, I(0)}))));
+  EXPECT_EQ(loop::Print(Tile(h)), loop::Print(h));
+}
+
+// The rewrite would change the result (or is not the pattern): left alone.
+TEST(TileLoops, IllegalOrForeignBodiesAreLeftAlone) {
+  Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");
+  Buffer b = Buf("b", {I(4), I(8)}), out = Buf("out", {I(8)});
+  Buffer acc = loop::MakeBuffer("acc", DType::kFloat32, {I(1)}, loop::BufferNode::Scope::kLocal);
+  auto body = [&](Stmt epilogue) {
+    return loop::Seq(
+        {loop::Alloc(acc), loop::Store(acc, {I(0)}, loop::FloatImm(0)),
+         Loop(k, I(4),
+              loop::Store(acc, {I(0)}, loop::Add(loop::Load(acc, {I(0)}), loop::Load(b, {k, j})))),
+         std::move(epilogue), loop::Free(acc)});
+  };
+  // The epilogue reads out at another column than it writes (a dependence between columns).
+  Expr shifted = loop::Select(loop::MakeBinary(loop::BinaryOp::kGT, j, I(0)),
+                              loop::Load(out, {loop::Sub(j, I(1))}), loop::FloatImm(0));
+  auto f =
+      Func({b, out}, 1, {},
+           Loop(j, I(8), body(loop::Store(out, {j}, loop::Add(loop::Load(acc, {I(0)}), shifted)))));
+  EXPECT_EQ(loop::Print(Tile(f)), loop::Print(f));
+
+  // Every column writes one element: not injective in j.
+  auto g =
+      Func({b, out}, 1, {}, Loop(j, I(8), body(loop::Store(out, {I(0)}, loop::Load(acc, {I(0)})))));
+  EXPECT_EQ(loop::Print(Tile(g)), loop::Print(g));
+
+  // Extent 1, and the pass turned off.
+  auto h = Func({b, out}, 1, {},
+                loop::For(j, I(3), I(1), ForKind::kSerial,
+                          body(loop::Store(out, {j}, loop::Load(acc, {I(0)})))));
+  EXPECT_EQ(loop::Print(Tile(h)), loop::Print(h));
+  auto ok =
+      Func({b, out}, 1, {}, Loop(j, I(8), body(loop::Store(out, {j}, loop::Load(acc, {I(0)})))));
+  EXPECT_NE(loop::Print(Tile(ok, 4)), loop::Print(ok));
+  EXPECT_EQ(loop::Print(Tile(ok, 1)), loop::Print(ok));
+  EXPECT_THAT(ErrorMessage([&] { Tile(ok, -2); }),
+              HasSubstr("tile.j must not be negative, got -2"));
+}
+
+// ---- with the passes that follow it ----
+
+// Tiling, then parallelizing and vectorizing as the default pipeline does: the row loop runs on
+// the thread pool and every j_inner loop becomes vector code.
+TEST(TileLoops, ThenParallelizeAndVectorize) {
+  Var m = loop::MakeVar("m"), n = loop::MakeVar("n");
+  auto f = Matmul(m, n, I(33), {m, n});
+  auto g = Tile(f, 64, "TileLoops,ParallelizeLoops,VectorizeLoops");
+  std::string text = BodyText(g);
+  EXPECT_THAT(text, HasSubstr("for i in [0, m) parallel {"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("acc0[ramp(j_inner_vec_1 * 8, 1, 8)] = acc0[ramp(j_inner_vec_1 * 8, 1, 8)] + "
+                "broadcast(a[i, k], 8) * b[k, ramp(j_outer * 64 + j_inner_vec_1 * 8, 1, 8)]"));
+  ExpectSameResults(f, g, {{1, 1}, {3, 64}, {5, 71}, {67, 130}});
+}
+
+}  // namespace
+}  // namespace kiln
