@@ -45,6 +45,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/error.h"
@@ -368,7 +369,21 @@ class FunctionEmitter {
 
   // ---- Expressions ----
 
+  // Emits each expression node once per statement: lowering shares subexpressions (an input
+  // read by sign(), a guarded divisor), and re-emitting them would grow the IR exponentially
+  // along a fused chain. Expressions never branch, so every cached value lives in the block
+  // the statement is emitted into; each statement has its own cache.
   llvm::Value* EmitExpr(const Expr& e) {
+    auto it = expr_cache_.find(e.get());
+    if (it != expr_cache_.end()) return it->second.second;
+    llvm::Value* v = EmitExprUncached(e);
+    // Holding the node keeps its address from being reused by a temporary expression built
+    // during emission (ComputeAccess builds some), which would otherwise hit a stale entry.
+    expr_cache_[e.get()] = {e, v};
+    return v;
+  }
+
+  llvm::Value* EmitExprUncached(const Expr& e) {
     switch (e->kind) {
       case ExprKind::kIntImm:
         return EmitConst(static_cast<double>(loop::AsIntImm(e)->value), loop::AsIntImm(e)->value,
@@ -898,6 +913,15 @@ class FunctionEmitter {
   // ---- Statements ----
 
   void EmitStmt(const Stmt& s) {
+    // A nested statement starts with an empty cache (its blocks may not be dominated by
+    // values cached inside sibling statements) and gives the outer one its cache back.
+    ExprCache outer = std::move(expr_cache_);
+    expr_cache_.clear();
+    EmitStmtUncached(s);
+    expr_cache_ = std::move(outer);
+  }
+
+  void EmitStmtUncached(const Stmt& s) {
     switch (s->kind) {
       case StmtKind::kLetStmt: {
         const auto* n = loop::AsLetStmt(s);
@@ -1202,6 +1226,8 @@ class FunctionEmitter {
   // Scopes, innermost last. Vectors rather than maps so that closures are built in a
   // deterministic order and shadowing is a reverse search.
   std::vector<VarBinding> vars_;
+  using ExprCache = std::unordered_map<const loop::ExprNode*, std::pair<Expr, llvm::Value*>>;
+  ExprCache expr_cache_;
   std::vector<BufferBinding> buffers_;
   std::vector<llvm::Function*> functions_;
   int parallel_count_ = 0;

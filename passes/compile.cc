@@ -25,7 +25,9 @@ CompiledKernel CompileKernel(const Function& fn, const std::string& name,
   k.lowered.func = RunLoopPipeline(k.lowered.func);
   double lower_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  k.module = GetCodegen("target.build.llvm")({k.lowered.func}, options);
+  CodegenOptions opts = options;
+  opts.fast_math = opts.fast_math || PassContext::Current().GetConfigBool("codegen.fast_math");
+  k.module = GetCodegen("target.build.llvm")({k.lowered.func}, opts);
   k.fn = k.module->Lookup(name);
   k.timings = k.module->timings();
   k.timings.lower_ms += lower_ms;

@@ -179,6 +179,8 @@ PassRegistry& PassRegistry::Global() {
     auto* reg = new PassRegistry();  // never destroyed: passes may run during static teardown
     RegisterPassConfig("testing.check_immutable", AttrKind::kBool, false,
                        "check that no pass modifies the module it was given");
+    RegisterPassConfig("codegen.fast_math", AttrKind::kBool, false,
+                       "let code generators reassociate and contract float math");
 #define KILN_PASS(P) Register##P##Pass(*reg);
 #include "passes/passes.def"
 #undef KILN_PASS

@@ -367,7 +367,7 @@ loop::Expr IsZero(const loop::Expr& extent) {
 // the other dims would not do: with inner dims, an index 0 on the empty axis still reaches up
 // to their size past the start. Costs a select per dim, so only symbolic extents get it.
 std::vector<loop::Expr> FirstElementIfEmpty(const loop::Expr& extent, std::vector<loop::Expr> idx) {
-  if (true) return idx;
+  if (loop::IsConstInt(extent)) return idx;
   loop::Expr empty = IsZero(extent);
   for (loop::Expr& i : idx) i = loop::Select(empty, loop::IntImm(0), i);
   return idx;

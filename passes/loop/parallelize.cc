@@ -46,9 +46,9 @@
 // are independent in the same sense, and that inner loop is not the innermost one, the two
 // become one parallel loop over their product, with the old variables recomputed by lets:
 //
-//   for b_i in [0, 2 * 128) parallel {
-//     let b = b_i // 128
-//     let i = b_i % 128
+//   for b_i in [0, 256) parallel {      // was: for b in [0, 2) { for i in [0, 128) {
+//     let b = b_i // 128;
+//     let i = b_i % 128;
 //     for j in [0, 64) { ... }
 //   }
 //
@@ -70,7 +70,6 @@
 namespace kiln {
 namespace {
 
-using loop::Buffer;
 using loop::Expr;
 using loop::ForKind;
 using loop::Stmt;

@@ -7,14 +7,15 @@
 //       for j in [0, 16) {                       for j in [0, 16) {
 //         mx[0] = max(mx[0], x[i * 16 + j])        mx[0] = max(mx[0], x[i * 16 + j])
 //       }                                        }
-//       alloc e: f32[16] local                   alloc e: f32[16] local
-//       ...writes e, reads mx...                 ...writes e, reads mx...
+//       y[i] = mx[0]                             y[i] = mx[0]
 //       free mx                                  mx[0] = 0.0f
-//       alloc s: f32[1] local                    ...s's uses, now of mx...
-//       s[0] = 0.0f                              free e
-//       ...                                    }
-//       free s                                 free mx
-//       free e
+//       alloc s: f32[1] local                    for j in [0, 16) {
+//       s[0] = 0.0f                                mx[0] = mx[0] + x[i * 16 + j]
+//       for j in [0, 16) {                       }
+//         s[0] = s[0] + x[i * 16 + j]            z[i] = mx[0]
+//       }                                      }
+//       z[i] = s[0]                            free mx
+//       free s
 //     }
 //
 // Two rewrites, on every statement list (Seq), innermost first:

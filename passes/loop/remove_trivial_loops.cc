@@ -52,9 +52,9 @@ class SubstituteVar : public loop::Mutator {
     bool changed = false;
     std::vector<Expr> shape = MutateExprs(b->shape, &changed);
     std::vector<Expr> strides = MutateExprs(b->strides, &changed);
-    Buffer out =
-        changed ? loop::MakeBuffer(b->name, b->dtype, std::move(shape), b->scope, std::move(strides))
-                : b;
+    Buffer out = changed ? loop::MakeBuffer(b->name, b->dtype, std::move(shape), b->scope,
+                                            std::move(strides))
+                         : b;
     remade_.emplace(b.get(), out);
     return out;
   }
@@ -111,8 +111,7 @@ Stmt RemoveTrivialLoop(const Stmt& s) {
   const loop::ForNode* f = loop::AsFor(s);
   if (!f) return s;
   int64_t bound;
-  if (IsEmpty(f->body) || (ConstUpperBound(f->extent, &bound) && bound <= 0))
-    return loop::Seq({});
+  if (IsEmpty(f->body) || (ConstUpperBound(f->extent, &bound) && bound <= 0)) return loop::Seq({});
   if (loop::IsConstInt(f->extent, &bound) && bound == 1 && !IsGpuBinding(f->for_kind))
     return SubstituteVar(f->var.get(), f->min).MutateStmt(f->body);
   return s;

@@ -32,6 +32,7 @@
 //   - (x * c) // c -> x, (x * c) % c -> 0, (x * c) / c -> x; generally, for a multiple m of c
 //     (a constant, a product with a constant multiple of c, a sum of multiples):
 //     (m + b) // c -> m/c + b // c, (m + b) % c -> b % c, (a - m) // c -> a // c - m/c;
+//   - (a + k) // c -> (a + k % c) // c + k // c and (a + k) % c -> (a + k % c) % c for k >= c > 0;
 //   - (x // c1) // c2 -> x // (c1 * c2) for c1, c2 > 0;
 //   - min(a + c1, a + c2) -> a + min(c1, c2) (and max); (a + c1) < c2 -> a < c2 - c1 (every
 //     comparison); (a + c1) < (a + c2) -> c1 < c2.
@@ -539,13 +540,16 @@ Expr RewriteVector(const BinaryNode* n) {
   int64_t s, c;
   switch (n->op) {
     case BinaryOp::kAdd:
-      if (ra && bb) return loop::Ramp(Bin(BinaryOp::kAdd, ra->base, bb->value), ra->stride, n->lanes);
-      if (ba && rb) return loop::Ramp(Bin(BinaryOp::kAdd, rb->base, ba->value), rb->stride, n->lanes);
+      if (ra && bb)
+        return loop::Ramp(Bin(BinaryOp::kAdd, ra->base, bb->value), ra->stride, n->lanes);
+      if (ba && rb)
+        return loop::Ramp(Bin(BinaryOp::kAdd, rb->base, ba->value), rb->stride, n->lanes);
       if (ra && rb && !__builtin_add_overflow(ra->stride, rb->stride, &s))
         return Rewrite(loop::Ramp(Bin(BinaryOp::kAdd, ra->base, rb->base), s, n->lanes));
       break;
     case BinaryOp::kSub:
-      if (ra && bb) return loop::Ramp(Bin(BinaryOp::kSub, ra->base, bb->value), ra->stride, n->lanes);
+      if (ra && bb)
+        return loop::Ramp(Bin(BinaryOp::kSub, ra->base, bb->value), ra->stride, n->lanes);
       break;
     case BinaryOp::kMul:
       if (ra && bb && loop::IsConstInt(bb->value, &c) && !__builtin_mul_overflow(ra->stride, c, &s))
@@ -692,6 +696,13 @@ Expr RewriteIntDivision(const BinaryNode* n, const Expr& e) {
       return div ? Bin(ba->op, rest, qb) : rest;
     }
   }
+  // (a + k) // c -> (a + k % c) // c + k // c for k >= c > 0 (and %): the constant shrinks below
+  // the divisor. Not for k < 0, where it would turn `x - 1` into `x + 15`.
+  SumParts pa = SplitSum(a);
+  if (pa.rest && c > 0 && pa.c >= c) {
+    Expr reduced = Bin(n->op, AddConst(pa.rest, pa.c % c), n->b);
+    return div ? AddConst(reduced, pa.c / c) : reduced;
+  }
   return e;
 }
 
@@ -721,7 +732,8 @@ Expr RewriteIntCompare(const BinaryNode* n, const Expr& e) {
   const Expr& b = n->b;
   BinaryOp op = n->op;
   if (IsConst(a) && !IsConst(b)) return Bin(SwapSides(op), b, a);
-  if (Same(a, b)) return BoolLike(op == BinaryOp::kEQ || op == BinaryOp::kLE || op == BinaryOp::kGE, e);
+  if (Same(a, b))
+    return BoolLike(op == BinaryOp::kEQ || op == BinaryOp::kLE || op == BinaryOp::kGE, e);
   if (a->dtype != DType::kInt64) return e;  // the rules below assume no overflow
   SumParts pa = SplitSum(a), pb = SplitSum(b);
   int64_t diff;

@@ -50,9 +50,9 @@ class SubstituteVar : public loop::Mutator {
     bool changed = false;
     std::vector<Expr> shape = MutateExprs(b->shape, &changed);
     std::vector<Expr> strides = MutateExprs(b->strides, &changed);
-    Buffer out =
-        changed ? loop::MakeBuffer(b->name, b->dtype, std::move(shape), b->scope, std::move(strides))
-                : b;
+    Buffer out = changed ? loop::MakeBuffer(b->name, b->dtype, std::move(shape), b->scope,
+                                            std::move(strides))
+                         : b;
     remade_.emplace(b.get(), out);
     return out;
   }
@@ -91,8 +91,8 @@ class Unroller : public loop::Mutator {
     const loop::ForNode* f = loop::AsFor(rebuilt);
     int64_t extent;
     if (!loop::IsConstInt(f->extent, &extent)) return rebuilt;
-    bool unroll = f->for_kind == loop::ForKind::kUnrolled ||
-                  (small_innermost && extent <= max_extent_);
+    bool unroll =
+        f->for_kind == loop::ForKind::kUnrolled || (small_innermost && extent <= max_extent_);
     if (!unroll) return rebuilt;
     std::vector<Stmt> copies;
     for (int64_t k = 0; k < extent; ++k) {

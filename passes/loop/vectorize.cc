@@ -304,7 +304,7 @@ class Vectorizer : public loop::Mutator {
   int lanes_;
 };
 
-// Splits `loop` into a vector main loop of `width` lanes and a scalar tail (file comment).
+// Splits the loop `n` into a vector main loop of `width` lanes and a scalar tail (file comment).
 Stmt VectorizeExplicitly(const loop::ForNode* n, int64_t width) {
   Expr w = loop::IntImm(width);
   Expr main_count = loop::FloorDiv(n->extent, w);

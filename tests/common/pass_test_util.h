@@ -26,7 +26,8 @@ inline std::string RunPasses(const std::string& pipeline, const std::string& inp
 }
 
 // Expects that running `pipeline` on `input` gives `expected` (both are parsed, typed and
-// printed first, so they may be written loosely: without types and with any binding names).
+// printed first, so they may be written without types and with any counter names (`%0`);
+// named bindings are source names and must match).
 inline void ExpectPassOutput(const std::string& pipeline, const std::string& input,
                              const std::string& expected, int opt_level = 3) {
   std::string got = RunPasses(pipeline, input, opt_level);

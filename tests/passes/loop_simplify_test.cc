@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <random>
 
 #include "ir/loop/loop_text.h"
 #include "jit/kernel.h"
@@ -74,7 +76,8 @@ void ExpectSimplified(const Scalars& s, const std::vector<Case>& cases) {
   std::vector<Stmt> got = seq ? seq->stmts : std::vector<Stmt>{out->body};
   ASSERT_EQ(got.size(), cases.size());
   for (size_t i = 0; i < cases.size(); ++i)
-    EXPECT_EQ(Print(AsEvaluate(got[i])->value), cases[i].expected) << "input: " << Print(cases[i].input);
+    EXPECT_EQ(Print(AsEvaluate(got[i])->value), cases[i].expected)
+        << "input: " << Print(cases[i].input);
   // Simplified expressions are a fixpoint: a second run (the pipeline has two) changes nothing.
   PrimFunc again = RunPass("LoopSimplify", out);
   EXPECT_EQ(again, out) << Print(out) << "\nbecame\n" << Print(again);
@@ -84,144 +87,154 @@ TEST(LoopSimplify, IntegerSumsAndProducts) {
   Scalars s;
   Expr x = s.x, y = s.y;
   ExpectSimplified(s, {
-      {Raw(BinaryOp::kAdd, x, I(0)), "x"},
-      {Add(Add(x, I(3)), I(4)), "x + 7"},
-      {Sub(Add(x, I(3)), I(5)), "x - 2"},
-      {Add(I(3), x), "x + 3"},
-      {Add(Add(x, I(2)), y), "x + y + 2"},
-      {Add(x, Add(y, I(2))), "x + y + 2"},
-      {Add(Sub(x, I(2)), I(2)), "x"},
-      {Add(x, I(-3)), "x - 3"},
-      {Sub(x, I(-3)), "x + 3"},
-      {Sub(x, x), "0"},
-      {Sub(Add(x, y), y), "x"},
-      {Sub(Add(x, y), x), "y"},
-      {Add(Sub(x, y), y), "x"},
-      {Sub(I(10), Add(x, I(3))), "7 - x"},
-      {Sub(Add(x, I(5)), Add(y, I(2))), "x - y + 3"},
-      {Mul(Mul(x, I(4)), I(8)), "x * 32"},
-      {Mul(I(4), x), "x * 4"},
-      {Mul(Add(x, I(1)), I(16)), "x * 16 + 16"},
-      {Mul(Mul(x, I(2)), y), "x * y * 2"},
-      {Mul(x, Sub(y, y)), "0"},
-      {Raw(BinaryOp::kMul, x, I(1)), "x"},
-      // Rules that must not fire: nothing to combine.
-      {Add(x, y), "x + y"},
-      {Mul(x, y), "x * y"},
-      {Sub(I(3), x), "3 - x"},
-  });
+                          {Raw(BinaryOp::kAdd, x, I(0)), "x"},
+                          {Add(Add(x, I(3)), I(4)), "x + 7"},
+                          {Sub(Add(x, I(3)), I(5)), "x - 2"},
+                          {Add(I(3), x), "x + 3"},
+                          {Add(Add(x, I(2)), y), "x + y + 2"},
+                          {Add(x, Add(y, I(2))), "x + y + 2"},
+                          {Add(Sub(x, I(2)), I(2)), "x"},
+                          {Add(x, I(-3)), "x - 3"},
+                          {Sub(x, I(-3)), "x + 3"},
+                          {Sub(x, x), "0"},
+                          {Sub(Add(x, y), y), "x"},
+                          {Sub(Add(x, y), x), "y"},
+                          {Add(Sub(x, y), y), "x"},
+                          {Sub(I(10), Add(x, I(3))), "7 - x"},
+                          {Sub(Add(x, I(5)), Add(y, I(2))), "x - y + 3"},
+                          {Mul(Mul(x, I(4)), I(8)), "x * 32"},
+                          {Mul(I(4), x), "x * 4"},
+                          {Mul(Add(x, I(1)), I(16)), "x * 16 + 16"},
+                          {Mul(Mul(x, I(2)), y), "x * y * 2"},
+                          {Mul(x, Sub(y, y)), "0"},
+                          {Raw(BinaryOp::kMul, x, I(1)), "x"},
+                          // Rules that must not fire: nothing to combine.
+                          {Add(x, y), "x + y"},
+                          {Mul(x, y), "x * y"},
+                          {Sub(I(3), x), "3 - x"},
+                      });
 }
 
 TEST(LoopSimplify, IntegerDivisionAndModulo) {
   Scalars s;
   Expr x = s.x, y = s.y;
-  ExpectSimplified(s, {
-      {FloorDiv(Mul(x, I(16)), I(16)), "x"},
-      {FloorMod(Mul(x, I(16)), I(16)), "0"},
-      {FloorDiv(Mul(x, I(32)), I(16)), "x * 2"},
-      {FloorMod(Mul(x, I(32)), I(16)), "0"},
-      {FloorDiv(Add(Mul(x, I(16)), y), I(16)), "x + y // 16"},
-      {FloorMod(Add(Mul(x, I(16)), y), I(16)), "y % 16"},
-      {FloorDiv(Add(y, Mul(x, I(16))), I(16)), "y // 16 + x"},
-      {FloorDiv(Sub(y, Mul(x, I(16))), I(16)), "y // 16 - x"},
-      {FloorDiv(Add(x, I(32)), I(16)), "x // 16 + 2"},
-      {FloorMod(Add(x, I(33)), I(16)), "(x + 33) % 16"},
-      {FloorDiv(FloorDiv(x, I(4)), I(8)), "x // 32"},
-      {FloorDiv(FloorMod(x, I(8)), I(8)), "0"},
-      {FloorDiv(FloorMod(x, I(8)), I(16)), "0"},
-      {FloorMod(FloorMod(x, I(8)), I(16)), "x % 8"},
-      {FloorMod(FloorMod(x, I(8)), I(8)), "x % 8"},
-      {FloorMod(FloorMod(x, I(16)), I(8)), "x % 8"},
-      {FloorMod(x, I(1)), "0"},
-      {Raw(BinaryOp::kFloorDiv, x, I(1)), "x"},
-      {Div(Mul(x, I(16)), I(16)), "x"},
-      {Raw(BinaryOp::kFloorDiv, I(-7), I(2)), "-4"},
-      {Raw(BinaryOp::kFloorMod, I(-7), I(2)), "1"},
-      {Raw(BinaryOp::kDiv, I(-7), I(2)), "-3"},
-      // Must not fire: no common factor, truncation, a modulo range larger than the divisor,
-      // division by 0 and MIN / -1 (the code generator's defined behaviour decides).
-      {FloorDiv(Add(x, I(3)), I(2)), "(x + 3) // 2"},
-      {Div(Add(Mul(x, I(16)), y), I(16)), "(x * 16 + y) / 16"},
-      {FloorDiv(FloorMod(x, I(16)), I(8)), "x % 16 // 8"},
-      {FloorDiv(x, I(16)), "x // 16"},
-      {Raw(BinaryOp::kFloorDiv, I(7), I(0)), "7 // 0"},
-      {Raw(BinaryOp::kDiv, I(std::numeric_limits<int64_t>::min()), I(-1)),
-       "-9223372036854775808 / -1"},
-  });
+  ExpectSimplified(
+      s, {
+             {FloorDiv(Mul(x, I(16)), I(16)), "x"},
+             {FloorMod(Mul(x, I(16)), I(16)), "0"},
+             {FloorDiv(Mul(x, I(32)), I(16)), "x * 2"},
+             {FloorMod(Mul(x, I(32)), I(16)), "0"},
+             {FloorDiv(Add(Mul(x, I(16)), y), I(16)), "x + y // 16"},
+             {FloorMod(Add(Mul(x, I(16)), y), I(16)), "y % 16"},
+             {FloorDiv(Add(y, Mul(x, I(16))), I(16)), "y // 16 + x"},
+             {FloorDiv(Sub(y, Mul(x, I(16))), I(16)), "y // 16 - x"},
+             {FloorDiv(Add(x, I(32)), I(16)), "x // 16 + 2"},
+             {FloorMod(Add(x, I(33)), I(16)), "(x + 1) % 16"},
+             {FloorDiv(Add(x, I(33)), I(16)), "(x + 1) // 16 + 2"},
+             {FloorDiv(Add(Mul(x, I(16)), I(17)), I(16)), "x + 1"},
+             {FloorDiv(FloorDiv(x, I(4)), I(8)), "x // 32"},
+             {FloorDiv(FloorMod(x, I(8)), I(8)), "0"},
+             {FloorDiv(FloorMod(x, I(8)), I(16)), "0"},
+             {FloorMod(FloorMod(x, I(8)), I(16)), "x % 8"},
+             {FloorMod(FloorMod(x, I(8)), I(8)), "x % 8"},
+             {FloorMod(FloorMod(x, I(16)), I(8)), "x % 8"},
+             {FloorMod(x, I(1)), "0"},
+             {Raw(BinaryOp::kFloorDiv, x, I(1)), "x"},
+             {Div(Mul(x, I(16)), I(16)), "x"},
+             {Raw(BinaryOp::kFloorDiv, I(-7), I(2)), "-4"},
+             {Raw(BinaryOp::kFloorMod, I(-7), I(2)), "1"},
+             {Raw(BinaryOp::kDiv, I(-7), I(2)), "-3"},
+             // Must not fire: no common factor, truncation, a modulo range larger than the divisor,
+             // division by 0 and MIN / -1 (the code generator's defined behaviour decides).
+             {FloorDiv(Add(x, I(1)), I(2)), "(x + 1) // 2"},
+             {Div(Add(Mul(x, I(16)), y), I(16)), "(x * 16 + y) / 16"},
+             {FloorDiv(FloorMod(x, I(16)), I(8)), "x % 16 // 8"},
+             {FloorDiv(x, I(16)), "x // 16"},
+             {FloorDiv(Sub(x, I(1)), I(16)), "(x - 1) // 16"},
+             {Raw(BinaryOp::kFloorDiv, I(7), I(0)), "7 // 0"},
+             {Raw(BinaryOp::kDiv, I(std::numeric_limits<int64_t>::min()), I(-1)),
+              "-9223372036854775808 / -1"},
+         });
 }
 
 TEST(LoopSimplify, MinMaxAndComparisons) {
   Scalars s;
   Expr x = s.x, y = s.y;
   ExpectSimplified(s, {
-      {Min(x, x), "x"},
-      {Min(I(3), x), "min(x, 3)"},
-      {Min(Min(x, I(3)), I(5)), "min(x, 3)"},
-      {Max(Max(x, I(3)), I(5)), "max(x, 5)"},
-      {Min(Add(x, I(4)), Add(x, I(1))), "x + 1"},
-      {Max(x, Add(x, I(2))), "x + 2"},
-      {Min(x, y), "min(x, y)"},
-      {Cmp(BinaryOp::kLT, I(3), x), "x > 3"},
-      {Cmp(BinaryOp::kGE, I(3), x), "x <= 3"},
-      {Cmp(BinaryOp::kLT, Add(x, I(2)), I(10)), "x < 8"},
-      {Cmp(BinaryOp::kEQ, Sub(x, I(1)), I(0)), "x == 1"},
-      {Cmp(BinaryOp::kLE, x, x), "true"},
-      {Cmp(BinaryOp::kLT, x, x), "false"},
-      {Cmp(BinaryOp::kLT, Add(x, I(1)), Add(x, I(2))), "true"},
-      {Cmp(BinaryOp::kLT, x, y), "x < y"},
-  });
+                          {Min(x, x), "x"},
+                          {Min(I(3), x), "min(x, 3)"},
+                          {Min(Min(x, I(3)), I(5)), "min(x, 3)"},
+                          {Max(Max(x, I(3)), I(5)), "max(x, 5)"},
+                          {Min(Add(x, I(4)), Add(x, I(1))), "x + 1"},
+                          {Max(x, Add(x, I(2))), "x + 2"},
+                          {Min(x, y), "min(x, y)"},
+                          {Cmp(BinaryOp::kLT, I(3), x), "x > 3"},
+                          {Cmp(BinaryOp::kGE, I(3), x), "x <= 3"},
+                          {Cmp(BinaryOp::kLT, Add(x, I(2)), I(10)), "x < 8"},
+                          {Cmp(BinaryOp::kEQ, Sub(x, I(1)), I(0)), "x == 1"},
+                          {Cmp(BinaryOp::kLE, x, x), "true"},
+                          {Cmp(BinaryOp::kLT, x, x), "false"},
+                          {Cmp(BinaryOp::kLT, Add(x, I(1)), Add(x, I(2))), "true"},
+                          {Cmp(BinaryOp::kLT, x, y), "x < y"},
+                      });
 }
 
 TEST(LoopSimplify, NarrowIntegersWrapAndKeepOnlyWrapSafeRules) {
   Scalars s;
   Expr x32 = s.x32, x8 = s.x8;
-  ExpectSimplified(s, {
-      {Raw(BinaryOp::kAdd, I(2147483647, DType::kInt32), I(1, DType::kInt32)), "-2147483648i32"},
-      {Raw(BinaryOp::kAdd, I(250, DType::kUInt8), I(10, DType::kUInt8)), "4u8"},
-      {Raw(BinaryOp::kAdd, Raw(BinaryOp::kAdd, x8, I(100, DType::kInt8)), I(100, DType::kInt8)),
-       "x8 - 56i8"},
-      {Raw(BinaryOp::kMul, Raw(BinaryOp::kAdd, x32, I(1, DType::kInt32)), I(4, DType::kInt32)),
-       "x32 * 4i32 + 4i32"},
-      // x32 * 16 can wrap, so these need the i64 no-overflow assumption and must not fire.
-      {Raw(BinaryOp::kFloorDiv, Raw(BinaryOp::kMul, x32, I(16, DType::kInt32)), I(16, DType::kInt32)),
-       "x32 * 16i32 // 16i32"},
-      {Cmp(BinaryOp::kLT, Raw(BinaryOp::kAdd, x32, I(1, DType::kInt32)), I(5, DType::kInt32)),
-       "x32 + 1i32 < 5i32"},
-  });
+  ExpectSimplified(
+      s,
+      {
+          {Raw(BinaryOp::kAdd, I(2147483647, DType::kInt32), I(1, DType::kInt32)),
+           "-2147483648i32"},
+          {Raw(BinaryOp::kAdd, I(250, DType::kUInt8), I(10, DType::kUInt8)), "4u8"},
+          {Raw(BinaryOp::kAdd, Raw(BinaryOp::kAdd, x8, I(100, DType::kInt8)), I(100, DType::kInt8)),
+           "x8 - 56i8"},
+          {Raw(BinaryOp::kMul, Raw(BinaryOp::kAdd, x32, I(1, DType::kInt32)), I(4, DType::kInt32)),
+           "x32 * 4i32 + 4i32"},
+          // x32 * 16 can wrap, so these need the i64 no-overflow assumption and must not fire.
+          {Raw(BinaryOp::kFloorDiv, Raw(BinaryOp::kMul, x32, I(16, DType::kInt32)),
+               I(16, DType::kInt32)),
+           "x32 * 16i32 // 16i32"},
+          {Cmp(BinaryOp::kLT, Raw(BinaryOp::kAdd, x32, I(1, DType::kInt32)), I(5, DType::kInt32)),
+           "x32 + 1i32 < 5i32"},
+      });
 }
 
 TEST(LoopSimplify, FloatsOnlyExactRewrites) {
   Scalars s;
   Expr fx = s.fx, fy = s.fy, h = s.h;
   double nan = std::numeric_limits<double>::quiet_NaN();
-  ExpectSimplified(s, {
-      {Raw(BinaryOp::kMul, fx, F(1.0)), "fx"},
-      {Raw(BinaryOp::kMul, F(1.0), fx), "fx"},
-      {Raw(BinaryOp::kDiv, fx, F(1.0)), "fx"},
-      {Raw(BinaryOp::kAdd, fx, F(-0.0)), "fx"},
-      {Raw(BinaryOp::kAdd, F(-0.0), fx), "fx"},
-      {Raw(BinaryOp::kSub, fx, F(0.0)), "fx"},
-      {Min(fx, fx), "fx"},
-      {Raw(BinaryOp::kAdd, F(1.5), F(2.25)), "3.75f"},
-      {Raw(BinaryOp::kDiv, F(1.0), F(3.0)), "0.33333334f"},
-      {Raw(BinaryOp::kMul, F(1e30), F(1e30)), "f32(inf)"},
-      {Raw(BinaryOp::kMax, F(nan), F(1.0)), "f32(nan)"},
-      {Raw(BinaryOp::kMax, F(-0.0), F(0.0)), "-0.0f"},
-      {Cmp(BinaryOp::kLT, F(3.0), fx), "fx > 3.0f"},
-      {Raw(BinaryOp::kLT, F(1.0, DType::kFloat16), F(2.0, DType::kFloat16)), "true"},
-      // Not exact, so never rewritten: -0.0 + 0.0 is +0.0; NaN and infinities; f16 sums are
-      // computed in f32; and which NaN payload wins depends on the operand order.
-      {Raw(BinaryOp::kAdd, fx, F(0.0)), "fx + 0.0f"},
-      {Raw(BinaryOp::kSub, fx, F(-0.0)), "fx - -0.0f"},
-      {Raw(BinaryOp::kMul, fx, F(0.0)), "fx * 0.0f"},
-      {Sub(fx, fx), "fx - fx"},
-      {Cmp(BinaryOp::kEQ, fx, fx), "fx == fx"},
-      {Add(Add(fx, F(1.0)), F(2.0)), "fx + 1.0f + 2.0f"},
-      {Mul(F(2.0), fx), "2.0f * fx"},
-      {Raw(BinaryOp::kAdd, F(1.0, DType::kFloat16), F(2.0, DType::kFloat16)), "1.0f16 + 2.0f16"},
-      {Add(h, h), "h + h"},
-      {Min(fx, fy), "min(fx, fy)"},
-  });
+  ExpectSimplified(
+      s, {
+             {Raw(BinaryOp::kMul, fx, F(1.0)), "fx"},
+             {Raw(BinaryOp::kMul, F(1.0), fx), "fx"},
+             {Raw(BinaryOp::kDiv, fx, F(1.0)), "fx"},
+             {Raw(BinaryOp::kAdd, fx, F(-0.0)), "fx"},
+             {Raw(BinaryOp::kAdd, F(-0.0), fx), "fx"},
+             {Raw(BinaryOp::kSub, fx, F(0.0)), "fx"},
+             {Min(fx, fx), "fx"},
+             {Raw(BinaryOp::kAdd, F(1.5), F(2.25)), "3.75f"},
+             {Raw(BinaryOp::kDiv, F(1.0), F(3.0)), "0.33333334f"},
+             {Raw(BinaryOp::kMul, F(1e30), F(1e30)), "f32(inf)"},
+             {Raw(BinaryOp::kMax, F(nan), F(1.0)), "f32(nan)"},
+             {Raw(BinaryOp::kMax, F(-0.0), F(0.0)), "-0.0f"},
+             {Cmp(BinaryOp::kLT, F(3.0), fx), "fx > 3.0f"},
+             {Raw(BinaryOp::kLT, F(1.0, DType::kFloat16), F(2.0, DType::kFloat16)), "true"},
+             // Not exact, so never rewritten: -0.0 + 0.0 is +0.0; NaN and infinities; f16 sums are
+             // computed in f32; and which NaN payload wins depends on the operand order.
+             {Raw(BinaryOp::kAdd, fx, F(0.0)), "fx + 0.0f"},
+             {Raw(BinaryOp::kSub, fx, F(-0.0)), "fx - -0.0f"},
+             {Raw(BinaryOp::kMul, fx, F(0.0)), "fx * 0.0f"},
+             {Sub(fx, fx), "fx - fx"},
+             {Cmp(BinaryOp::kEQ, fx, fx), "fx == fx"},
+             {Add(Add(fx, F(1.0)), F(2.0)), "fx + 1.0f + 2.0f"},
+             {Mul(F(2.0), fx), "2.0f * fx"},
+             {Raw(BinaryOp::kAdd, F(1.0, DType::kFloat16), F(2.0, DType::kFloat16)),
+              "1.0f16 + 2.0f16"},
+             {Add(h, h), "h + h"},
+             {Min(fx, fy), "min(fx, fy)"},
+         });
 }
 
 TEST(LoopSimplify, LogicAndSelect) {
@@ -229,22 +242,22 @@ TEST(LoopSimplify, LogicAndSelect) {
   Expr b = s.b, x = s.x, y = s.y, fx = s.fx, fy = s.fy;
   auto select = [](Expr c, Expr t, Expr f) { return std::make_shared<const SelectNode>(c, t, f); };
   ExpectSimplified(s, {
-      {Raw(BinaryOp::kAnd, b, BoolImm(true)), "b"},
-      {Raw(BinaryOp::kAnd, b, BoolImm(false)), "false"},
-      {Raw(BinaryOp::kOr, BoolImm(true), b), "true"},
-      {Raw(BinaryOp::kOr, b, BoolImm(false)), "b"},
-      {Raw(BinaryOp::kAnd, b, b), "b"},
-      {Not(Not(b)), "b"},
-      {Not(BoolImm(false)), "true"},
-      {Not(Cmp(BinaryOp::kLT, x, y)), "x >= y"},
-      {Not(Cmp(BinaryOp::kLT, fx, fy)), "!(fx < fy)"},  // NaN: not fx >= fy
-      {select(BoolImm(true), x, y), "x"},
-      {select(Cmp(BinaryOp::kLT, I(2), I(1)), x, y), "y"},
-      {select(b, x, x), "x"},
-      {select(b, BoolImm(true), BoolImm(false)), "b"},
-      {select(b, BoolImm(false), BoolImm(true)), "!b"},
-      {select(b, x, y), "select(b, x, y)"},
-  });
+                          {Raw(BinaryOp::kAnd, b, BoolImm(true)), "b"},
+                          {Raw(BinaryOp::kAnd, b, BoolImm(false)), "false"},
+                          {Raw(BinaryOp::kOr, BoolImm(true), b), "true"},
+                          {Raw(BinaryOp::kOr, b, BoolImm(false)), "b"},
+                          {Raw(BinaryOp::kAnd, b, b), "b"},
+                          {Not(Not(b)), "b"},
+                          {Not(BoolImm(false)), "true"},
+                          {Not(Cmp(BinaryOp::kLT, x, y)), "x >= y"},
+                          {Not(Cmp(BinaryOp::kLT, fx, fy)), "!(fx < fy)"},  // NaN: not fx >= fy
+                          {select(BoolImm(true), x, y), "x"},
+                          {select(Cmp(BinaryOp::kLT, I(2), I(1)), x, y), "y"},
+                          {select(b, x, x), "x"},
+                          {select(b, BoolImm(true), BoolImm(false)), "b"},
+                          {select(b, BoolImm(false), BoolImm(true)), "!b"},
+                          {select(b, x, y), "select(b, x, y)"},
+                      });
 }
 
 TEST(LoopSimplify, Casts) {
@@ -253,47 +266,48 @@ TEST(LoopSimplify, Casts) {
   auto cast = [](DType t, Expr v) { return std::make_shared<const CastNode>(t, v); };
   double nan = std::numeric_limits<double>::quiet_NaN();
   ExpectSimplified(s, {
-      {cast(DType::kInt8, I(300)), "44i8"},
-      {cast(DType::kUInt8, I(-1)), "255u8"},
-      {cast(DType::kInt32, I(int64_t{1} << 40)), "0i32"},
-      {cast(DType::kFloat32, I(3)), "3.0f"},
-      {cast(DType::kFloat32, I((int64_t{1} << 53) + 1)), "9.007199e+15f"},
-      {cast(DType::kInt32, F(2.7)), "2i32"},
-      {cast(DType::kInt32, F(-2.7)), "-2i32"},
-      {cast(DType::kInt32, F(-1e10)), "-2147483648i32"},
-      {cast(DType::kUInt8, F(-3.0)), "0u8"},
-      {cast(DType::kInt32, F(nan)), "0i32"},
-      {cast(DType::kBool, F(0.5)), "true"},
-      {cast(DType::kBool, F(nan)), "true"},
-      {cast(DType::kBool, I(0)), "false"},
-      {cast(DType::kFloat16, F(0.1)), "0.1f16"},
-      {cast(DType::kFloat32, FloatImm(0.1, DType::kFloat64)), "0.1f"},
-      // Nested casts: the inner one loses nothing, so it goes.
-      {Cast(DType::kInt64, Cast(DType::kInt32, x8)), "i64(x8)"},
-      {Cast(DType::kInt32, Cast(DType::kInt64, x32)), "x32"},
-      {Cast(DType::kFloat64, Cast(DType::kFloat32, h)), "f64(h)"},
-      {Cast(DType::kFloat32, Cast(DType::kInt16, x8)), "f32(x8)"},
-      // ... and when it loses something, it stays.
-      {Cast(DType::kInt64, Cast(DType::kInt8, x)), "i64(i8(x))"},
-      {Cast(DType::kFloat32, Cast(DType::kFloat16, fx)), "f32(f16(fx))"},
-      {Cast(DType::kFloat64, Cast(DType::kFloat32, x32)), "f64(f32(x32))"},
-      {Cast(DType::kInt64, Cast(DType::kInt32, fx)), "i64(i32(fx))"},
-  });
+                          {cast(DType::kInt8, I(300)), "44i8"},
+                          {cast(DType::kUInt8, I(-1)), "255u8"},
+                          {cast(DType::kInt32, I(int64_t{1} << 40)), "0i32"},
+                          {cast(DType::kFloat32, I(3)), "3.0f"},
+                          {cast(DType::kFloat32, I((int64_t{1} << 53) + 1)), "9.007199e+15f"},
+                          {cast(DType::kInt32, F(2.7)), "2i32"},
+                          {cast(DType::kInt32, F(-2.7)), "-2i32"},
+                          {cast(DType::kInt32, F(-1e10)), "-2147483648i32"},
+                          {cast(DType::kUInt8, F(-3.0)), "0u8"},
+                          {cast(DType::kInt32, F(nan)), "0i32"},
+                          {cast(DType::kBool, F(0.5)), "true"},
+                          {cast(DType::kBool, F(nan)), "true"},
+                          {cast(DType::kBool, I(0)), "false"},
+                          {cast(DType::kFloat16, F(0.1)), "0.1f16"},
+                          {cast(DType::kFloat32, FloatImm(0.1, DType::kFloat64)), "0.1f"},
+                          // Nested casts: the inner one loses nothing, so it goes.
+                          {Cast(DType::kInt64, Cast(DType::kInt32, x8)), "i64(x8)"},
+                          {Cast(DType::kInt32, Cast(DType::kInt64, x32)), "x32"},
+                          {Cast(DType::kFloat64, Cast(DType::kFloat32, h)), "f64(h)"},
+                          {Cast(DType::kFloat32, Cast(DType::kInt16, x8)), "f32(x8)"},
+                          // ... and when it loses something, it stays.
+                          {Cast(DType::kInt64, Cast(DType::kInt8, x)), "i64(i8(x))"},
+                          {Cast(DType::kFloat32, Cast(DType::kFloat16, fx)), "f32(f16(fx))"},
+                          {Cast(DType::kFloat64, Cast(DType::kFloat32, x32)), "f64(f32(x32))"},
+                          {Cast(DType::kInt64, Cast(DType::kInt32, fx)), "i64(i32(fx))"},
+                      });
 }
 
 TEST(LoopSimplify, Vectors) {
   Scalars s;
   Expr x = s.x, y = s.y;
   ExpectSimplified(s, {
-      {Add(Ramp(x, 1, 4), Broadcast(I(2), 4)), "ramp(x + 2, 1, 4)"},
-      {Add(Broadcast(Add(x, I(1)), 4), Ramp(y, 1, 4)), "ramp(y + x + 1, 1, 4)"},
-      {Mul(Broadcast(x, 4), Broadcast(I(2), 4)), "broadcast(x * 2, 4)"},
-      {Mul(Ramp(x, 1, 4), Broadcast(I(16), 4)), "ramp(x * 16, 16, 4)"},
-      {Add(Ramp(x, 1, 4), Ramp(y, 2, 4)), "ramp(x + y, 3, 4)"},
-      {Sub(Ramp(Add(x, I(4)), 1, 4), Broadcast(I(4), 4)), "ramp(x, 1, 4)"},
-      {Ramp(x, 0, 4), "broadcast(x, 4)"},
-      {Add(Mul(Ramp(x, 1, 4), Broadcast(I(16), 4)), Broadcast(I(16), 4)), "ramp(x * 16 + 16, 16, 4)"},
-  });
+                          {Add(Ramp(x, 1, 4), Broadcast(I(2), 4)), "ramp(x + 2, 1, 4)"},
+                          {Add(Broadcast(Add(x, I(1)), 4), Ramp(y, 1, 4)), "ramp(y + x + 1, 1, 4)"},
+                          {Mul(Broadcast(x, 4), Broadcast(I(2), 4)), "broadcast(x * 2, 4)"},
+                          {Mul(Ramp(x, 1, 4), Broadcast(I(16), 4)), "ramp(x * 16, 16, 4)"},
+                          {Add(Ramp(x, 1, 4), Ramp(y, 2, 4)), "ramp(x + y, 3, 4)"},
+                          {Sub(Ramp(Add(x, I(4)), 1, 4), Broadcast(I(4), 4)), "ramp(x, 1, 4)"},
+                          {Ramp(x, 0, 4), "broadcast(x, 4)"},
+                          {Add(Mul(Ramp(x, 1, 4), Broadcast(I(16), 4)), Broadcast(I(16), 4)),
+                           "ramp(x * 16 + 16, 16, 4)"},
+                      });
 }
 
 // A kernel as flattening and unrolling leave it, simplified as a whole.
@@ -349,9 +363,9 @@ TEST(LoopSimplify, NothingToDoKeepsTheKernel) {
   Var n = MakeVar("n"), i = MakeVar("i");
   Buffer a = MakeBuffer("a", DType::kFloat32, {n});
   Buffer out = MakeBuffer("out", DType::kFloat32, {n});
-  PrimFunc f = MakeFunc({a, out}, {n},
-                        For(i, I(0), n, ForKind::kSerial,
-                            Store(out, {i}, Add(Load(a, {Sub(i, I(1))}), F(2.0)))));
+  PrimFunc f = MakeFunc(
+      {a, out}, {n},
+      For(i, I(0), n, ForKind::kSerial, Store(out, {i}, Add(Load(a, {Sub(i, I(1))}), F(2.0)))));
   EXPECT_EQ(RunPass("LoopSimplify", f), f);
 }
 
@@ -367,21 +381,31 @@ TEST(LoopSimplify, CompiledResultsAgree) {
   // changes, the adaptor rebuilds the sum with loop::MakeBinary, which drops a float `+ 0.0`
   // itself (see RebuiltFloatSumKeepsPositiveZero).
   Expr plain = Load(a, {i, j});
-  Stmt body = For(
-      i, I(0), n, ForKind::kSerial,
-      For(j, I(0), I(4), ForKind::kSerial,
-          Seq({Store(out, {i, j, col}, Raw(BinaryOp::kAdd, plain, F(0.0))),
-               Store(out, {i, j, I(1)}, Raw(BinaryOp::kAdd, Raw(BinaryOp::kMul, x, F(1.0)), F(-0.0))),
-               Store(out, {i, j, Sub(Add(j, I(2)), j)},
-                     Select(Cmp(BinaryOp::kLT, Add(j, I(1)), I(3)), Max(x, x), Cast(DType::kFloat32, Mul(I(2), j))))})));
+  Stmt body = For(i, I(0), n, ForKind::kSerial,
+                  For(j, I(0), I(4), ForKind::kSerial,
+                      Seq({Store(out, {i, j, col}, Raw(BinaryOp::kAdd, plain, F(0.0))),
+                           Store(out, {i, j, I(1)},
+                                 Raw(BinaryOp::kAdd, Raw(BinaryOp::kMul, x, F(1.0)), F(-0.0))),
+                           Store(out, {i, j, Sub(Add(j, I(2)), j)},
+                                 Select(Cmp(BinaryOp::kLT, Add(j, I(1)), I(3)), Max(x, x),
+                                        Cast(DType::kFloat32, Mul(I(2), j))))})));
   PrimFunc f = MakeFunc({a, out}, {n}, body);
   PrimFunc g = RunPass("LoopSimplify", f);
   ASSERT_NE(Print(g), Print(f));
 
   const int64_t rows = 3;
-  std::vector<float> in = {-0.0f, 0.0f, std::numeric_limits<float>::quiet_NaN(), -1.5f,
-                           2.0f,  -3.0f, std::numeric_limits<float>::infinity(), 1e-40f,
-                           7.0f,  -0.0f, 0.25f, -8.0f};
+  std::vector<float> in = {-0.0f,
+                           0.0f,
+                           std::numeric_limits<float>::quiet_NaN(),
+                           -1.5f,
+                           2.0f,
+                           -3.0f,
+                           std::numeric_limits<float>::infinity(),
+                           1e-40f,
+                           7.0f,
+                           -0.0f,
+                           0.25f,
+                           -8.0f};
   auto run = [&](const PrimFunc& k) {
     std::unique_ptr<CompiledModule> mod = BuildLLVM({k});
     std::vector<float> result(rows * 12, 42.0f);
@@ -399,6 +423,102 @@ TEST(LoopSimplify, CompiledResultsAgree) {
   EXPECT_EQ(bits, 0x80000000u) << "-0.0 * 1.0 + -0.0 is -0.0";
 }
 
+// Random integer index expressions compiled before and after: the rewrites keep every value
+// (floor semantics, signs, the order of operands), for negative variables too.
+class Seeds : public ::testing::TestWithParam<int> {};
+TEST_P(Seeds, Random) {
+  Var x = MakeVar("x"), y = MakeVar("y");
+  std::mt19937 rng(GetParam());
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  std::function<Expr(int)> gen = [&](int depth) -> Expr {
+    if (depth == 0 || pick(4) == 0) {
+      int k = pick(3);
+      if (k == 0) return x;
+      if (k == 1) return y;
+      return I(pick(41) - 20);
+    }
+    static const BinaryOp ops[] = {BinaryOp::kAdd,      BinaryOp::kSub,      BinaryOp::kMul,
+                                   BinaryOp::kFloorDiv, BinaryOp::kFloorMod, BinaryOp::kMin,
+                                   BinaryOp::kMax,      BinaryOp::kDiv};
+    BinaryOp op = ops[pick(8)];
+    Expr a = gen(depth - 1);
+    bool division = op == BinaryOp::kFloorDiv || op == BinaryOp::kFloorMod || op == BinaryOp::kDiv;
+    Expr b = division ? I(pick(2) ? pick(16) + 1 : -pick(8) - 1) : gen(depth - 1);
+    if (pick(6) == 0) return Select(Cmp(BinaryOp::kLT, a, b), a, b);
+    return Raw(op, a, b);
+  };
+  const int count = 300;
+  Buffer out = MakeBuffer("out", DType::kInt64, {I(count)});
+  std::vector<Stmt> stmts;
+  for (int k = 0; k < count; ++k) stmts.push_back(Store(out, {I(k)}, gen(4)));
+  PrimFunc f = MakeFunc({out}, {x, y}, std::make_shared<SeqNode>(stmts));
+  PrimFunc g = RunPass("LoopSimplify", f);
+  std::unique_ptr<CompiledModule> before = BuildLLVM({f}), after = BuildLLVM({g});
+  for (int64_t xv : {-37, -16, -5, -1, 0, 1, 3, 16, 100}) {
+    for (int64_t yv : {-9, -1, 0, 2, 17}) {
+      std::vector<int64_t> want(count, 7), got(count, 7);
+      int64_t scalars[] = {xv, yv};
+      void* want_buffers[] = {want.data()};
+      void* got_buffers[] = {got.data()};
+      before->Lookup("f")(want_buffers, scalars);
+      after->Lookup("f")(got_buffers, scalars);
+      for (int k = 0; k < count; ++k)
+        ASSERT_EQ(got[k], want[k]) << "x = " << xv << ", y = " << yv << ": "
+                                   << Print(AsStore(AsSeq(f->body)->stmts[k])->value) << " became "
+                                   << Print(AsStore(AsSeq(g->body)->stmts[k])->value);
+    }
+  }
+}
+
+TEST_P(Seeds, Random32) {
+  Var x = MakeVar("x", DType::kInt32), y = MakeVar("y", DType::kInt32);
+  auto I = [](int64_t v) { return IntImm(v, DType::kInt32); };
+  std::mt19937 rng(GetParam());
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  std::function<Expr(int)> gen = [&](int depth) -> Expr {
+    if (depth == 0 && pick(5) == 0) return I(pick(2) ? 2147483647 - pick(40) : -2147483647 + pick(40));
+    if (depth == 0) {
+      int k = pick(3);
+      if (k == 0) return x;
+      if (k == 1) return y;
+      return I(pick(41) - 20);
+    }
+    static const BinaryOp ops[] = {BinaryOp::kAdd,      BinaryOp::kSub,      BinaryOp::kMul,
+                                   BinaryOp::kFloorDiv, BinaryOp::kFloorMod, BinaryOp::kMin,
+                                   BinaryOp::kMax,      BinaryOp::kDiv};
+    BinaryOp op = ops[pick(8)];
+    Expr a = gen(depth - 1);
+    while (IsConstInt(a)) a = gen(depth - 1);
+    bool division = op == BinaryOp::kFloorDiv || op == BinaryOp::kFloorMod || op == BinaryOp::kDiv;
+    Expr b = division ? I(pick(2) ? pick(16) + 1 : -pick(8) - 1) : gen(depth - 1);
+    while (!division && IsConstInt(b)) b = gen(depth - 1);
+    if (pick(6) == 0) return Select(Cmp(BinaryOp::kLT, a, b), a, b);
+    return Raw(op, a, b);
+  };
+  const int count = 300;
+  Buffer out = MakeBuffer("out", DType::kInt32, {IntImm(count)});
+  std::vector<Stmt> stmts;
+  for (int k = 0; k < count; ++k) stmts.push_back(Store(out, {IntImm(k)}, gen(4)));
+  PrimFunc f = MakeFunc({out}, {x, y}, std::make_shared<SeqNode>(stmts));
+  PrimFunc g = RunPass("LoopSimplify", f);
+  std::unique_ptr<CompiledModule> before = BuildLLVM({f}), after = BuildLLVM({g});
+  for (int64_t xv : {-37, -16, -5, -1, 0, 1, 3, 16, 100, 2147483647, -2147483647 - 1}) {
+    for (int64_t yv : {-9, -1, 0, 2, 17}) {
+      std::vector<int32_t> want(count, 7), got(count, 7);
+      int64_t scalars[] = {xv, yv};
+      void* want_buffers[] = {want.data()};
+      void* got_buffers[] = {got.data()};
+      before->Lookup("f")(want_buffers, scalars);
+      after->Lookup("f")(got_buffers, scalars);
+      for (int k = 0; k < count; ++k)
+        ASSERT_EQ(got[k], want[k]) << "x = " << xv << ", y = " << yv << ": "
+                                   << Print(AsStore(AsSeq(f->body)->stmts[k])->value) << " became "
+                                   << Print(AsStore(AsSeq(g->body)->stmts[k])->value);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(S, Seeds, ::testing::Range(1, 40));
 // Disabled until loop::MakeBinary stops treating +0.0 as an additive identity of floats
 // (-0.0 + 0.0 is +0.0): the Mutator rebuilds `a[(i + 1) - 1] + 0.0f` through MakeBinary once
 // the index is simplified, and the `+ 0.0f` disappears before this pass sees the sum.

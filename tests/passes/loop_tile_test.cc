@@ -390,5 +390,18 @@ TEST(TileLoops, ThenParallelizeAndVectorize) {
   ExpectSameResults(f, g, {{1, 1}, {3, 64}, {5, 71}, {67, 130}});
 }
 
+// The key is registered with its kind and default (the pass registry registers it).
+bool RegisteredWithDefault(const std::string& key, int64_t value) {
+  PassRegistry::Global();
+  for (const PassConfigInfo& c : ListPassConfigs())
+    if (c.key == key)
+      return c.kind == AttrKind::kInt && c.default_value == AttrValue(value) && !c.doc.empty();
+  return false;
+}
+
+TEST(TileLoops, ConfigKeyIsRegistered) {
+  EXPECT_TRUE(RegisteredWithDefault("tile.j", 64));
+}
+
 }  // namespace
 }  // namespace kiln

@@ -189,6 +189,24 @@ out[4] = a[4] - 1.0f
   ExpectSameResults(f5, g5);
 }
 
+// A loop that does not start at 0: the ramps start at its start, the tail after the vectors.
+TEST(VectorizeLoops, NonZeroStart) {
+  Var n = loop::MakeVar("n"), i = loop::MakeVar("i");
+  Buffer a = Buf("a", {n}), out = Buf("out", {n});
+  auto f = Func({a, out}, 1, {n},
+                loop::For(i, I(3), loop::Sub(n, I(3)), ForKind::kSerial,
+                          loop::Store(out, {i}, loop::Load(a, {loop::Sub(i, I(3))}))));
+  auto g = Vectorize(f);
+  EXPECT_EQ(BodyText(g), R"(for i_vec in [0, (n - 3) // 8) {
+  out[ramp(3 + i_vec * 8, 1, 8)] = a[ramp(3 + i_vec * 8 - 3, 1, 8)]
+}
+for i in [3 + (n - 3) // 8 * 8, 3 + (n - 3) // 8 * 8 + (n - 3) % 8) {
+  out[i] = a[i - 3]
+}
+)");
+  ExpectSameResults(f, g, {{3}, {4}, {11}, {12}, {100}});
+}
+
 // The loop variable used as a value (cast to float), index arithmetic folded into the ramp, a
 // select with a vector condition, and an intrinsic call.
 TEST(VectorizeLoops, LoopVariableAsValueSelectAndCalls) {
@@ -248,6 +266,35 @@ for i in [8, 12) {
 }
 )");
   ExpectSameResults(f, g);
+}
+
+// Types with their own memory forms (f16 lives as i16, bool as i8) and a cast between lanes.
+TEST(VectorizeLoops, HalfAndBoolLanes) {
+  Var n = loop::MakeVar("n"), i = loop::MakeVar("i");
+  Buffer h = Buf("h", {n}, DType::kFloat16), flags = Buf("flags", {n}, DType::kBool),
+         out = Buf("out", {n}, DType::kFloat16);
+  Expr x = loop::Cast(DType::kFloat32, loop::Load(h, {i}));
+  Expr value = loop::Select(loop::Load(flags, {i}),
+                            loop::Cast(DType::kFloat16, loop::Mul(x, F(0.5))), loop::Load(h, {i}));
+  auto f = Func({h, flags, out}, 2, {n}, Loop(i, n, loop::Store(out, {i}, value)));
+  auto g = Vectorize(f);
+  EXPECT_THAT(
+      BodyText(g),
+      HasSubstr(
+          "out[ramp(i_vec * 8, 1, 8)] = select(flags[ramp(i_vec * 8, 1, 8)], "
+          "f16(f32(h[ramp(i_vec * 8, 1, 8)]) * broadcast(0.5f, 8)), h[ramp(i_vec * 8, 1, 8)])"));
+  ExpectSameResults(f, g, {{1}, {9}, {64}});
+
+  Buffer positive = Buf("positive", {n}, DType::kBool);
+  auto cmp =
+      Func({h, positive}, 1, {n},
+           Loop(i, n, loop::Store(positive, {i}, loop::MakeBinary(loop::BinaryOp::kGT, x, F(0)))));
+  auto gc = Vectorize(cmp);
+  EXPECT_THAT(
+      BodyText(gc),
+      HasSubstr(
+          "positive[ramp(i_vec * 8, 1, 8)] = f32(h[ramp(i_vec * 8, 1, 8)]) > broadcast(0.0f, 8)"));
+  ExpectSameResults(cmp, gc, {{3}, {17}});
 }
 
 // ---- the kVectorized fallback ----
@@ -338,6 +385,19 @@ TEST(VectorizeLoops, WidthComesFromTheConfig) {
   EXPECT_EQ(loop::Print(Vectorize(f, 0)), loop::Print(f));
   EXPECT_THAT(ErrorMessage([&] { Vectorize(f, 65); }),
               HasSubstr("vectorize.width must be in [0, 64], got 65"));
+}
+
+// The key is registered with its kind and default (the pass registry registers it).
+bool RegisteredWithDefault(const std::string& key, int64_t value) {
+  PassRegistry::Global();
+  for (const PassConfigInfo& c : ListPassConfigs())
+    if (c.key == key)
+      return c.kind == AttrKind::kInt && c.default_value == AttrValue(value) && !c.doc.empty();
+  return false;
+}
+
+TEST(VectorizeLoops, ConfigKeyIsRegistered) {
+  EXPECT_TRUE(RegisteredWithDefault("vectorize.width", 8));
 }
 
 }  // namespace

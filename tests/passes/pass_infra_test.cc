@@ -10,6 +10,7 @@
 #include "common/test_util.h"
 #include "ir/text.h"
 #include "ir/type_infer.h"
+#include "ir/visitor.h"
 #include "passes/instrument.h"
 #include "passes/pass.h"
 
@@ -436,6 +437,47 @@ TEST(Pipelines, UserPassesBehaveLikeBuiltins) {
   EXPECT_EQ(PipelineToString(p), "UserCount(step=5),UserCount");
   (*p)(SmallModule());
   EXPECT_EQ(runs, 6);
+}
+
+// A user pass written as a class: it takes part in pipelines like a built-in.
+class ReluToAbs : public Pass {
+ public:
+  ReluToAbs() : Pass(PassInfo{"ReluToAbs", 1, {"InferType"}}) {}
+
+ protected:
+  IRModule Run(const IRModule& m, const PassContext&) const override {
+    class Rewriter : public ExprMutator {
+     protected:
+      Expr MutateCall(const CallNode* n, const Expr& self) override {
+        Expr e = ExprMutator::MutateCall(n, self);
+        const CallNode* c = AsCall(e);
+        if (c->op && c->op->name == "relu") return MakeCall("abs", c->args);
+        return e;
+      }
+    };
+    IRModule out = m;
+    for (const auto& [name, f] : m.functions()) {
+      Rewriter r;
+      out = out.With(name, std::static_pointer_cast<const FunctionNode>(r.Mutate(f)));
+    }
+    return out;
+  }
+};
+
+TEST(Pipelines, UserPassClassesBehaveLikeBuiltins) {
+  PassRegistry::Global().Register(PassRegistration{
+      .name = "ReluToAbs", .opt_level = 1, .required = {"InferType"}, .options = {}, .doc = "",
+      .create = [](const Attrs&) -> PassPtr { return std::make_shared<ReluToAbs>(); }});
+  auto timing = std::make_shared<PassTimingInstrument>();
+  auto ctx = std::make_shared<PassContext>();
+  ctx->SetInstruments({timing});
+  PassContextScope scope(ctx);
+  IRModule out = (*ParsePipeline("ReluToAbs"))(SmallModule());
+  EXPECT_THAT(Print(out), HasSubstr("abs("));
+  EXPECT_TRUE(timing->Ran("ReluToAbs"));
+  EXPECT_TRUE(timing->Ran("InferType"));  // its requirement ran first
+  ctx->disabled_passes = {"ReluToAbs"};
+  EXPECT_THAT(Print((*ParsePipeline("ReluToAbs"))(SmallModule())), HasSubstr("relu("));
 }
 
 }  // namespace

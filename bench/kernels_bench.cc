@@ -1,0 +1,154 @@
+// Kernel benchmarks for issue 4: compile latency by phase, a fused elementwise chain against a
+// STREAM triad, and matmul against Eigen, each baseline measured in this same binary.
+//
+//   build/bench/kiln_kernels_bench --benchmark_min_time=0.2
+//
+// Report ratios (kiln / baseline), not absolute figures: the machines are shared and noisy.
+#include <benchmark/benchmark.h>
+#include <tbb/global_control.h>
+
+#include <Eigen/Core>
+#include <random>
+
+#include "ir/type_infer.h"
+#include "passes/compile.h"
+#include "passes/pass.h"
+
+namespace kiln {
+namespace {
+
+Tensor Random(const std::vector<int64_t>& shape, uint64_t seed) {
+  Tensor t = Tensor::Empty(DType::kFloat32, shape);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+Function Primitive(std::vector<Var> params, Expr body) {
+  return InferTypes(MakeFunction(std::move(params), std::move(body), nullptr, Attrs{{"primitive", true}}));
+}
+
+Expr Scalar(float v) { return MakeConstant(Tensor::Scalar<float>(v)); }
+
+// abs(neg(min(relu(x * 2 + 1), 6))): six cheap ops, so the fused kernel is bound by memory.
+Function ElementwiseChain(int64_t n) {
+  Var x = MakeVar("x", TensorType({n}, DType::kFloat32));
+  Expr e = MakeCall("mul", {x, Scalar(2)});
+  e = MakeCall("add", {e, Scalar(1)});
+  e = MakeCall("relu", {e});
+  e = MakeCall("minimum", {e, Scalar(6)});
+  e = MakeCall("neg", {e});
+  e = MakeCall("abs", {e});
+  return Primitive({x}, e);
+}
+
+Function Matmul(int64_t m, int64_t k, int64_t n) {
+  Var a = MakeVar("a", TensorType({m, k}, DType::kFloat32));
+  Var b = MakeVar("b", TensorType({k, n}, DType::kFloat32));
+  return Primitive({a, b}, MakeCall("matmul", {a, b}));
+}
+
+// A context with one thread, or two, for the oneTBB loops inside kernels.
+std::unique_ptr<tbb::global_control> Threads(int n) {
+  return std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, n);
+}
+
+// ---- (a) compile latency, split by phase ----
+
+void BM_CompileLatency(benchmark::State& state, Function (*make)(), const char*) {
+  Function fn = make();
+  CompileTimings sum;
+  for (auto _ : state) {
+    CompiledKernel k = CompileKernel(fn, "bench_kernel");
+    sum.lower_ms += k.timings.lower_ms;
+    sum.opt_ms += k.timings.opt_ms;
+    sum.codegen_ms += k.timings.codegen_ms;
+  }
+  double n = static_cast<double>(state.iterations());
+  state.counters["lower_ms"] = sum.lower_ms / n;
+  state.counters["O3_ms"] = sum.opt_ms / n;
+  state.counters["codegen_ms"] = sum.codegen_ms / n;
+}
+Function SmallChain() { return ElementwiseChain(4096); }
+Function MatmulBiasRelu() {
+  Var x = MakeVar("x", TensorType({32, 128}, DType::kFloat32));
+  Var w = MakeVar("w", TensorType({128, 64}, DType::kFloat32));
+  Var b = MakeVar("b", TensorType({64}, DType::kFloat32));
+  return Primitive({x, w, b}, MakeCall("relu", {MakeCall("add", {MakeCall("matmul", {x, w}), b})}));
+}
+BENCHMARK_CAPTURE(BM_CompileLatency, elementwise_chain, SmallChain, "")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CompileLatency, matmul_bias_relu, MatmulBiasRelu, "")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- (b) fused elementwise chain vs STREAM triad ----
+
+constexpr int64_t kStreamN = 16 << 20;
+
+void BM_StreamTriad(benchmark::State& state) {
+  auto t = Threads(1);
+  Tensor a = Random({kStreamN}, 1), b = Random({kStreamN}, 2), c = Random({kStreamN}, 3);
+  float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  const float* pc = c.data<float>();
+  for (auto _ : state) {
+    for (int64_t i = 0; i < kStreamN; ++i) pa[i] = pb[i] + 3.0f * pc[i];
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * kStreamN * 3 * sizeof(float));
+}
+BENCHMARK(BM_StreamTriad)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_FusedChain(benchmark::State& state) {
+  auto t = Threads(static_cast<int>(state.range(0)));
+  CompiledKernel k = CompileKernel(ElementwiseChain(kStreamN), "chain");
+  Tensor x = Random({kStreamN}, 4), y = Tensor::Empty(DType::kFloat32, {kStreamN});
+  void* bufs[] = {x.raw_data(), y.raw_data()};
+  for (auto _ : state) {
+    k.fn(bufs, nullptr);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * kStreamN * 2 * sizeof(float));
+}
+BENCHMARK(BM_FusedChain)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- (c) matmul vs Eigen ----
+
+void BM_EigenMatmul(benchmark::State& state) {
+  auto t = Threads(1);
+  Eigen::setNbThreads(1);
+  int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Mat a = Mat::Random(m, k), b = Mat::Random(k, n), c(m, n);
+  for (auto _ : state) {
+    c.noalias() = a * b;
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GFLOPs"] =
+      benchmark::Counter(2.0 * m * k * n * state.iterations(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_EigenMatmul)->Args({1024, 1024, 1024})->Args({32, 768, 3072})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_KilnMatmul(benchmark::State& state) {
+  auto t = Threads(static_cast<int>(state.range(3)));
+  int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  CompiledKernel kern = CompileKernel(Matmul(m, k, n), "mm");
+  Tensor a = Random({m, k}, 5), b = Random({k, n}, 6), c = Tensor::Empty(DType::kFloat32, {m, n});
+  void* bufs[] = {a.raw_data(), b.raw_data(), c.raw_data()};
+  for (auto _ : state) {
+    kern.fn(bufs, nullptr);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPs"] =
+      benchmark::Counter(2.0 * m * k * n * state.iterations(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_KilnMatmul)
+    ->Args({1024, 1024, 1024, 1})
+    ->Args({1024, 1024, 1024, 2})
+    ->Args({32, 768, 3072, 1})
+    ->Args({32, 768, 3072, 2})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace kiln
+
+BENCHMARK_MAIN();
