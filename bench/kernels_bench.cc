@@ -131,7 +131,9 @@ BENCHMARK(BM_EigenMatmul)->Args({1024, 1024, 1024})->Args({32, 768, 3072})->Unit
 void BM_KilnMatmul(benchmark::State& state) {
   auto t = Threads(static_cast<int>(state.range(3)));
   int64_t m = state.range(0), k = state.range(1), n = state.range(2);
-  CompiledKernel kern = CompileKernel(Matmul(m, k, n), "mm");
+  CodegenOptions opts;
+  opts.fast_math = state.range(4) != 0;  // lets LLVM contract the multiply-add into an FMA
+  CompiledKernel kern = CompileKernel(Matmul(m, k, n), "mm", opts);
   Tensor a = Random({m, k}, 5), b = Random({k, n}, 6), c = Tensor::Empty(DType::kFloat32, {m, n});
   void* bufs[] = {a.raw_data(), b.raw_data(), c.raw_data()};
   for (auto _ : state) {
@@ -142,10 +144,13 @@ void BM_KilnMatmul(benchmark::State& state) {
       benchmark::Counter(2.0 * m * k * n * state.iterations(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_KilnMatmul)
-    ->Args({1024, 1024, 1024, 1})
-    ->Args({1024, 1024, 1024, 2})
-    ->Args({32, 768, 3072, 1})
-    ->Args({32, 768, 3072, 2})
+    ->ArgNames({"m", "k", "n", "threads", "fast_math"})
+    ->Args({1024, 1024, 1024, 1, 0})
+    ->Args({1024, 1024, 1024, 1, 1})
+    ->Args({1024, 1024, 1024, 2, 1})
+    ->Args({32, 768, 3072, 1, 0})
+    ->Args({32, 768, 3072, 1, 1})
+    ->Args({32, 768, 3072, 2, 1})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -133,6 +133,25 @@ bool IsConstInt(const Expr& e, int64_t* value) {
 
 namespace {
 
+// Two's-complement wrap of `v` to the width of an integer dtype (as the kernels compute).
+int64_t WrapToDType(int64_t v, DType t) {
+  switch (t) {
+    case DType::kInt8: return static_cast<int8_t>(v);
+    case DType::kInt16: return static_cast<int16_t>(v);
+    case DType::kInt32: return static_cast<int32_t>(v);
+    case DType::kUInt8: return static_cast<uint8_t>(v);
+    case DType::kBool: return v != 0;
+    default: return v;
+  }
+}
+
+// A float zero of the given sign: x + (-0.0) and x - (+0.0) are x for every x, but
+// x + (+0.0) is not (-0.0 + 0.0 == +0.0).
+bool IsFloatZero(const Expr& e, bool negative) {
+  const FloatImmNode* f = AsFloatImm(e);
+  return f && f->value == 0 && std::signbit(f->value) == negative;
+}
+
 bool IsConstValue(const Expr& e, double v) {
   if (const IntImmNode* i = AsIntImm(e)) return static_cast<double>(i->value) == v;
   if (const FloatImmNode* f = AsFloatImm(e)) return f->value == v;
@@ -210,16 +229,17 @@ Expr MakeBinary(BinaryOp op, Expr a, Expr b) {
           b->lanes);
   DType out = IsComparison(op) ? DType::kBool : a->dtype;
   int64_t x, y, r;
-  if (IsConstInt(a, &x) && IsConstInt(b, &y) && FoldInt(op, x, y, &r)) return IntImm(r, out);
+  if (IsConstInt(a, &x) && IsConstInt(b, &y) && FoldInt(op, x, y, &r)) return IntImm(WrapToDType(r, out), out);
+  bool is_float = IsFloat(a->dtype);
   // The identities that lowering produces constantly; everything else is Simplify's job.
   if (!IsComparison(op)) {
     switch (op) {
       case BinaryOp::kAdd:
-        if (IsConstValue(b, 0)) return a;
-        if (IsConstValue(a, 0)) return b;
+        if (is_float ? IsFloatZero(b, true) : IsConstValue(b, 0)) return a;
+        if (is_float ? IsFloatZero(a, true) : IsConstValue(a, 0)) return b;
         break;
       case BinaryOp::kSub:
-        if (IsConstValue(b, 0)) return a;
+        if (is_float ? IsFloatZero(b, false) : IsConstValue(b, 0)) return a;
         break;
       case BinaryOp::kMul:
         if (IsConstValue(b, 1)) return a;
@@ -281,7 +301,7 @@ Expr Cast(DType t, Expr v) {
   KILN_CHECK(v != nullptr, "cast of null");
   if (v->dtype == t) return v;
   if (const IntImmNode* i = AsIntImm(v); i && !IsFloat(t) && t != DType::kBool && v->lanes == 1)
-    if (t == DType::kInt64 || t == DType::kInt32) return IntImm(i->value, t);
+    if (t == DType::kInt64 || t == DType::kInt32) return IntImm(WrapToDType(i->value, t), t);
   return std::make_shared<const CastNode>(t, std::move(v));
 }
 
