@@ -1,6 +1,7 @@
 #include "ir/loop/loop.h"
 
 #include <cmath>
+#include <limits>
 
 #include "ir/error.h"
 
@@ -136,12 +137,18 @@ namespace {
 // Two's-complement wrap of `v` to the width of an integer dtype (as the kernels compute).
 int64_t WrapToDType(int64_t v, DType t) {
   switch (t) {
-    case DType::kInt8: return static_cast<int8_t>(v);
-    case DType::kInt16: return static_cast<int16_t>(v);
-    case DType::kInt32: return static_cast<int32_t>(v);
-    case DType::kUInt8: return static_cast<uint8_t>(v);
-    case DType::kBool: return v != 0;
-    default: return v;
+    case DType::kInt8:
+      return static_cast<int8_t>(v);
+    case DType::kInt16:
+      return static_cast<int16_t>(v);
+    case DType::kInt32:
+      return static_cast<int32_t>(v);
+    case DType::kUInt8:
+      return static_cast<uint8_t>(v);
+    case DType::kBool:
+      return v != 0;
+    default:
+      return v;
   }
 }
 
@@ -164,26 +171,57 @@ int64_t FloorDivInt(int64_t a, int64_t b) {
   return q;
 }
 
-// Folds a binary op of two integer immediates; false when it cannot (overflow, division by 0).
-bool FoldInt(BinaryOp op, int64_t a, int64_t b, int64_t* out) {
+// Wrapping i64 arithmetic without signed-overflow UB.
+int64_t WrapAdd(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+int64_t WrapSub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+int64_t WrapMul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+
+int64_t SignedMin(DType t) {
+  switch (t) {
+    case DType::kInt8:
+      return std::numeric_limits<int8_t>::min();
+    case DType::kInt16:
+      return std::numeric_limits<int16_t>::min();
+    case DType::kInt32:
+      return std::numeric_limits<int32_t>::min();
+    case DType::kInt64:
+      return std::numeric_limits<int64_t>::min();
+    default:  // unsigned and bool: no quotient overflows
+      return 0;
+  }
+}
+
+}  // namespace
+
+bool FoldIntBinary(BinaryOp op, int64_t a, int64_t b, DType t, int64_t* out) {
+  bool div_traps = b == 0 || (a == SignedMin(t) && b == -1 && IsSignedInteger(t));
   switch (op) {
     case BinaryOp::kAdd:
-      return !__builtin_add_overflow(a, b, out);
+      *out = WrapToDType(WrapAdd(a, b), t);
+      return true;
     case BinaryOp::kSub:
-      return !__builtin_sub_overflow(a, b, out);
+      *out = WrapToDType(WrapSub(a, b), t);
+      return true;
     case BinaryOp::kMul:
-      return !__builtin_mul_overflow(a, b, out);
+      *out = WrapToDType(WrapMul(a, b), t);
+      return true;
     case BinaryOp::kDiv:
-      if (b == 0 || (a == INT64_MIN && b == -1)) return false;
-      *out = a / b;
+      if (div_traps) return false;
+      *out = WrapToDType(a / b, t);
       return true;
     case BinaryOp::kFloorDiv:
-      if (b == 0 || (a == INT64_MIN && b == -1)) return false;
-      *out = FloorDivInt(a, b);
+      if (div_traps) return false;
+      *out = WrapToDType(FloorDivInt(a, b), t);
       return true;
     case BinaryOp::kFloorMod:
-      if (b == 0 || (a == INT64_MIN && b == -1)) return false;
-      *out = a - FloorDivInt(a, b) * b;
+      if (div_traps) return false;
+      *out = WrapToDType(a - FloorDivInt(a, b) * b, t);
       return true;
     case BinaryOp::kMin:
       *out = std::min(a, b);
@@ -219,8 +257,6 @@ bool FoldInt(BinaryOp op, int64_t a, int64_t b, int64_t* out) {
   return false;
 }
 
-}  // namespace
-
 Expr MakeBinary(BinaryOp op, Expr a, Expr b) {
   KILN_CHECK(a && b, "binary ", BinaryOpName(op), " with a null operand");
   if (a->dtype != b->dtype || a->lanes != b->lanes)
@@ -229,7 +265,8 @@ Expr MakeBinary(BinaryOp op, Expr a, Expr b) {
           b->lanes);
   DType out = IsComparison(op) ? DType::kBool : a->dtype;
   int64_t x, y, r;
-  if (IsConstInt(a, &x) && IsConstInt(b, &y) && FoldInt(op, x, y, &r)) return IntImm(WrapToDType(r, out), out);
+  if (IsConstInt(a, &x) && IsConstInt(b, &y) && FoldIntBinary(op, x, y, a->dtype, &r))
+    return IntImm(r, out);
   bool is_float = IsFloat(a->dtype);
   // The identities that lowering produces constantly; everything else is Simplify's job.
   if (!IsComparison(op)) {

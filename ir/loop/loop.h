@@ -325,4 +325,10 @@ Stmt Seq(std::vector<Stmt> stmts);  // flattens nested Seqs; a single statement 
 // The integer value of an IntImm, if `e` is one.
 bool IsConstInt(const Expr& e, int64_t* value = nullptr);
 
+// `a op b` on integer constants of dtype `t`, as generated code computes it: arithmetic wraps
+// to `t`, comparisons give 0 or 1. False where the code generator's own defined behaviour
+// decides (division or modulo by 0, MIN / -1), so that no fold can disagree with a kernel.
+// MakeBinary and LoopSimplify both fold through this one function.
+bool FoldIntBinary(BinaryOp op, int64_t a, int64_t b, DType t, int64_t* out);
+
 }  // namespace kiln::loop

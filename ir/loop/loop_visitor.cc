@@ -15,6 +15,8 @@
 // ill-typed node throws where it happens instead of reaching a code generator.
 #include "ir/loop/loop_visitor.h"
 
+#include <unordered_map>
+
 #include "ir/error.h"
 
 namespace kiln::loop {
@@ -346,6 +348,43 @@ Stmt Mutator::MutateSeq(const SeqNode* n, const Stmt& self) {
   }
   if (!changed) return self;
   return Seq(std::move(stmts));
+}
+
+namespace {
+
+class SubstituteVar : public Mutator {
+ public:
+  SubstituteVar(const VarNode* var, Expr value) : var_(var), value_(std::move(value)) {}
+
+ protected:
+  Expr MutateVar(const VarNode* v, const Expr& self) override { return v == var_ ? value_ : self; }
+  Buffer MutateBuffer(const Buffer& b) override {
+    auto it = remade_.find(b.get());
+    if (it != remade_.end()) return it->second;
+    bool changed = false;
+    std::vector<Expr> shape = MutateExprs(b->shape, &changed);
+    std::vector<Expr> strides = MutateExprs(b->strides, &changed);
+    Buffer out =
+        changed ? MakeBuffer(b->name, b->dtype, std::move(shape), b->scope, std::move(strides)) : b;
+    remade_.emplace(b.get(), out);
+    return out;
+  }
+
+ private:
+  const VarNode* var_;
+  Expr value_;
+  // Old buffer -> its copy (or itself): one object per buffer in the result.
+  std::unordered_map<const BufferNode*, Buffer> remade_;
+};
+
+}  // namespace
+
+Stmt Substitute(const Stmt& s, const Var& var, const Expr& value) {
+  return SubstituteVar(var.get(), value).MutateStmt(s);
+}
+
+Expr Substitute(const Expr& e, const Var& var, const Expr& value) {
+  return SubstituteVar(var.get(), value).MutateExpr(e);
 }
 
 PrimFunc WithBody(const PrimFunc& f, Stmt body) {

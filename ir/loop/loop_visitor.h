@@ -41,6 +41,12 @@ class Mutator {
   std::vector<Expr> MutateExprs(const std::vector<Expr>& es, bool* changed);
 };
 
+// `s` (or `e`) with every use of `var` replaced by `value`; binders are kept (see Mutator).
+// A buffer whose shape or strides use `var` is re-made once per call, so that every reference
+// to one buffer still names one object. Rebuilt nodes fold, so `i * 16` with i = 0 becomes 0.
+Stmt Substitute(const Stmt& s, const Var& var, const Expr& value);
+Expr Substitute(const Expr& e, const Var& var, const Expr& value);
+
 // Rebuilds `f` with a new body (and the same everything else).
 PrimFunc WithBody(const PrimFunc& f, Stmt body);
 

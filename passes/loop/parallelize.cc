@@ -65,11 +65,13 @@
 #include "ir/error.h"
 #include "ir/loop/loop_text.h"
 #include "ir/loop/loop_visitor.h"
+#include "passes/loop/loop_analysis.h"
 #include "passes/loop_pass.h"
 
 namespace kiln {
 namespace {
 
+using loop::Access;
 using loop::Expr;
 using loop::ForKind;
 using loop::Stmt;
@@ -78,30 +80,12 @@ using loop::VarNode;
 constexpr char kMinWorkKey[] = "parallelize.min_work";
 constexpr char kCollapseBelowKey[] = "parallelize.collapse_below";
 
-using VarSet = std::set<const VarNode*>;
+using loop::VarSet;
 
 struct Options {
   int64_t min_work;
   int64_t collapse_below;
 };
-
-// Whether `e` reads a variable of `vars` or, with `count_loads`, any buffer.
-bool Mentions(const Expr& e, const VarSet& vars, bool count_loads = false) {
-  struct Finder : loop::Visitor {
-    const VarSet* vars;
-    bool count_loads;
-    bool found = false;
-    void VisitVar(const loop::VarNode* n, const Expr&) override { found = found || vars->count(n); }
-    void VisitLoad(const loop::LoadNode* n, const Expr& self) override {
-      found = found || count_loads;
-      loop::Visitor::VisitLoad(n, self);
-    }
-  } f;
-  f.vars = &vars;
-  f.count_loads = count_loads;
-  f.VisitExpr(e);
-  return f.found;
-}
 
 // Inclusive value ranges of loop variables inside the loop being checked.
 struct Range {
@@ -123,7 +107,7 @@ std::optional<AffineForm> SplitAffine(const Expr& e, const VarNode* v, const Var
   if (e.get() == v) return AffineForm{1, {}, loop::IntImm(0)};
   if (const VarNode* u = loop::AsVar(e); u && ranges.count(u))
     return AffineForm{0, {{u, 1}}, loop::IntImm(0)};
-  if (!Mentions(e, bound, /*count_loads=*/true)) return AffineForm{0, {}, e};
+  if (!loop::MentionsOrLoads(e, bound)) return AffineForm{0, {}, e};
   const loop::BinaryNode* b = loop::AsBinary(e);
   if (!b) return std::nullopt;
   std::optional<AffineForm> x = SplitAffine(b->a, v, bound, ranges);
@@ -177,17 +161,10 @@ std::optional<Range> InnerRange(const AffineForm& f, const Ranges& ranges) {
   return r;
 }
 
-struct Access {
-  const loop::BufferNode* buffer;
-  const std::vector<Expr>* indices;
-  bool store;
-};
-
 // The accesses in a loop body, the variables bound inside it (with the ranges of the loop
 // variables whose bounds are constant) and the buffers it allocates.
-class NestScanner : public loop::Visitor {
+class NestScanner : public loop::AccessScanner {
  public:
-  std::vector<Access> accesses;
   VarSet bound;
   std::set<const loop::BufferNode*> allocated;
 
@@ -201,14 +178,6 @@ class NestScanner : public loop::Visitor {
   }
 
  protected:
-  void VisitLoad(const loop::LoadNode* n, const Expr& self) override {
-    accesses.push_back({n->buffer.get(), &n->indices, false});
-    loop::Visitor::VisitLoad(n, self);
-  }
-  void VisitStore(const loop::StoreNode* n, const Stmt& self) override {
-    accesses.push_back({n->buffer.get(), &n->indices, true});
-    loop::Visitor::VisitStore(n, self);
-  }
   void VisitAlloc(const loop::AllocNode* n, const Stmt& self) override {
     allocated.insert(n->buffer.get());
     loop::Visitor::VisitAlloc(n, self);
@@ -223,7 +192,7 @@ class NestScanner : public loop::Visitor {
     } else {
       unbounded_.insert(n->var.get());
     }
-    loop::Visitor::VisitFor(n, self);
+    loop::AccessScanner::VisitFor(n, self);
   }
   void VisitLetStmt(const loop::LetStmtNode* n, const Stmt& self) override {
     bound.insert(n->var.get());
@@ -353,16 +322,6 @@ int64_t Work(const Stmt& s) {
   }
 }
 
-bool HasLoop(const Stmt& s) {
-  struct Finder : loop::Visitor {
-    bool found = false;
-    void VisitFor(const loop::ForNode*, const Stmt&) override { found = true; }
-    void VisitExpr(const Expr&) override {}
-  } f;
-  f.VisitStmt(s);
-  return f.found;
-}
-
 // The outer loop and the one loop that is its body as one parallel loop; null when the pair
 // does not qualify (file comment).
 Stmt Collapse(const loop::ForNode* outer) {
@@ -370,8 +329,8 @@ Stmt Collapse(const loop::ForNode* outer) {
   int64_t outer_min, inner_min;
   if (!inner || inner->for_kind != ForKind::kSerial || !loop::IsConstInt(outer->min, &outer_min) ||
       outer_min != 0 || !loop::IsConstInt(inner->min, &inner_min) || inner_min != 0 ||
-      Mentions(inner->extent, {outer->var.get()}) || !HasLoop(inner->body) ||
-      !IterationsIndependent(inner))
+      loop::Mentions(inner->extent, outer->var.get()) ||
+      !loop::ContainsStmtKind(inner->body, {loop::StmtKind::kFor}) || !IterationsIndependent(inner))
     return nullptr;
   loop::Var fused = loop::MakeVar(outer->var->name + "_" + inner->var->name);
   Stmt body =

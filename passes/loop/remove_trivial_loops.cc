@@ -23,8 +23,6 @@
 //  - a loop whose body is empty (every loop in it was removed) is removed too.
 // A removed statement becomes an empty Seq rather than null, because it may be the body of a
 // loop, a let or a branch, where null is not allowed; Seq() flattens it away inside a block.
-#include <unordered_map>
-
 #include "ir/loop/loop_visitor.h"
 #include "passes/loop_pass.h"
 
@@ -32,38 +30,8 @@ namespace kiln {
 
 namespace {
 
-using loop::Buffer;
 using loop::Expr;
 using loop::Stmt;
-
-// Replaces the uses of one variable. A buffer whose shape or strides use it is re-made once, so
-// that every reference to one buffer still names one object.
-class SubstituteVar : public loop::Mutator {
- public:
-  SubstituteVar(const loop::VarNode* var, Expr value) : var_(var), value_(std::move(value)) {}
-
- protected:
-  Expr MutateVar(const loop::VarNode* v, const Expr& self) override {
-    return v == var_ ? value_ : self;
-  }
-  Buffer MutateBuffer(const Buffer& b) override {
-    auto it = remade_.find(b.get());
-    if (it != remade_.end()) return it->second;
-    bool changed = false;
-    std::vector<Expr> shape = MutateExprs(b->shape, &changed);
-    std::vector<Expr> strides = MutateExprs(b->strides, &changed);
-    Buffer out = changed ? loop::MakeBuffer(b->name, b->dtype, std::move(shape), b->scope,
-                                            std::move(strides))
-                         : b;
-    remade_.emplace(b.get(), out);
-    return out;
-  }
-
- private:
-  const loop::VarNode* var_;
-  Expr value_;
-  std::unordered_map<const loop::BufferNode*, Buffer> remade_;
-};
 
 // An upper bound of integer expression `e` that its constants alone give.
 bool ConstUpperBound(const Expr& e, int64_t* ub) {
@@ -113,7 +81,7 @@ Stmt RemoveTrivialLoop(const Stmt& s) {
   int64_t bound;
   if (IsEmpty(f->body) || (ConstUpperBound(f->extent, &bound) && bound <= 0)) return loop::Seq({});
   if (loop::IsConstInt(f->extent, &bound) && bound == 1 && !IsGpuBinding(f->for_kind))
-    return SubstituteVar(f->var.get(), f->min).MutateStmt(f->body);
+    return loop::Substitute(f->body, f->var, f->min);
   return s;
 }
 

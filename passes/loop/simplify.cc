@@ -141,12 +141,6 @@ int64_t WrapMul(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
 }
 
-int64_t FloorDivInt(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if (a % b != 0 && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
 // The integer constant `e` is, looking through a broadcast.
 bool IntConst(const Expr& e, int64_t* v) {
   if (const loop::BroadcastNode* b = loop::AsBroadcast(e)) return loop::IsConstInt(b->value, v);
@@ -186,65 +180,6 @@ bool Same(const Expr& a, const Expr& b) {
 }
 
 // ---- folding ----
-
-// a op b on integer constants of dtype t; false when the result is left to the code generator.
-bool FoldInt(BinaryOp op, DType t, int64_t a, int64_t b, int64_t* out) {
-  bool div_traps = b == 0 || (a == TypeMin(t) && b == -1 && IsSignedInteger(t));
-  switch (op) {
-    case BinaryOp::kAdd:
-      *out = Wrap(t, WrapAdd(a, b));
-      return true;
-    case BinaryOp::kSub:
-      *out = Wrap(t, WrapSub(a, b));
-      return true;
-    case BinaryOp::kMul:
-      *out = Wrap(t, WrapMul(a, b));
-      return true;
-    case BinaryOp::kDiv:
-      if (div_traps) return false;
-      *out = Wrap(t, a / b);
-      return true;
-    case BinaryOp::kFloorDiv:
-      if (div_traps) return false;
-      *out = Wrap(t, FloorDivInt(a, b));
-      return true;
-    case BinaryOp::kFloorMod:
-      if (div_traps) return false;
-      *out = Wrap(t, a - FloorDivInt(a, b) * b);
-      return true;
-    case BinaryOp::kMin:
-      *out = std::min(a, b);
-      return true;
-    case BinaryOp::kMax:
-      *out = std::max(a, b);
-      return true;
-    case BinaryOp::kEQ:
-      *out = a == b;
-      return true;
-    case BinaryOp::kNE:
-      *out = a != b;
-      return true;
-    case BinaryOp::kLT:
-      *out = a < b;
-      return true;
-    case BinaryOp::kLE:
-      *out = a <= b;
-      return true;
-    case BinaryOp::kGT:
-      *out = a > b;
-      return true;
-    case BinaryOp::kGE:
-      *out = a >= b;
-      return true;
-    case BinaryOp::kAnd:
-      *out = a && b;
-      return true;
-    case BinaryOp::kOr:
-      *out = a || b;
-      return true;
-  }
-  return false;
-}
 
 // `v` rounded to what a value of float dtype `t` holds.
 double RoundToFloat(double v, DType t) {
@@ -314,7 +249,7 @@ Expr FoldConstants(BinaryOp op, const Expr& a, const Expr& b) {
   if (a->dtype != b->dtype || a->lanes != b->lanes) return nullptr;
   int64_t x, y, r;
   if (IntConst(a, &x) && IntConst(b, &y) && IsIntLike(a->dtype)) {
-    if (!FoldInt(op, a->dtype, x, y, &r)) return nullptr;
+    if (!loop::FoldIntBinary(op, x, y, a->dtype, &r)) return nullptr;
     return IntLike(r, loop::IsComparison(op) ? DType::kBool : a->dtype, a);
   }
   double fx, fy;
@@ -714,13 +649,13 @@ Expr RewriteIntMinMax(const BinaryNode* n, const Expr& e) {
   int64_t c, c1, r;
   const BinaryNode* ba = loop::AsBinary(a);
   if (IntConst(b, &c) && ba && ba->op == n->op && IntConst(ba->b, &c1)) {
-    FoldInt(n->op, e->dtype, c1, c, &r);
+    loop::FoldIntBinary(n->op, c1, c, e->dtype, &r);
     return Bin(n->op, ba->a, IntLike(r, e));
   }
   if (e->dtype == DType::kInt64) {  // min(x + c1, x + c2) -> x + min(c1, c2)
     SumParts pa = SplitSum(a), pb = SplitSum(b);
     if (pa.rest && pb.rest && Same(pa.rest, pb.rest)) {
-      FoldInt(n->op, e->dtype, pa.c, pb.c, &r);
+      loop::FoldIntBinary(n->op, pa.c, pb.c, e->dtype, &r);
       return AddConst(pa.rest, r);
     }
   }

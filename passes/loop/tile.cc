@@ -77,55 +77,24 @@
 #include "ir/error.h"
 #include "ir/loop/loop_text.h"
 #include "ir/loop/loop_visitor.h"
+#include "passes/loop/loop_analysis.h"
 #include "passes/loop_pass.h"
 
 namespace kiln {
 namespace {
 
+using loop::Access;
+using loop::AffineCoefficient;
 using loop::Buffer;
 using loop::BufferNode;
 using loop::Expr;
 using loop::ForKind;
+using loop::Mentions;
+using loop::SameIndices;
 using loop::Stmt;
 using loop::VarNode;
 
 constexpr char kTileJKey[] = "tile.j";
-
-// Whether `e` reads the variable `v`.
-bool Mentions(const Expr& e, const VarNode* v) {
-  struct Finder : loop::Visitor {
-    const VarNode* v;
-    bool found = false;
-    void VisitVar(const VarNode* n, const Expr&) override { found = found || n == v; }
-  } f;
-  f.v = v;
-  f.VisitExpr(e);
-  return f.found;
-}
-
-// The coefficient c when `e` is `c * v + r` with r not mentioning v; nullopt otherwise.
-std::optional<int64_t> AffineCoefficient(const Expr& e, const VarNode* v) {
-  if (e.get() == v) return 1;
-  if (!Mentions(e, v)) return 0;
-  const loop::BinaryNode* b = loop::AsBinary(e);
-  if (!b) return std::nullopt;
-  std::optional<int64_t> x = AffineCoefficient(b->a, v);
-  std::optional<int64_t> y = AffineCoefficient(b->b, v);
-  if (!x || !y) return std::nullopt;
-  int64_t c;
-  switch (b->op) {
-    case loop::BinaryOp::kAdd:
-      return *x + *y;
-    case loop::BinaryOp::kSub:
-      return *x - *y;
-    case loop::BinaryOp::kMul:
-      if (*y == 0 && loop::IsConstInt(b->b, &c)) return *x * c;
-      if (*x == 0 && loop::IsConstInt(b->a, &c)) return *y * c;
-      return std::nullopt;
-    default:
-      return std::nullopt;
-  }
-}
 
 bool IsAccumulator(const Buffer& b) {
   int64_t n;
@@ -160,18 +129,10 @@ std::optional<ReductionBody> SplitBody(const Stmt& body) {
   return out;
 }
 
-struct Access {
-  const BufferNode* buffer;
-  const std::vector<Expr>* indices;
-  bool store;
-  bool in_loop;  // inside a reduction loop of the body
-};
-
 // Collects the accesses of the body's statements and whether they keep to the pattern.
-class PatternScanner : public loop::Visitor {
+class PatternScanner : public loop::AccessScanner {
  public:
   explicit PatternScanner(const VarNode* j) : j_(j) {}
-  std::vector<Access> accesses;
   bool ok = true;
   bool has_loop = false;
 
@@ -197,30 +158,12 @@ class PatternScanner : public loop::Visitor {
     if (n->for_kind != ForKind::kSerial || Mentions(n->min, j_) || Mentions(n->extent, j_))
       ok = false;
     has_loop = true;
-    ++depth_;
-    loop::Visitor::VisitFor(n, self);
-    --depth_;
-  }
-  void VisitLoad(const loop::LoadNode* n, const Expr& self) override {
-    accesses.push_back({n->buffer.get(), &n->indices, false, depth_ > 0});
-    loop::Visitor::VisitLoad(n, self);
-  }
-  void VisitStore(const loop::StoreNode* n, const Stmt& self) override {
-    accesses.push_back({n->buffer.get(), &n->indices, true, depth_ > 0});
-    loop::Visitor::VisitStore(n, self);
+    loop::AccessScanner::VisitFor(n, self);
   }
 
  private:
   const VarNode* j_;
-  int depth_ = 0;
 };
-
-bool SameIndices(const std::vector<Expr>& a, const std::vector<Expr>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t k = 0; k < a.size(); ++k)
-    if (!loop::StructuralEqual(a[k], b[k])) return false;
-  return true;
-}
 
 // The legality and profitability rules of the file comment.
 bool Tileable(const ReductionBody& body, const VarNode* j) {
@@ -240,7 +183,7 @@ bool Tileable(const ReductionBody& body, const VarNode* j) {
       continue;
     }
     if (stored.count(a.buffer)) {
-      if (!a.store || a.in_loop) return false;
+      if (!a.store || a.loop_depth > 0) return false;
       bool injective = false;
       for (const Expr& e : idx) {
         std::optional<int64_t> c = AffineCoefficient(e, j);
@@ -251,7 +194,7 @@ bool Tileable(const ReductionBody& body, const VarNode* j) {
         if (other.buffer == a.buffer && !SameIndices(idx, *other.indices)) return false;
       continue;
     }
-    if (!a.in_loop || idx.empty()) continue;
+    if (a.loop_depth == 0 || idx.empty()) continue;
     bool depends = false;
     for (const Expr& e : idx) depends = depends || Mentions(e, j);
     if (!depends) continue;
@@ -296,16 +239,6 @@ class TileRewriter : public loop::Mutator {
   std::vector<std::pair<Buffer, Buffer>> rows_;
 };
 
-bool HasLoop(const Stmt& s) {
-  struct Finder : loop::Visitor {
-    bool found = false;
-    void VisitFor(const loop::ForNode*, const Stmt&) override { found = true; }
-    void VisitExpr(const Expr&) override {}
-  } f;
-  f.VisitStmt(s);
-  return f.found;
-}
-
 // One tile: columns [j0, j0 + width) of the j loop `n`, with accumulator rows of `row_extent`.
 Stmt BuildTile(const loop::ForNode* n, const ReductionBody& body, const loop::Var& j_inner,
                const Expr& j0, const Expr& width, const Expr& row_extent) {
@@ -324,7 +257,7 @@ Stmt BuildTile(const loop::ForNode* n, const ReductionBody& body, const loop::Va
   };
   // j_inner goes innermost: around each statement that holds no loop.
   std::function<Stmt(const Stmt&)> wrap = [&](const Stmt& s) -> Stmt {
-    if (!HasLoop(s)) return inner_loop(s);
+    if (!loop::ContainsStmtKind(s, {loop::StmtKind::kFor})) return inner_loop(s);
     if (const loop::ForNode* f = loop::AsFor(s))
       return loop::For(f->var, f->min, f->extent, f->for_kind, wrap(f->body));
     std::vector<Stmt> parts;

@@ -19,66 +19,18 @@
 // statement adaptor is post-order, so it would show an outer loop after its inner loop was
 // unrolled, looking innermost, and a nest of small loops would unroll completely (4 x 4 x 4 =
 // 64 copies). This pass decides on the way down and unrolls on the way up.
-#include <unordered_map>
-
 #include "ir/loop/loop_visitor.h"
+#include "passes/loop/loop_analysis.h"
 #include "passes/loop_pass.h"
 
 namespace kiln {
 
 namespace {
 
-using loop::Buffer;
 using loop::Expr;
 using loop::Stmt;
 
 constexpr const char* kMaxExtentKey = "unroll.max_extent";
-
-// Replaces the uses of one variable. A buffer whose shape or strides use it is re-made once, so
-// that every reference to one buffer still names one object.
-class SubstituteVar : public loop::Mutator {
- public:
-  SubstituteVar(const loop::VarNode* var, Expr value) : var_(var), value_(std::move(value)) {}
-
- protected:
-  Expr MutateVar(const loop::VarNode* v, const Expr& self) override {
-    return v == var_ ? value_ : self;
-  }
-  Buffer MutateBuffer(const Buffer& b) override {
-    auto it = remade_.find(b.get());
-    if (it != remade_.end()) return it->second;
-    bool changed = false;
-    std::vector<Expr> shape = MutateExprs(b->shape, &changed);
-    std::vector<Expr> strides = MutateExprs(b->strides, &changed);
-    Buffer out = changed ? loop::MakeBuffer(b->name, b->dtype, std::move(shape), b->scope,
-                                            std::move(strides))
-                         : b;
-    remade_.emplace(b.get(), out);
-    return out;
-  }
-
- private:
-  const loop::VarNode* var_;
-  Expr value_;
-  std::unordered_map<const loop::BufferNode*, Buffer> remade_;
-};
-
-bool ContainsLoopOrAlloc(const Stmt& s) {
-  struct Finder : loop::Visitor {
-    bool found = false;
-    void VisitStmt(const Stmt& s) override {
-      if (found || !s) return;
-      if (s->kind == loop::StmtKind::kFor || s->kind == loop::StmtKind::kAlloc) {
-        found = true;
-        return;
-      }
-      loop::Visitor::VisitStmt(s);
-    }
-    void VisitExpr(const Expr&) override {}  // statements only
-  } finder;
-  finder.VisitStmt(s);
-  return finder.found;
-}
 
 class Unroller : public loop::Mutator {
  public:
@@ -86,7 +38,9 @@ class Unroller : public loop::Mutator {
 
  protected:
   Stmt MutateFor(const loop::ForNode* n, const Stmt& self) override {
-    bool small_innermost = n->for_kind == loop::ForKind::kSerial && !ContainsLoopOrAlloc(n->body);
+    bool small_innermost =
+        n->for_kind == loop::ForKind::kSerial &&
+        !loop::ContainsStmtKind(n->body, {loop::StmtKind::kFor, loop::StmtKind::kAlloc});
     Stmt rebuilt = loop::Mutator::MutateFor(n, self);
     const loop::ForNode* f = loop::AsFor(rebuilt);
     int64_t extent;
@@ -96,8 +50,7 @@ class Unroller : public loop::Mutator {
     if (!unroll) return rebuilt;
     std::vector<Stmt> copies;
     for (int64_t k = 0; k < extent; ++k) {
-      SubstituteVar substitute(f->var.get(), loop::Add(f->min, loop::IntImm(k)));
-      copies.push_back(substitute.MutateStmt(f->body));
+      copies.push_back(loop::Substitute(f->body, f->var, loop::Add(f->min, loop::IntImm(k))));
     }
     return loop::Seq(std::move(copies));  // empty when the loop never runs
   }

@@ -45,64 +45,26 @@
 #include "ir/error.h"
 #include "ir/loop/loop_text.h"
 #include "ir/loop/loop_visitor.h"
+#include "passes/loop/loop_analysis.h"
 #include "passes/loop_pass.h"
 
 namespace kiln {
 namespace {
 
+using loop::Access;
+using loop::AffineCoefficient;
 using loop::Buffer;
 using loop::Expr;
 using loop::ForKind;
+using loop::Mentions;
+using loop::SameIndices;
 using loop::Stmt;
 using loop::VarNode;
 
 constexpr char kWidthKey[] = "vectorize.width";
 constexpr int64_t kMaxWidth = 64;
 
-using VarSet = std::set<const VarNode*>;
-
-// Whether `e` reads any variable of `vars`.
-bool Mentions(const Expr& e, const VarSet& vars) {
-  struct Finder : loop::Visitor {
-    const VarSet* vars;
-    bool found = false;
-    void VisitVar(const loop::VarNode* n, const Expr&) override { found = found || vars->count(n); }
-  } f;
-  f.vars = &vars;
-  f.VisitExpr(e);
-  return f.found;
-}
-
-// The coefficient c when `e` is `c * v + r` with r not mentioning `variant` (which holds v);
-// nullopt when it is not of that form.
-std::optional<int64_t> AffineCoefficient(const Expr& e, const VarNode* v, const VarSet& variant) {
-  if (e.get() == v) return 1;
-  if (!Mentions(e, variant)) return 0;
-  const loop::BinaryNode* b = loop::AsBinary(e);
-  if (!b) return std::nullopt;
-  std::optional<int64_t> x = AffineCoefficient(b->a, v, variant);
-  std::optional<int64_t> y = AffineCoefficient(b->b, v, variant);
-  if (!x || !y) return std::nullopt;
-  int64_t c;
-  switch (b->op) {
-    case loop::BinaryOp::kAdd:
-      return *x + *y;
-    case loop::BinaryOp::kSub:
-      return *x - *y;
-    case loop::BinaryOp::kMul:
-      if (*y == 0 && loop::IsConstInt(b->b, &c)) return *x * c;
-      if (*x == 0 && loop::IsConstInt(b->a, &c)) return *y * c;
-      return std::nullopt;
-    default:
-      return std::nullopt;
-  }
-}
-
-struct Access {
-  Buffer buffer;
-  const std::vector<Expr>* indices;
-  bool store;
-};
+using loop::VarSet;
 
 // What the vectorizer needs to know about a loop body.
 struct BodyInfo {
@@ -114,7 +76,7 @@ struct BodyInfo {
   bool variant_let = false;   // a let binds a value that depends on the loop variable
 };
 
-class BodyScanner : public loop::Visitor {
+class BodyScanner : public loop::AccessScanner {
  public:
   explicit BodyScanner(BodyInfo* info) : info_(info) {}
 
@@ -122,14 +84,6 @@ class BodyScanner : public loop::Visitor {
   void VisitExpr(const Expr& e) override {
     if (e && (e->lanes != 1 || e->kind == loop::ExprKind::kReduce)) info_->scalar = false;
     loop::Visitor::VisitExpr(e);
-  }
-  void VisitLoad(const loop::LoadNode* n, const Expr& self) override {
-    info_->accesses.push_back({n->buffer, &n->indices, false});
-    loop::Visitor::VisitLoad(n, self);
-  }
-  void VisitStore(const loop::StoreNode* n, const Stmt& self) override {
-    info_->accesses.push_back({n->buffer, &n->indices, true});
-    loop::Visitor::VisitStore(n, self);
   }
   void VisitLetStmt(const loop::LetStmtNode* n, const Stmt& self) override {
     // Lets are visited in order, so a let that reads an earlier variant let is variant too.
@@ -154,22 +108,15 @@ class BodyScanner : public loop::Visitor {
   BodyInfo* info_;
 };
 
-bool SameIndices(const std::vector<Expr>& a, const std::vector<Expr>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t k = 0; k < a.size(); ++k)
-    if (!loop::StructuralEqual(a[k], b[k])) return false;
-  return true;
-}
-
 // Whether the iterations of the loop over `v` are independent (see the file comment).
 bool IterationsIndependent(const BodyInfo& info, const VarNode* v) {
   std::set<const loop::BufferNode*> stored;
   for (const Access& a : info.accesses)
-    if (a.store) stored.insert(a.buffer.get());
+    if (a.store) stored.insert(a.buffer);
   for (const loop::BufferNode* b : stored) {
     const std::vector<Expr>* first = nullptr;
     for (const Access& a : info.accesses) {
-      if (a.buffer.get() != b) continue;
+      if (a.buffer != b) continue;
       if (!first) {
         first = a.indices;
         bool injective = false;
@@ -201,19 +148,6 @@ bool AccessesContiguous(const BodyInfo& info, const VarNode* v) {
   }
   return true;
 }
-
-// Replaces `var` by `value` (a scalar).
-class Substituter : public loop::Mutator {
- public:
-  Substituter(const VarNode* var, Expr value) : var_(var), value_(std::move(value)) {}
-
- protected:
-  Expr MutateVar(const VarNode* n, const Expr& self) override { return n == var_ ? value_ : self; }
-
- private:
-  const VarNode* var_;
-  Expr value_;
-};
 
 // Rewrites a body to work on `lanes` consecutive iterations: the loop variable becomes
 // `ramp(base, 1, lanes)`. Values that do not depend on it stay scalar and are broadcast where
@@ -328,7 +262,9 @@ Stmt VectorizeExplicitly(const loop::ForNode* n, int64_t width) {
   int64_t tail = -1;
   loop::IsConstInt(tail_extent, &tail);
   if (tail == 1) {
-    out.push_back(Substituter(n->var.get(), tail_min).MutateStmt(n->body));
+    // Buffers here cannot use the variable (the explicit path has no Alloc in its body), so
+    // Substitute re-makes none.
+    out.push_back(loop::Substitute(n->body, n->var, tail_min));
   } else if (tail != 0) {
     out.push_back(loop::For(n->var, tail_min, tail_extent, ForKind::kSerial, n->body));
   }
@@ -345,7 +281,9 @@ Stmt VectorizeLoop(const Stmt& s, int64_t width) {
 
   BodyInfo info;
   info.variant.insert(n->var.get());
-  BodyScanner(&info).VisitStmt(n->body);
+  BodyScanner scanner(&info);
+  scanner.VisitStmt(n->body);
+  info.accesses = std::move(scanner.accesses);
   if (info.has_loop || !info.scalar || !IterationsIndependent(info, n->var.get())) return s;
 
   if (info.straight_line && !info.variant_let && AccessesContiguous(info, n->var.get())) {

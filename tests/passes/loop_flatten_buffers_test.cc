@@ -2,6 +2,7 @@
 // compiled before and after.
 #include <gtest/gtest.h>
 
+#include "common/loop_test_util.h"
 #include "ir/loop/loop_text.h"
 #include "jit/kernel.h"
 #include "passes/loop_pass.h"
@@ -9,35 +10,16 @@
 namespace kiln::loop {
 namespace {
 
+using test::MakePrimFunc;
+using test::RunF32Kernel;
+using test::RunLoopPass;
+
 Expr I(int64_t v) {
   return IntImm(v);
 }
 
-// Runs the registered pass `name` on `f` the way the loop pipeline does: over an IRModule, under
-// a PassContext that checks that the input is not modified; the result must verify.
-PrimFunc RunPass(const std::string& name, const PrimFunc& f) {
-  auto ctx = std::make_shared<PassContext>();
-  ctx->SetConfig("testing.check_immutable", true);
-  PassContextScope scope(ctx);
-  IRModule out = (*PassRegistry::Global().Create(name))(IRModule().WithPrimFunc(f->name, f));
-  PrimFunc g = out.prim_funcs().at(f->name);
-  Verify(g, /*allow_reduce=*/false);
-  return g;
-}
-
-PrimFunc MakeFunc(std::vector<Buffer> buffers, std::vector<Var> scalars, Stmt body,
-                  std::string name = "f") {
-  auto f = std::make_shared<PrimFuncNode>();
-  f->name = std::move(name);
-  f->num_inputs = std::max(0, static_cast<int>(buffers.size()) - 1);
-  f->buffer_params = std::move(buffers);
-  f->scalar_params = std::move(scalars);
-  f->body = std::move(body);
-  return f;
-}
-
 std::string Flattened(const PrimFunc& f) {
-  return Print(RunPass("FlattenBuffers", f));
+  return Print(RunLoopPass("FlattenBuffers", f));
 }
 
 Stmt Loop(const Var& v, Expr extent, Stmt body) {
@@ -48,10 +30,10 @@ TEST(FlattenBuffers, RowMajor) {
   Var n = MakeVar("n"), i = MakeVar("i"), j = MakeVar("j");
   Buffer a = MakeBuffer("a", DType::kFloat32, {n, I(16)});
   Buffer out = MakeBuffer("out", DType::kFloat32, {n, I(16)});
-  PrimFunc f =
-      MakeFunc({a, out}, {n},
-               Loop(i, n, Loop(j, I(16), Store(out, {i, j}, Mul(Load(a, {i, j}), FloatImm(2.0))))));
-  PrimFunc g = RunPass("FlattenBuffers", f);
+  PrimFunc f = MakePrimFunc(
+      {a, out}, {n},
+      Loop(i, n, Loop(j, I(16), Store(out, {i, j}, Mul(Load(a, {i, j}), FloatImm(2.0))))));
+  PrimFunc g = RunLoopPass("FlattenBuffers", f);
   EXPECT_EQ(Print(g),
             "func @f(%a: f32[n, 16] strides [16, 1], %out: f32[n, 16] strides [16, 1]; n: i64) {\n"
             "  for i in [0, n) {\n"
@@ -76,7 +58,7 @@ TEST(FlattenBuffers, SymbolicShapesAndLocals) {
                    Loop(j, m,
                         Seq({Alloc(t), Loop(k, I(4), Store(t, {I(1), k}, Load(a, {i, j, k}))),
                              Store(out, {i, j}, Load(t, {I(1), I(3)})), Free(t)})));
-  EXPECT_EQ(Flattened(MakeFunc({a, out}, {n, m}, body)),
+  EXPECT_EQ(Flattened(MakePrimFunc({a, out}, {n, m}, body)),
             "func @f(%a: i32[n, m, 4] strides [m * 4, 4, 1], %out: i32[n, m] strides [m, 1]; n: "
             "i64, m: i64) {\n"
             "  for i in [0, n) {\n"
@@ -101,11 +83,11 @@ TEST(FlattenBuffers, ExplicitStridesAndLowRanks) {
   Buffer v = MakeBuffer("v", DType::kFloat32, {I(4)}, BufferNode::Scope::kGlobal, {I(3)});
   Buffer s = MakeBuffer("s", DType::kFloat32, {});
   Buffer out = MakeBuffer("out", DType::kFloat32, {I(4)});
-  PrimFunc f = MakeFunc(
+  PrimFunc f = MakePrimFunc(
       {w, v, s, out}, {},
       Loop(i, I(4),
            Loop(j, I(8), Store(out, {i}, Add(Add(Load(w, {i, j}), Load(v, {i})), Load(s, {}))))));
-  PrimFunc g = RunPass("FlattenBuffers", f);
+  PrimFunc g = RunLoopPass("FlattenBuffers", f);
   EXPECT_EQ(Print(g),
             "func @f(%w: f32[4, 8] strides [16, 2], %v: f32[4] strides [3], %s: f32[], %out: "
             "f32[4]) {\n"
@@ -127,7 +109,7 @@ TEST(FlattenBuffers, VectorIndices) {
   Buffer out = MakeBuffer("out", DType::kFloat32, {I(8), I(16)});
   Expr col = Load(a, {Ramp(i, 1, 4), Broadcast(j, 4)});
   Expr gathered = Load(a, {Load(idx, {Ramp(I(0), 1, 4)}), Broadcast(j, 4)});
-  PrimFunc f = MakeFunc(
+  PrimFunc f = MakePrimFunc(
       {a, idx, out}, {},
       Loop(i, I(2), Loop(j, I(4), Store(out, {i, Ramp(Mul(j, I(4)), 1, 4)}, Add(col, gathered)))));
   EXPECT_EQ(Flattened(f),
@@ -155,8 +137,8 @@ TEST(FlattenBuffers, BlocksAndAlreadyFlat) {
   block->reads = {{a, {I(1), vi}, {I(1), I(1)}}};
   block->writes = {{out, {I(0), vi}, {I(1), I(1)}}};
   block->body = Store(out, {I(0), vi}, Load(a, {I(1), vi}));
-  PrimFunc f = MakeFunc({a, out}, {}, Loop(i, I(3), Stmt(block)));
-  PrimFunc g = RunPass("FlattenBuffers", f);
+  PrimFunc f = MakePrimFunc({a, out}, {}, Loop(i, I(3), Stmt(block)));
+  PrimFunc g = RunLoopPass("FlattenBuffers", f);
   EXPECT_EQ(Print(g),
             "func @f(%a: f32[2, 3] strides [3, 1], %out: f32[2, 3] strides [3, 1]) {\n"
             "  for i in [0, 3) {\n"
@@ -167,7 +149,7 @@ TEST(FlattenBuffers, BlocksAndAlreadyFlat) {
             "    }\n"
             "  }\n"
             "}\n");
-  EXPECT_EQ(RunPass("FlattenBuffers", g), g);
+  EXPECT_EQ(RunLoopPass("FlattenBuffers", g), g);
 }
 
 TEST(FlattenBuffers, CompiledResultsAgree) {
@@ -187,21 +169,16 @@ TEST(FlattenBuffers, CompiledResultsAgree) {
                 Store(out, {i, k},
                       Add(Add(Load(t, {k, I(0)}), Load(t, {k, I(1)})), Load(t, {k, I(2)})))),
            Free(t)}));
-  PrimFunc f = MakeFunc({a, w, out}, {n}, body);
-  PrimFunc g = RunPass("FlattenBuffers", f);
+  PrimFunc f = MakePrimFunc({a, w, out}, {n}, body);
+  PrimFunc g = RunLoopPass("FlattenBuffers", f);
   std::vector<float> x = {1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6};
   std::vector<float> wt = {1, 10, 2, 20, 3, 30};  // w[k, j] = wt[k + 2 * j]
   auto run = [&](const PrimFunc& kernel) {
-    std::unique_ptr<CompiledModule> mod = BuildLLVM({kernel});
-    std::vector<float> result(4, 42.0f);
-    void* buffers[] = {x.data(), wt.data(), result.data()};
-    int64_t scalars[] = {2};
-    mod->Lookup("f")(buffers, scalars);
-    return result;
+    return RunF32Kernel(kernel, {x.data(), wt.data()}, 4, {2});
   };
   std::vector<float> before = run(f);
   EXPECT_EQ(run(g), before);
-  EXPECT_EQ(run(RunPass("LoopSimplify", g)), before);
+  EXPECT_EQ(run(RunLoopPass("LoopSimplify", g)), before);
   EXPECT_EQ(before, (std::vector<float>{22, 280, -22, -280}));
 }
 

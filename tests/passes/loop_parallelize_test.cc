@@ -7,6 +7,7 @@
 
 #include <map>
 
+#include "common/loop_test_util.h"
 #include "common/test_util.h"
 #include "ir/loop/loop_text.h"
 #include "ir/loop/loop_visitor.h"
@@ -22,6 +23,7 @@ using loop::Expr;
 using loop::ForKind;
 using loop::Stmt;
 using loop::Var;
+using test::BodyText;
 using test::ErrorMessage;
 using ::testing::HasSubstr;
 
@@ -45,13 +47,8 @@ const std::string kName = "k";
 // A kernel, after LowerReductions as in the compiler.
 loop::PrimFunc Func(std::vector<Buffer> buffers, int num_inputs, std::vector<Var> scalars,
                     Stmt body) {
-  auto f = std::make_shared<loop::PrimFuncNode>();
-  f->name = kName;
-  f->buffer_params = std::move(buffers);
-  f->num_inputs = num_inputs;
-  f->scalar_params = std::move(scalars);
-  f->body = std::move(body);
-  loop::PrimFunc lowered = LowerReductions(f);
+  loop::PrimFunc lowered = LowerReductions(test::MakePrimFunc(
+      std::move(buffers), std::move(scalars), std::move(body), kName, num_inputs));
   loop::Verify(lowered, /*allow_reduce=*/false);
   return lowered;
 }
@@ -59,72 +56,15 @@ loop::PrimFunc Func(std::vector<Buffer> buffers, int num_inputs, std::vector<Var
 // Runs ParallelizeLoops through the pass manager with `config`, and checks the result verifies.
 loop::PrimFunc Parallelize(const loop::PrimFunc& f,
                            const std::map<std::string, int64_t>& config = {}) {
-  PassPtr pass = PassRegistry::Global().Create("ParallelizeLoops");
-  auto ctx = std::make_shared<PassContext>();
-  ctx->SetConfig("testing.check_immutable", true);
-  for (const auto& [key, value] : config) ctx->SetConfig(key, value);
-  PassContextScope scope(ctx);
-  IRModule out = (*pass)(IRModule().WithPrimFunc(f->name, f));
-  loop::PrimFunc g = out.prim_funcs().at(f->name);
-  loop::Verify(g, /*allow_reduce=*/false);
-  return g;
+  test::PassConfig attrs;
+  for (const auto& [key, value] : config) attrs.emplace(key, value);
+  return test::RunLoopPass("ParallelizeLoops", f, attrs);
 }
 
-// The body of a printed function, one indent less (see loop_vectorize_test.cc).
-std::string BodyText(const loop::PrimFunc& f) {
-  std::string text = loop::Print(f);
-  size_t start = text.find('\n') + 1;
-  size_t end = text.rfind("}");
-  std::string out;
-  for (size_t pos = start; pos < end;) {
-    size_t nl = text.find('\n', pos);
-    std::string line = text.substr(pos, nl - pos);
-    out += (line.rfind("  ", 0) == 0 ? line.substr(2) : line) + "\n";
-    pos = nl + 1;
-  }
-  return out;
-}
-
-// Runs `f` compiled on seeded random buffers with `scalars`, returning every buffer after.
-std::vector<Tensor> Execute(const loop::PrimFunc& f, const std::vector<int64_t>& scalars) {
-  struct Bind : loop::Mutator {
-    const loop::PrimFuncNode* f;
-    const std::vector<int64_t>* values;
-    Expr MutateVar(const loop::VarNode* n, const Expr& self) override {
-      for (size_t k = 0; k < f->scalar_params.size(); ++k)
-        if (n == f->scalar_params[k].get()) return I((*values)[k]);
-      return self;
-    }
-  } bind;
-  bind.f = f.get();
-  bind.values = &scalars;
-  std::vector<Tensor> buffers;
-  std::vector<void*> data;
-  for (size_t b = 0; b < f->buffer_params.size(); ++b) {
-    std::vector<int64_t> shape;
-    for (const Expr& d : f->buffer_params[b]->shape) {
-      int64_t v = 0;
-      EXPECT_TRUE(loop::IsConstInt(bind.MutateExpr(d), &v)) << "shape " << loop::Print(d);
-      shape.push_back(v);
-    }
-    buffers.push_back(test::RandomTensor(f->buffer_params[b]->dtype, shape, 41 + b, -3, 3));
-    data.push_back(buffers.back().raw_data());
-  }
-  std::unique_ptr<CompiledModule> m = BuildLLVM({f});
-  m->Lookup(f->name)(data.data(), scalars.data());
-  return buffers;
-}
-
+// Seeds and value range fixed per file: the cases were written against this data.
 void ExpectSameResults(const loop::PrimFunc& before, const loop::PrimFunc& after,
                        const std::vector<std::vector<int64_t>>& scalar_sets = {{}}) {
-  for (const std::vector<int64_t>& scalars : scalar_sets) {
-    std::vector<Tensor> want = Execute(before, scalars);
-    std::vector<Tensor> got = Execute(after, scalars);
-    for (size_t b = 0; b < want.size(); ++b)
-      EXPECT_TRUE(test::TensorsNear(got[b], want[b], 0, 0))
-          << "buffer " << before->buffer_params[b]->name
-          << ", scalars[0] = " << (scalars.empty() ? -1 : scalars[0]);
-  }
+  test::ExpectSameResults(before, after, {41, -3, 3}, scalar_sets);
 }
 
 // out[i, j] = a[i, j] + b[j] over [rows, cols).

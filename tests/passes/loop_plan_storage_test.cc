@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/kernel_test_util.h"
+#include "common/loop_test_util.h"
 #include "ir/loop/loop_text.h"
 #include "ir/loop/loop_visitor.h"
 #include "jit/kernel.h"
@@ -15,6 +16,10 @@
 namespace kiln::loop {
 namespace {
 
+using test::MakePrimFunc;
+using test::RunF32Kernel;
+using test::RunLoopPipeline;
+
 Expr I(int64_t v) {
   return IntImm(v);
 }
@@ -22,35 +27,8 @@ Expr F(double v) {
   return FloatImm(v);
 }
 
-// Runs the registered pass (or pipeline) `pipeline` on `f` the way the loop pipeline does: over
-// an IRModule, under a PassContext that checks that the input is not modified; the result must
-// verify. The context's diagnostics go to `notes` when it is given.
-PrimFunc RunPass(const std::string& pipeline, const PrimFunc& f,
-                 std::vector<Diagnostic>* notes = nullptr) {
-  auto ctx = std::make_shared<PassContext>();
-  ctx->SetConfig("testing.check_immutable", true);
-  PassContextScope scope(ctx);
-  IRModule out = (*ParsePipeline(pipeline))(IRModule().WithPrimFunc(f->name, f));
-  PrimFunc g = out.prim_funcs().at(f->name);
-  Verify(g, /*allow_reduce=*/false);
-  if (notes) *notes = ctx->diagnostics();
-  return g;
-}
-
-// num_inputs < 0: every buffer but the last is an input.
-PrimFunc MakeFunc(std::vector<Buffer> buffers, std::vector<Var> scalars, Stmt body,
-                  std::string name = "f", int num_inputs = -1) {
-  auto f = std::make_shared<PrimFuncNode>();
-  f->name = std::move(name);
-  f->num_inputs = num_inputs >= 0 ? num_inputs : std::max(0, static_cast<int>(buffers.size()) - 1);
-  f->buffer_params = std::move(buffers);
-  f->scalar_params = std::move(scalars);
-  f->body = std::move(body);
-  return f;
-}
-
 std::string Planned(const PrimFunc& f) {
-  return Print(RunPass("PlanStorage", f));
+  return Print(RunLoopPipeline("PlanStorage", f));
 }
 
 Stmt Loop(const Var& v, Expr extent, Stmt body, ForKind kind = ForKind::kSerial) {
@@ -87,7 +65,7 @@ TEST(PlanStorage, HoistsOutOfSerialNests) {
                         Seq({Alloc(t), Store(t, {I(1)}, F(1.0)),
                              Store(out, {i, j}, Load(t, {I(1)})), Free(t)})));
   // The body is a single loop: no Seq around it, and still hoisted.
-  EXPECT_EQ(Planned(MakeFunc({out}, {n}, body)),
+  EXPECT_EQ(Planned(MakePrimFunc({out}, {n}, body)),
             "func @f(%out: f32[n, 4]; n: i64) {\n"
             "  alloc t: f32[2] local\n"
             "  for i in [0, n) {\n"
@@ -122,7 +100,7 @@ TEST(PlanStorage, NoHoistingPastParallelLoopsOrOfSymbolicSizes) {
                 Free(s)})),
       Loop(l, I(4), Seq({Alloc(w), Store(out, {I(2), l}, F(4.0))})),
   });
-  EXPECT_EQ(Planned(MakeFunc({out}, {n}, body)),
+  EXPECT_EQ(Planned(MakePrimFunc({out}, {n}, body)),
             "func @f(%out: f32[n, 4]; n: i64) {\n"
             "  for i in [0, n) parallel {\n"
             "    alloc t: f32[2] local\n"
@@ -162,7 +140,7 @@ TEST(PlanStorage, SharesBuffersOfOneLayout) {
            Free(a), Alloc(b), Store(b, {I(1), I(0)}, F(2.0)),
            Store(out, {I(1)}, Load(b, {I(1), I(0)})), Free(b)});
   std::vector<Diagnostic> notes;
-  PrimFunc g = RunPass("PlanStorage", MakeFunc({out}, {}, body), &notes);
+  PrimFunc g = RunLoopPipeline("PlanStorage", MakePrimFunc({out}, {}, body), {}, &notes);
   EXPECT_EQ(Print(g),
             "func @f(%out: f32[2]) {\n"
             "  alloc a: f32[2, 2] local\n"
@@ -200,7 +178,7 @@ TEST(PlanStorage, SharesFlatBuffersOfDifferentLayouts) {
       Free(d),
       Free(big),
   });
-  EXPECT_EQ(Planned(MakeFunc({out}, {}, body)),
+  EXPECT_EQ(Planned(MakePrimFunc({out}, {}, body)),
             "func @f(%out: f32[4]) {\n"
             "  alloc small: f32[6] local\n"
             "  alloc c: f32[4] local\n"
@@ -262,8 +240,8 @@ TEST(PlanStorage, BuffersThatDoNotShare) {
       Store(out, {I(3)}, F(8.0)),
       Free(r),
   });
-  PrimFunc f = MakeFunc({out}, {n}, body);
-  EXPECT_EQ(RunPass("PlanStorage", f), f);
+  PrimFunc f = MakePrimFunc({out}, {n}, body);
+  EXPECT_EQ(RunLoopPipeline("PlanStorage", f), f);
 }
 
 // Inner blocks first: buffers of a loop body share, and then the shared buffer leaves the loop
@@ -282,7 +260,7 @@ TEST(PlanStorage, SharesInsideLoopsThenHoists) {
                 Store(y, {i}, Load(mx, {I(0)})), Free(mx), Alloc(sum), Store(sum, {I(0)}, F(0.0)),
                 Loop(j, I(16), Store(sum, {I(0)}, Add(Load(sum, {I(0)}), xij))),
                 Store(z, {i}, Load(sum, {I(0)})), Free(sum)}));
-  EXPECT_EQ(Planned(MakeFunc({x, y, z}, {n}, body, "f", /*num_inputs=*/1)),
+  EXPECT_EQ(Planned(MakePrimFunc({x, y, z}, {n}, body, "f", /*num_inputs=*/1)),
             "func @f(%x: f32[n, 16] strides [16, 1], %y: f32[n], %z: f32[n]; n: i64) num_inputs=1 "
             "{\n"
             "  alloc mx: f32[1] local\n"
@@ -329,13 +307,13 @@ PrimFunc LayerNormLike() {
                                               {Add(Div(Load(var, {zero}), F(16.0)), F(1e-5))})))),
            Free(var), Free(xc), Loop(j, I(16), Store(out, {Add(Mul(i, I(16)), j)}, Load(y, {j}))),
            Free(y)}));
-  return MakeFunc({x, out}, {n}, body, "layer_norm_like");
+  return MakePrimFunc({x, out}, {n}, body, "layer_norm_like");
 }
 
 TEST(PlanStorage, LayerNormLikeKernel) {
   PrimFunc f = LayerNormLike();
   std::vector<Diagnostic> notes;
-  PrimFunc g = RunPass("PlanStorage", f, &notes);
+  PrimFunc g = RunLoopPipeline("PlanStorage", f, {}, &notes);
   // mean (1 float), then sq (16) and y (16) take turns in one buffer of 16: 68 of 200 bytes.
   EXPECT_EQ(Print(g),
             "func @layer_norm_like(%x: f32[n, 16] strides [16, 1], %out: f32[n, 16] strides [16, "
@@ -378,14 +356,7 @@ TEST(PlanStorage, LayerNormLikeKernel) {
   // Compiled before and after: the same bits.
   const int64_t rows = 5;
   Tensor x = test::RandomTensor(DType::kFloat32, {rows, 16}, 7);
-  auto run = [&](const PrimFunc& k) {
-    std::unique_ptr<CompiledModule> mod = BuildLLVM({k});
-    std::vector<float> result(rows * 16, 42.0f);
-    void* buffers[] = {x.raw_data(), result.data()};
-    int64_t scalars[] = {rows};
-    mod->Lookup(k->name)(buffers, scalars);
-    return result;
-  };
+  auto run = [&](const PrimFunc& k) { return RunF32Kernel(k, {x.raw_data()}, rows * 16, {rows}); };
   std::vector<float> before = run(f), after = run(g);
   EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * sizeof(float)), 0);
   EXPECT_NE(before[0], 42.0f);  // the kernel ran
@@ -404,10 +375,11 @@ TEST(PlanStorage, LoweredSoftmaxAndLayerNorm) {
     if (std::string(op.name) == "layer_norm")
       in.push_back(test::RandomTensor(DType::kFloat32, {16}, 4));
     LoweredKernel lowered = LowerToLoops(test::SingleOpFunction(op.name, in, {}, false), op.name);
-    PrimFunc f = RunPass("LoopSimplify,RemoveTrivialLoops,UnrollLoops,FlattenBuffers,LoopSimplify",
-                         LowerReductions(lowered.func));
+    PrimFunc f =
+        RunLoopPipeline("LoopSimplify,RemoveTrivialLoops,UnrollLoops,FlattenBuffers,LoopSimplify",
+                        LowerReductions(lowered.func));
     std::vector<Diagnostic> notes;
-    PrimFunc g = RunPass("PlanStorage", f, &notes);
+    PrimFunc g = RunLoopPipeline("PlanStorage", f, {}, &notes);
     EXPECT_EQ(LocalBytes(f) - LocalBytes(g), op.saved);
     auto run = [&](const PrimFunc& k) {
       std::unique_ptr<CompiledModule> mod = BuildLLVM({k});

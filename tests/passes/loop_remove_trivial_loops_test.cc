@@ -2,6 +2,7 @@
 // compiled before and after.
 #include <gtest/gtest.h>
 
+#include "common/loop_test_util.h"
 #include "ir/loop/loop_text.h"
 #include "jit/kernel.h"
 #include "passes/loop_pass.h"
@@ -9,35 +10,16 @@
 namespace kiln::loop {
 namespace {
 
+using test::MakePrimFunc;
+using test::RunF32Kernel;
+using test::RunLoopPass;
+
 Expr I(int64_t v) {
   return IntImm(v);
 }
 
-// Runs the registered pass `name` on `f` the way the loop pipeline does: over an IRModule, under
-// a PassContext that checks that the input is not modified; the result must verify.
-PrimFunc RunPass(const std::string& name, const PrimFunc& f) {
-  auto ctx = std::make_shared<PassContext>();
-  ctx->SetConfig("testing.check_immutable", true);
-  PassContextScope scope(ctx);
-  IRModule out = (*PassRegistry::Global().Create(name))(IRModule().WithPrimFunc(f->name, f));
-  PrimFunc g = out.prim_funcs().at(f->name);
-  Verify(g, /*allow_reduce=*/false);
-  return g;
-}
-
-PrimFunc MakeFunc(std::vector<Buffer> buffers, std::vector<Var> scalars, Stmt body,
-                  std::string name = "f") {
-  auto f = std::make_shared<PrimFuncNode>();
-  f->name = std::move(name);
-  f->num_inputs = std::max(0, static_cast<int>(buffers.size()) - 1);
-  f->buffer_params = std::move(buffers);
-  f->scalar_params = std::move(scalars);
-  f->body = std::move(body);
-  return f;
-}
-
 std::string Removed(const PrimFunc& f) {
-  return Print(RunPass("RemoveTrivialLoops", f));
+  return Print(RunLoopPass("RemoveTrivialLoops", f));
 }
 
 TEST(RemoveTrivialLoops, ExtentOneBecomesItsBodyAndExtentZeroGoes) {
@@ -51,7 +33,7 @@ TEST(RemoveTrivialLoops, ExtentOneBecomesItsBodyAndExtentZeroGoes) {
               Store(out, {Add(Mul(i, I(16)), j)}, Add(Load(a, {j}), Load(b, {i, j}))))),
       For(k, I(0), I(0), ForKind::kSerial, Store(out, {k}, FloatImm(0.0))),
   });
-  EXPECT_EQ(Removed(MakeFunc({a, b, out}, {}, body)),
+  EXPECT_EQ(Removed(MakePrimFunc({a, b, out}, {}, body)),
             "func @f(%a: f32[16], %b: f32[1, 16], %out: f32[16]) {\n"
             "  for j in [0, 16) {\n"
             "    out[j] = a[j] + b[0, j]\n"
@@ -67,7 +49,7 @@ TEST(RemoveTrivialLoops, NestedAndNonZeroMin) {
       For(i, I(3), I(1), ForKind::kSerial,
           For(j, Sub(n, I(1)), I(1), ForKind::kParallel,
               For(k, I(0), I(8), ForKind::kVectorized, Store(out, {j, k}, Add(Mul(i, k), j)))));
-  EXPECT_EQ(Removed(MakeFunc({out}, {n}, body)),
+  EXPECT_EQ(Removed(MakePrimFunc({out}, {n}, body)),
             "func @f(%out: i64[n, 8]; n: i64) {\n"
             "  for k in [0, 8) vectorized {\n"
             "    out[n - 1, k] = 3 * k + (n - 1)\n"
@@ -89,7 +71,7 @@ TEST(RemoveTrivialLoops, SymbolicExtents) {
       For(k, I(0), Add(Min(n, I(2)), I(-3)), ForKind::kSerial, Store(out, {k}, k)),
       For(k, I(0), I(-2), ForKind::kSerial, Store(out, {k}, k)),
   });
-  EXPECT_EQ(Removed(MakeFunc({out}, {n}, body)),
+  EXPECT_EQ(Removed(MakePrimFunc({out}, {n}, body)),
             "func @f(%out: i64[n]; n: i64) {\n"
             "  for i in [0, n) {\n"
             "    out[i] = i\n"
@@ -109,7 +91,7 @@ TEST(RemoveTrivialLoops, LoopsLeftEmptyGo) {
   Buffer out = MakeBuffer("out", DType::kInt64, {n});
   Stmt body =
       For(i, I(0), n, ForKind::kParallel, For(j, I(0), I(0), ForKind::kSerial, Store(out, {i}, j)));
-  EXPECT_EQ(Removed(MakeFunc({out}, {n}, body)),
+  EXPECT_EQ(Removed(MakePrimFunc({out}, {n}, body)),
             "func @f(%out: i64[n]; n: i64) {\n"
             "}\n");
 }
@@ -120,8 +102,8 @@ TEST(RemoveTrivialLoops, GpuBindingsStay) {
   Buffer out = MakeBuffer("out", DType::kInt64, {I(1), I(1)});
   Stmt body = For(i, I(0), I(1), ForKind::kGpuBlockX,
                   For(j, I(0), I(1), ForKind::kGpuThreadX, Store(out, {i, j}, Add(i, j))));
-  PrimFunc f = MakeFunc({out}, {}, body);
-  EXPECT_EQ(RunPass("RemoveTrivialLoops", f), f);
+  PrimFunc f = MakePrimFunc({out}, {}, body);
+  EXPECT_EQ(RunLoopPass("RemoveTrivialLoops", f), f);
 }
 
 // Allocations, lets, branches and block bindings in the body see `min`, buffer shapes too.
@@ -141,7 +123,7 @@ TEST(RemoveTrivialLoops, BodyWithLocalsLetsAndBlocks) {
                        For(j, I(0), Sub(n, i), ForKind::kSerial,
                            IfThenElse(MakeBinary(BinaryOp::kLT, j, i), Stmt(block))),
                        Free(t)}));
-  EXPECT_EQ(Removed(MakeFunc({out}, {n}, body)),
+  EXPECT_EQ(Removed(MakePrimFunc({out}, {n}, body)),
             "func @f(%out: i64[n]; n: i64) {\n"
             "  alloc t: i64[6] local\n"
             "  let x = 20 {\n"
@@ -162,8 +144,8 @@ TEST(RemoveTrivialLoops, BodyWithLocalsLetsAndBlocks) {
 TEST(RemoveTrivialLoops, NothingToDoKeepsTheKernel) {
   Var n = MakeVar("n"), i = MakeVar("i");
   Buffer out = MakeBuffer("out", DType::kInt64, {n});
-  PrimFunc f = MakeFunc({out}, {n}, For(i, I(0), n, ForKind::kSerial, Store(out, {i}, i)));
-  EXPECT_EQ(RunPass("RemoveTrivialLoops", f), f);
+  PrimFunc f = MakePrimFunc({out}, {n}, For(i, I(0), n, ForKind::kSerial, Store(out, {i}, i)));
+  EXPECT_EQ(RunLoopPass("RemoveTrivialLoops", f), f);
 }
 
 TEST(RemoveTrivialLoops, CompiledResultsAgree) {
@@ -176,17 +158,12 @@ TEST(RemoveTrivialLoops, CompiledResultsAgree) {
                                Store(out, {i, k}, Mul(Load(a, {i, Sub(I(2), k)}), FloatImm(2.0)))),
                            For(k, I(0), I(0), ForKind::kSerial, Store(out, {i, j}, FloatImm(9.0))),
                            Store(out, {i, j}, Load(a, {i, j}))})));
-  PrimFunc f = MakeFunc({a, out}, {n}, body);
-  PrimFunc g = RunPass("RemoveTrivialLoops", f);
+  PrimFunc f = MakePrimFunc({a, out}, {n}, body);
+  PrimFunc g = RunLoopPass("RemoveTrivialLoops", f);
   ASSERT_NE(Print(g), Print(f));
   std::vector<float> in = {1, 2, 3, -4, -5, -6, 0.5f, 0.25f, 0.125f};
   auto run = [&](const PrimFunc& kernel) {
-    std::unique_ptr<CompiledModule> mod = BuildLLVM({kernel});
-    std::vector<float> result(in.size(), 42.0f);
-    void* buffers[] = {in.data(), result.data()};
-    int64_t scalars[] = {3};
-    mod->Lookup("f")(buffers, scalars);
-    return result;
+    return RunF32Kernel(kernel, {in.data()}, in.size(), {3});
   };
   std::vector<float> before = run(f);
   EXPECT_EQ(run(g), before);

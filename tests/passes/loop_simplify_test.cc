@@ -7,12 +7,17 @@
 #include <limits>
 #include <random>
 
+#include "common/loop_test_util.h"
 #include "ir/loop/loop_text.h"
 #include "jit/kernel.h"
 #include "passes/loop_pass.h"
 
 namespace kiln::loop {
 namespace {
+
+using test::MakePrimFunc;
+using test::RunF32Kernel;
+using test::RunLoopPass;
 
 Expr I(int64_t v, DType t = DType::kInt64) {
   return IntImm(v, t);
@@ -28,29 +33,6 @@ Expr Raw(BinaryOp op, Expr a, Expr b) {
 }
 Expr Cmp(BinaryOp op, Expr a, Expr b) {
   return MakeBinary(op, std::move(a), std::move(b));
-}
-
-// Runs the registered pass `name` on `f` the way the loop pipeline does: over an IRModule, under
-// a PassContext that checks that the input is not modified; the result must verify.
-PrimFunc RunPass(const std::string& name, const PrimFunc& f) {
-  auto ctx = std::make_shared<PassContext>();
-  ctx->SetConfig("testing.check_immutable", true);
-  PassContextScope scope(ctx);
-  IRModule out = (*PassRegistry::Global().Create(name))(IRModule().WithPrimFunc(f->name, f));
-  PrimFunc g = out.prim_funcs().at(f->name);
-  Verify(g, /*allow_reduce=*/false);
-  return g;
-}
-
-PrimFunc MakeFunc(std::vector<Buffer> buffers, std::vector<Var> scalars, Stmt body,
-                  std::string name = "f") {
-  auto f = std::make_shared<PrimFuncNode>();
-  f->name = std::move(name);
-  f->num_inputs = std::max(0, static_cast<int>(buffers.size()) - 1);
-  f->buffer_params = std::move(buffers);
-  f->scalar_params = std::move(scalars);
-  f->body = std::move(body);
-  return f;
 }
 
 // Scalars the expression cases use, all parameters of the kernel they run in.
@@ -71,7 +53,8 @@ struct Case {
 void ExpectSimplified(const Scalars& s, const std::vector<Case>& cases) {
   std::vector<Stmt> stmts;
   for (const Case& c : cases) stmts.push_back(Evaluate(c.input));
-  PrimFunc out = RunPass("LoopSimplify", MakeFunc({}, s.all(), std::make_shared<SeqNode>(stmts)));
+  PrimFunc out =
+      RunLoopPass("LoopSimplify", MakePrimFunc({}, s.all(), std::make_shared<SeqNode>(stmts)));
   const SeqNode* seq = AsSeq(out->body);
   std::vector<Stmt> got = seq ? seq->stmts : std::vector<Stmt>{out->body};
   ASSERT_EQ(got.size(), cases.size());
@@ -79,7 +62,7 @@ void ExpectSimplified(const Scalars& s, const std::vector<Case>& cases) {
     EXPECT_EQ(Print(AsEvaluate(got[i])->value), cases[i].expected)
         << "input: " << Print(cases[i].input);
   // Simplified expressions are a fixpoint: a second run (the pipeline has two) changes nothing.
-  PrimFunc again = RunPass("LoopSimplify", out);
+  PrimFunc again = RunLoopPass("LoopSimplify", out);
   EXPECT_EQ(again, out) << Print(out) << "\nbecame\n" << Print(again);
 }
 
@@ -321,7 +304,7 @@ TEST(LoopSimplify, KernelGolden) {
       Raw(BinaryOp::kMul, Load(a, {FloorDiv(Mul(i, I(4)), I(4)), j}), F(1.0)), F(0.0));
   Stmt body = For(i, I(0), n, ForKind::kSerial,
                   For(j, I(0), I(16), ForKind::kSerial, Store(out, {index}, value)));
-  PrimFunc f = MakeFunc({a, out}, {n}, body);
+  PrimFunc f = MakePrimFunc({a, out}, {n}, body);
   EXPECT_EQ(Print(f),
             "func @f(%a: f32[n, 16], %out: f32[n * 16]; n: i64) {\n"
             "  for i in [0, n) {\n"
@@ -330,7 +313,7 @@ TEST(LoopSimplify, KernelGolden) {
             "    }\n"
             "  }\n"
             "}\n");
-  EXPECT_EQ(Print(RunPass("LoopSimplify", f)),
+  EXPECT_EQ(Print(RunLoopPass("LoopSimplify", f)),
             "func @f(%a: f32[n, 16], %out: f32[n * 16]; n: i64) {\n"
             "  for i in [0, n) {\n"
             "    for j in [0, 16) {\n"
@@ -347,7 +330,7 @@ TEST(LoopSimplify, StatementOperands) {
   Stmt body = For(i, Sub(Add(n, I(2)), n), Add(I(1), Sub(n, I(3))), ForKind::kSerial,
                   LetStmt(t, Mul(I(2), i),
                           IfThenElse(Cmp(BinaryOp::kLT, I(4), Add(t, I(1))), Store(out, {i}, t))));
-  EXPECT_EQ(Print(RunPass("LoopSimplify", MakeFunc({out}, {n}, body))),
+  EXPECT_EQ(Print(RunLoopPass("LoopSimplify", MakePrimFunc({out}, {n}, body))),
             "func @f(%out: i64[n]; n: i64) {\n"
             "  for i in [2, 2 + (n - 2)) {\n"
             "    let t = i * 2;\n"
@@ -363,10 +346,10 @@ TEST(LoopSimplify, NothingToDoKeepsTheKernel) {
   Var n = MakeVar("n"), i = MakeVar("i");
   Buffer a = MakeBuffer("a", DType::kFloat32, {n});
   Buffer out = MakeBuffer("out", DType::kFloat32, {n});
-  PrimFunc f = MakeFunc(
+  PrimFunc f = MakePrimFunc(
       {a, out}, {n},
       For(i, I(0), n, ForKind::kSerial, Store(out, {i}, Add(Load(a, {Sub(i, I(1))}), F(2.0)))));
-  EXPECT_EQ(RunPass("LoopSimplify", f), f);
+  EXPECT_EQ(RunLoopPass("LoopSimplify", f), f);
 }
 
 // Compiled before and after: every output bit agrees, -0.0 and NaN inputs included.
@@ -389,8 +372,8 @@ TEST(LoopSimplify, CompiledResultsAgree) {
                            Store(out, {i, j, Sub(Add(j, I(2)), j)},
                                  Select(Cmp(BinaryOp::kLT, Add(j, I(1)), I(3)), Max(x, x),
                                         Cast(DType::kFloat32, Mul(I(2), j))))})));
-  PrimFunc f = MakeFunc({a, out}, {n}, body);
-  PrimFunc g = RunPass("LoopSimplify", f);
+  PrimFunc f = MakePrimFunc({a, out}, {n}, body);
+  PrimFunc g = RunLoopPass("LoopSimplify", f);
   ASSERT_NE(Print(g), Print(f));
 
   const int64_t rows = 3;
@@ -406,14 +389,7 @@ TEST(LoopSimplify, CompiledResultsAgree) {
                            -0.0f,
                            0.25f,
                            -8.0f};
-  auto run = [&](const PrimFunc& k) {
-    std::unique_ptr<CompiledModule> mod = BuildLLVM({k});
-    std::vector<float> result(rows * 12, 42.0f);
-    void* buffers[] = {in.data(), result.data()};
-    int64_t scalars[] = {rows};
-    mod->Lookup("f")(buffers, scalars);
-    return result;
-  };
+  auto run = [&](const PrimFunc& k) { return RunF32Kernel(k, {in.data()}, rows * 12, {rows}); };
   std::vector<float> before = run(f), after = run(g);
   EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * sizeof(float)), 0);
   uint32_t bits;
@@ -458,8 +434,8 @@ void CheckRandomExpressions(DType t, uint32_t seed, const std::vector<int64_t>& 
   Buffer out = MakeBuffer("out", t, {I(count)});
   std::vector<Stmt> stmts;
   for (int k = 0; k < count; ++k) stmts.push_back(Store(out, {I(k)}, gen(4)));
-  PrimFunc f = MakeFunc({out}, {x, y}, std::make_shared<SeqNode>(stmts));
-  PrimFunc g = RunPass("LoopSimplify", f);
+  PrimFunc f = MakePrimFunc({out}, {x, y}, std::make_shared<SeqNode>(stmts));
+  PrimFunc g = RunLoopPass("LoopSimplify", f);
   std::unique_ptr<CompiledModule> before = BuildLLVM({f}), after = BuildLLVM({g});
   for (int64_t xv : values) {
     for (int64_t yv : {-9, -1, 0, 2, 17}) {
@@ -497,7 +473,7 @@ TEST(LoopSimplify, RebuiltFloatSumKeepsPositiveZero) {
   Buffer out = MakeBuffer("out", DType::kFloat32, {I(4)});
   Stmt body = For(i, I(0), I(4), ForKind::kSerial,
                   Store(out, {i}, Raw(BinaryOp::kAdd, Load(a, {Sub(Add(i, I(1)), I(1))}), F(0.0))));
-  EXPECT_EQ(Print(RunPass("LoopSimplify", MakeFunc({a, out}, {}, body))),
+  EXPECT_EQ(Print(RunLoopPass("LoopSimplify", MakePrimFunc({a, out}, {}, body))),
             "func @f(%a: f32[4], %out: f32[4]) {\n"
             "  for i in [0, 4) {\n"
             "    out[i] = a[i] + 0.0f\n"
@@ -511,9 +487,9 @@ TEST(LoopSimplify, RebuiltFloatSumKeepsPositiveZero) {
 TEST(LoopSimplify, RebuiltNarrowProductWraps) {
   Expr big = Raw(BinaryOp::kAdd, IntImm(2147483647, DType::kInt32), IntImm(0, DType::kInt32));
   Buffer out = MakeBuffer("out", DType::kInt32, {I(1)});
-  PrimFunc f =
-      MakeFunc({out}, {}, Store(out, {I(0)}, Raw(BinaryOp::kMul, big, IntImm(2, DType::kInt32))));
-  EXPECT_EQ(Print(RunPass("LoopSimplify", f)),
+  PrimFunc f = MakePrimFunc({out}, {},
+                            Store(out, {I(0)}, Raw(BinaryOp::kMul, big, IntImm(2, DType::kInt32))));
+  EXPECT_EQ(Print(RunLoopPass("LoopSimplify", f)),
             "func @f(%out: i32[1]) {\n"
             "  out[0] = -2i32\n"
             "}\n");

@@ -2,8 +2,7 @@
 // compiled before and after.
 #include <gtest/gtest.h>
 
-#include <map>
-
+#include "common/loop_test_util.h"
 #include "ir/loop/loop_text.h"
 #include "jit/kernel.h"
 #include "passes/loop_pass.h"
@@ -11,38 +10,16 @@
 namespace kiln::loop {
 namespace {
 
+using test::MakePrimFunc;
+using test::RunF32Kernel;
+using test::RunLoopPass;
+
 Expr I(int64_t v) {
   return IntImm(v);
 }
 
-// Runs the registered pass `name` on `f` the way the loop pipeline does: over an IRModule, under
-// a PassContext with `config` that checks that the input is not modified; the result must
-// verify.
-PrimFunc RunPass(const std::string& name, const PrimFunc& f,
-                 const std::map<std::string, AttrValue>& config = {}) {
-  auto ctx = std::make_shared<PassContext>();
-  ctx->SetConfig("testing.check_immutable", true);
-  for (const auto& [key, value] : config) ctx->SetConfig(key, value);
-  PassContextScope scope(ctx);
-  IRModule out = (*PassRegistry::Global().Create(name))(IRModule().WithPrimFunc(f->name, f));
-  PrimFunc g = out.prim_funcs().at(f->name);
-  Verify(g, /*allow_reduce=*/false);
-  return g;
-}
-
-PrimFunc MakeFunc(std::vector<Buffer> buffers, std::vector<Var> scalars, Stmt body,
-                  std::string name = "f") {
-  auto f = std::make_shared<PrimFuncNode>();
-  f->name = std::move(name);
-  f->num_inputs = std::max(0, static_cast<int>(buffers.size()) - 1);
-  f->buffer_params = std::move(buffers);
-  f->scalar_params = std::move(scalars);
-  f->body = std::move(body);
-  return f;
-}
-
 std::string Unrolled(const PrimFunc& f, int64_t max_extent = 4) {
-  return Print(RunPass("UnrollLoops", f, {{"unroll.max_extent", max_extent}}));
+  return Print(RunLoopPass("UnrollLoops", f, {{"unroll.max_extent", max_extent}}));
 }
 
 TEST(UnrollLoops, SmallInnermostSerialLoop) {
@@ -52,7 +29,7 @@ TEST(UnrollLoops, SmallInnermostSerialLoop) {
   Stmt body = For(i, I(0), n, ForKind::kSerial,
                   For(j, I(0), I(3), ForKind::kSerial,
                       Store(out, {i, j}, Mul(Load(a, {i, j}), FloatImm(2.0)))));
-  EXPECT_EQ(Unrolled(MakeFunc({a, out}, {n}, body)),
+  EXPECT_EQ(Unrolled(MakePrimFunc({a, out}, {n}, body)),
             "func @f(%a: f32[n, 3], %out: f32[n, 3]; n: i64) {\n"
             "  for i in [0, n) {\n"
             "    out[i, 0] = a[i, 0] * 2.0f\n"
@@ -69,7 +46,7 @@ TEST(UnrollLoops, OnlyTheInnermostOfANest) {
   Buffer out = MakeBuffer("out", DType::kInt64, {I(2), I(2)});
   Stmt body = For(i, I(0), I(2), ForKind::kSerial,
                   For(j, I(0), I(2), ForKind::kSerial, Store(out, {i, j}, Add(Mul(i, I(2)), j))));
-  EXPECT_EQ(Unrolled(MakeFunc({out}, {}, body)),
+  EXPECT_EQ(Unrolled(MakePrimFunc({out}, {}, body)),
             "func @f(%out: i64[2, 2]) {\n"
             "  for i in [0, 2) {\n"
             "    out[i, 0] = i * 2\n"
@@ -82,9 +59,9 @@ TEST(UnrollLoops, OnlyTheInnermostOfANest) {
 TEST(UnrollLoops, MaxExtentConfig) {
   Var j = MakeVar("j");
   Buffer out = MakeBuffer("out", DType::kInt64, {I(5)});
-  PrimFunc f = MakeFunc({out}, {}, For(j, I(0), I(5), ForKind::kSerial, Store(out, {j}, j)));
-  EXPECT_EQ(RunPass("UnrollLoops", f), f);  // default 4
-  EXPECT_EQ(RunPass("UnrollLoops", f, {{"unroll.max_extent", int64_t{0}}}), f);
+  PrimFunc f = MakePrimFunc({out}, {}, For(j, I(0), I(5), ForKind::kSerial, Store(out, {j}, j)));
+  EXPECT_EQ(RunLoopPass("UnrollLoops", f), f);  // default 4
+  EXPECT_EQ(RunLoopPass("UnrollLoops", f, {{"unroll.max_extent", int64_t{0}}}), f);
   EXPECT_EQ(Unrolled(f, 5),
             "func @f(%out: i64[5]) {\n"
             "  out[0] = 0\n"
@@ -113,7 +90,7 @@ TEST(UnrollLoops, UnrolledKind) {
                Free(t)})),
       For(k, I(0), n, ForKind::kUnrolled, Store(out, {I(0), k}, k)),
   });
-  EXPECT_EQ(Unrolled(MakeFunc({out}, {n}, body), 0),
+  EXPECT_EQ(Unrolled(MakePrimFunc({out}, {n}, body), 0),
             "func @f(%out: i64[2, n]; n: i64) {\n"
             "  alloc t: i64[1] local\n"
             "  t[0] = 0\n"
@@ -138,14 +115,14 @@ TEST(UnrollLoops, LoopsThatStay) {
   Var n = MakeVar("n"), i = MakeVar("i"), j = MakeVar("j"), k = MakeVar("k"), l = MakeVar("l");
   Buffer out = MakeBuffer("out", DType::kInt64, {n});
   Buffer t = MakeBuffer("t", DType::kInt64, {I(1)}, BufferNode::Scope::kLocal);
-  PrimFunc f = MakeFunc(
+  PrimFunc f = MakePrimFunc(
       {out}, {n},
       Seq({For(i, I(0), I(2), ForKind::kParallel, Store(out, {i}, i)),
            For(j, I(0), I(4), ForKind::kVectorized, Store(out, {j}, j)),
            For(k, I(0), n, ForKind::kSerial, Store(out, {k}, k)),
            For(l, I(0), I(2), ForKind::kSerial,
                Seq({Alloc(t), Store(t, {I(0)}, l), Store(out, {l}, Load(t, {I(0)})), Free(t)}))}));
-  EXPECT_EQ(RunPass("UnrollLoops", f), f);
+  EXPECT_EQ(RunLoopPass("UnrollLoops", f), f);
 }
 
 // Copies start at `min`; lets in the body appear once per copy, in sibling scopes; a loop that
@@ -157,7 +134,7 @@ TEST(UnrollLoops, SymbolicMinLetsAndEmptyLoops) {
       For(j, n, I(2), ForKind::kSerial, LetStmt(x, Mul(j, I(3)), Store(out, {j}, x))),
       For(k, I(0), I(0), ForKind::kUnrolled, Store(out, {k}, k)),
   });
-  EXPECT_EQ(Unrolled(MakeFunc({out}, {n}, body)),
+  EXPECT_EQ(Unrolled(MakePrimFunc({out}, {n}, body)),
             "func @f(%out: i64[n + 2]; n: i64) {\n"
             "  let x = n * 3 {\n"
             "    out[n] = x\n"
@@ -182,17 +159,12 @@ TEST(UnrollLoops, CompiledResultsAgree) {
                    Store(out, {i, Add(Mul(j, I(2)), k)},
                          Sub(Load(a, {i, Sub(I(3), Add(Mul(j, I(2)), k))}), Load(acc, {I(0)}))))),
            Free(acc)}));
-  PrimFunc f = MakeFunc({a, out}, {n}, body);
-  PrimFunc g = RunPass("UnrollLoops", f);
+  PrimFunc f = MakePrimFunc({a, out}, {n}, body);
+  PrimFunc g = RunLoopPass("UnrollLoops", f);
   ASSERT_NE(Print(g), Print(f));
   std::vector<float> in = {1, 2, 3, 4, -1, 0.5f, 0.25f, 8};
   auto run = [&](const PrimFunc& kernel) {
-    std::unique_ptr<CompiledModule> mod = BuildLLVM({kernel});
-    std::vector<float> result(in.size(), 42.0f);
-    void* buffers[] = {in.data(), result.data()};
-    int64_t scalars[] = {2};
-    mod->Lookup("f")(buffers, scalars);
-    return result;
+    return RunF32Kernel(kernel, {in.data()}, in.size(), {2});
   };
   std::vector<float> before = run(f);
   EXPECT_EQ(run(g), before);

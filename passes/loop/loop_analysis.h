@@ -1,0 +1,60 @@
+// Questions the loop passes ask about loop IR (which variables an expression reads, whether an
+// index is affine in a loop variable, which buffers a body touches), answered once here so that
+// TileLoops, VectorizeLoops, ParallelizeLoops and UnrollLoops agree on them. Each pass keeps its
+// own legality rules; these helpers only describe the IR.
+#pragma once
+
+#include <initializer_list>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "ir/loop/loop_visitor.h"
+
+namespace kiln::loop {
+
+using VarSet = std::set<const VarNode*>;
+
+// Whether `e` reads the variable `v` / any variable of `vars`.
+bool Mentions(const Expr& e, const VarNode* v);
+bool Mentions(const Expr& e, const VarSet& vars);
+// Whether `e` reads a variable of `vars` or any buffer (a load's value may change anywhere).
+bool MentionsOrLoads(const Expr& e, const VarSet& vars);
+
+// The coefficient c when `e` is `c * v + r`, built from +, - and * by constants, with r not
+// reading `variant` (which holds v: a let bound to a value of v counts as depending on v);
+// nullopt when it is not of that form. Without `variant`, r must not read v.
+std::optional<int64_t> AffineCoefficient(const Expr& e, const VarNode* v, const VarSet& variant);
+std::optional<int64_t> AffineCoefficient(const Expr& e, const VarNode* v);
+
+// Whether two index lists are structurally the same.
+bool SameIndices(const std::vector<Expr>& a, const std::vector<Expr>& b);
+
+// Whether `s` holds a statement of one of `kinds` (itself included). Expressions are not
+// searched: no statement is inside one.
+bool ContainsStmtKind(const Stmt& s, std::initializer_list<StmtKind> kinds);
+
+// One load or store. The pointers point into the visited IR, which must outlive them.
+struct Access {
+  const BufferNode* buffer;
+  const std::vector<Expr>* indices;
+  bool store;
+  int loop_depth;  // loops around the access inside the scanned statement
+};
+
+// Records every load and store it visits, in visiting order. Passes that need more about a body
+// derive from it and call its VisitFor, VisitLoad and VisitStore when they override them.
+class AccessScanner : public Visitor {
+ public:
+  std::vector<Access> accesses;
+
+ protected:
+  void VisitLoad(const LoadNode* n, const Expr& self) override;
+  void VisitStore(const StoreNode* n, const Stmt& self) override;
+  void VisitFor(const ForNode* n, const Stmt& self) override;
+
+ private:
+  int loop_depth_ = 0;
+};
+
+}  // namespace kiln::loop
