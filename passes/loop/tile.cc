@@ -95,6 +95,7 @@ using loop::Stmt;
 using loop::VarNode;
 
 constexpr char kTileJKey[] = "tile.j";
+constexpr char kTileIKey[] = "tile.i";
 
 bool IsAccumulator(const Buffer& b) {
   int64_t n;
@@ -207,16 +208,32 @@ bool Tileable(const ReductionBody& body, const VarNode* j) {
   return contiguous_load;
 }
 
-// Rewrites one statement for a tile: j becomes `j0 + j_inner` and each accumulator's element
-// 0 becomes element j_inner of its row.
+// A block of rows: the i loop's variable becomes `base + r` for r in [0, rows).
+struct RowBlock {
+  const VarNode* i;
+  Expr base;
+  loop::Var r;
+  int64_t rows;
+};
+
+// Rewrites one statement for a tile: j becomes `j0 + j_inner`, i (in a row block) `base + r`,
+// and each accumulator's element 0 becomes element `r * row_extent + j_inner` of its block.
 class TileRewriter : public loop::Mutator {
  public:
-  TileRewriter(const VarNode* j, Expr j_value, Expr lane,
+  TileRewriter(const VarNode* j, Expr j_value, const RowBlock* block, Expr lane,
                std::vector<std::pair<Buffer, Buffer>> rows)
-      : j_(j), j_value_(std::move(j_value)), lane_(std::move(lane)), rows_(std::move(rows)) {}
+      : j_(j),
+        j_value_(std::move(j_value)),
+        block_(block),
+        lane_(std::move(lane)),
+        rows_(std::move(rows)) {}
 
  protected:
-  Expr MutateVar(const VarNode* n, const Expr& self) override { return n == j_ ? j_value_ : self; }
+  Expr MutateVar(const VarNode* n, const Expr& self) override {
+    if (n == j_) return j_value_;
+    if (block_ && n == block_->i) return loop::Add(block_->base, block_->r);
+    return self;
+  }
   Expr MutateLoad(const loop::LoadNode* n, const Expr& self) override {
     if (const Buffer* row = Row(n->buffer)) return loop::Load(*row, {lane_});
     return loop::Mutator::MutateLoad(n, self);
@@ -235,25 +252,34 @@ class TileRewriter : public loop::Mutator {
 
   const VarNode* j_;
   Expr j_value_;
+  const RowBlock* block_;
   Expr lane_;
   std::vector<std::pair<Buffer, Buffer>> rows_;
 };
 
-// One tile: columns [j0, j0 + width) of the j loop `n`, with accumulator rows of `row_extent`.
+// One tile: columns [j0, j0 + width) of the j loop `n`, with accumulator rows of `row_extent`
+// (one row, or block->rows of them in a row block).
 Stmt BuildTile(const loop::ForNode* n, const ReductionBody& body, const loop::Var& j_inner,
-               const Expr& j0, const Expr& width, const Expr& row_extent) {
+               const Expr& j0, const Expr& width, const Expr& row_extent, const RowBlock* block) {
   int64_t w = 0;
   bool single = loop::IsConstInt(width, &w) && w == 1;
   // A one-column tile needs no j_inner loop: its lane is 0.
-  Expr lane = single ? loop::IntImm(0) : Expr(j_inner);
+  Expr column = single ? loop::IntImm(0) : Expr(j_inner);
+  Expr lane = block ? loop::Add(loop::Mul(block->r, row_extent), column) : column;
+  Expr extent = block ? loop::Mul(loop::IntImm(block->rows), row_extent) : row_extent;
   std::vector<std::pair<Buffer, Buffer>> rows;
   for (const Buffer& acc : body.accumulators)
     rows.push_back(
-        {acc, loop::MakeBuffer(acc->name, acc->dtype, {row_extent}, BufferNode::Scope::kLocal)});
-  TileRewriter rewrite(n->var.get(), loop::Add(j0, lane), lane, rows);
+        {acc, loop::MakeBuffer(acc->name, acc->dtype, {extent}, BufferNode::Scope::kLocal)});
+  TileRewriter rewrite(n->var.get(), loop::Add(j0, column), block, lane, rows);
   auto inner_loop = [&](const Stmt& s) {
     Stmt r = rewrite.MutateStmt(s);
-    return single ? r : loop::For(j_inner, loop::IntImm(0), width, ForKind::kSerial, r);
+    if (!single) r = loop::For(j_inner, loop::IntImm(0), width, ForKind::kSerial, r);
+    // The row loop goes around j_inner, which stays innermost for the vectorizer; it is
+    // unrolled so that each load of a row of b feeds every row's accumulators.
+    if (block)
+      r = loop::For(block->r, loop::IntImm(0), loop::IntImm(block->rows), ForKind::kUnrolled, r);
+    return r;
   };
   // j_inner goes innermost: around each statement that holds no loop.
   std::function<Stmt(const Stmt&)> wrap = [&](const Stmt& s) -> Stmt {
@@ -271,15 +297,18 @@ Stmt BuildTile(const loop::ForNode* n, const ReductionBody& body, const loop::Va
   return loop::Seq(std::move(out));
 }
 
-Stmt TileLoop(const Stmt& s, int64_t tile) {
-  const loop::ForNode* n = loop::AsFor(s);
-  if (!n || n->for_kind != ForKind::kSerial || n->var->dtype != DType::kInt64) return s;
+// Whether the j loop `n` keeps to the pattern.
+std::optional<ReductionBody> TileablePattern(const loop::ForNode* n) {
+  if (!n || n->for_kind != ForKind::kSerial || n->var->dtype != DType::kInt64) return std::nullopt;
   int64_t extent = 0;
-  bool constant = loop::IsConstInt(n->extent, &extent);
-  if (constant && extent < 2) return s;
+  if (loop::IsConstInt(n->extent, &extent) && extent < 2) return std::nullopt;
   std::optional<ReductionBody> body = SplitBody(n->body);
-  if (!body || !Tileable(*body, n->var.get())) return s;
+  if (!body || !Tileable(*body, n->var.get())) return std::nullopt;
+  return body;
+}
 
+// Tiles the j loop `n` (which keeps to the pattern), for one row or a block of rows.
+Stmt TileJ(const loop::ForNode* n, const ReductionBody& body, int64_t tile, const RowBlock* block) {
   Expr t = loop::IntImm(tile);
   Expr full = loop::FloorDiv(n->extent, t);
   Expr rest = loop::FloorMod(n->extent, t);
@@ -289,41 +318,138 @@ Stmt TileLoop(const Stmt& s, int64_t tile) {
   loop::IsConstInt(full, &full_count);
   loop::IsConstInt(rest, &rest_count);
   if (full_count == 1) {
-    out.push_back(BuildTile(n, *body, j_inner, n->min, t, t));
+    out.push_back(BuildTile(n, body, j_inner, n->min, t, t, block));
   } else if (full_count != 0) {
     loop::Var j_outer = loop::MakeVar(n->var->name + "_outer");
-    Stmt tile_body = BuildTile(n, *body, j_inner, loop::Add(n->min, loop::Mul(j_outer, t)), t, t);
+    Stmt tile_body =
+        BuildTile(n, body, j_inner, loop::Add(n->min, loop::Mul(j_outer, t)), t, t, block);
     out.push_back(loop::For(j_outer, loop::IntImm(0), full, ForKind::kSerial, tile_body));
   }
   if (rest_count != 0) {
     // A constant tail gets a row of its own width; a symbolic one a full row (on the stack).
     Expr row = rest_count > 0 ? rest : t;
-    out.push_back(BuildTile(n, *body, j_inner, loop::Add(n->min, loop::Mul(full, t)), rest, row));
+    out.push_back(
+        BuildTile(n, body, j_inner, loop::Add(n->min, loop::Mul(full, t)), rest, row, block));
   }
   return loop::Seq(std::move(out));
 }
+
+// Whether the rows of the i loop `n`, whose body is the j loop `j`, can run as a block: the
+// j loop's and the reduction loops' bounds do not depend on i, and every store outside the
+// accumulators writes one element per (i, j) (an index `c * i + r` free of j, another
+// `c' * j + r'` free of i, c and c' nonzero), so no two rows touch one element.
+bool RowBlockable(const loop::ForNode* n, const loop::ForNode* j, const ReductionBody& body) {
+  if (n->for_kind != ForKind::kSerial || n->var->dtype != DType::kInt64) return false;
+  const VarNode* i = n->var.get();
+  if (Mentions(j->min, i) || Mentions(j->extent, i)) return false;
+  bool ok = true;
+  std::set<const BufferNode*> accs;
+  for (const Buffer& b : body.accumulators) accs.insert(b.get());
+  class Scan : public loop::AccessScanner {
+   public:
+    Scan(const VarNode* i, bool* ok) : i_(i), ok_(ok) {}
+
+   protected:
+    void VisitFor(const loop::ForNode* f, const Stmt& self) override {
+      if (Mentions(f->min, i_) || Mentions(f->extent, i_)) *ok_ = false;
+      loop::AccessScanner::VisitFor(f, self);
+    }
+
+   private:
+    const VarNode* i_;
+    bool* ok_;
+  } scan(i, &ok);
+  for (const Stmt& s : body.statements) scan.VisitStmt(s);
+  if (!ok) return false;
+  const VarNode* jv = j->var.get();
+  for (const Access& a : scan.accesses) {
+    if (!a.store || accs.count(a.buffer)) continue;
+    const std::vector<Expr>& idx = *a.indices;
+    bool by_i = false, by_j = false;
+    for (const Expr& e : idx) {
+      std::optional<int64_t> ci = AffineCoefficient(e, i), cj = AffineCoefficient(e, jv);
+      by_i = by_i || (ci && *ci != 0 && !Mentions(e, jv));
+      by_j = by_j || (cj && *cj != 0 && !Mentions(e, i));
+    }
+    if (!by_i || !by_j) return false;
+  }
+  return true;
+}
+
+// The i loop `n` around a tileable j loop: blocks of `rows` rows, then the rows left.
+Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBody& body,
+              int64_t tile, int64_t rows) {
+  Expr r_count = loop::IntImm(rows);
+  Expr full = loop::FloorDiv(n->extent, r_count);
+  Expr rest = loop::FloorMod(n->extent, r_count);
+  int64_t full_count = -1, rest_count = -1;
+  loop::IsConstInt(full, &full_count);
+  loop::IsConstInt(rest, &rest_count);
+  std::vector<Stmt> out;
+  if (full_count != 0) {
+    loop::Var outer = loop::MakeVar(n->var->name + "_outer");
+    loop::Var r = loop::MakeVar(n->var->name + "_row");
+    Expr base = full_count == 1 ? n->min : loop::Add(n->min, loop::Mul(outer, r_count));
+    RowBlock block{n->var.get(), base, r, rows};
+    Stmt blocked = TileJ(j, body, tile, &block);
+    out.push_back(full_count == 1
+                      ? blocked
+                      : loop::For(outer, loop::IntImm(0), full, ForKind::kSerial, blocked));
+  }
+  if (rest_count != 0)
+    out.push_back(loop::For(n->var, loop::Add(n->min, loop::Mul(full, r_count)), rest,
+                            ForKind::kSerial, TileJ(j, body, tile, nullptr)));
+  return loop::Seq(std::move(out));
+}
+
+// Top down, so that an i loop sees its j loop before it is tiled.
+class Tiler : public loop::Mutator {
+ public:
+  Tiler(int64_t tile, int64_t rows) : tile_(tile), rows_(rows) {}
+
+ protected:
+  Stmt MutateFor(const loop::ForNode* n, const Stmt& self) override {
+    if (std::optional<ReductionBody> body = TileablePattern(n))
+      return TileJ(n, *body, tile_, nullptr);
+    if (rows_ >= 2) {
+      const loop::ForNode* j = loop::AsFor(n->body);
+      if (std::optional<ReductionBody> body = TileablePattern(j))
+        if (RowBlockable(n, j, *body)) return TileRows(n, j, *body, tile_, rows_);
+    }
+    return loop::Mutator::MutateFor(n, self);
+  }
+
+ private:
+  int64_t tile_;
+  int64_t rows_;
+};
 
 }  // namespace
 
 void RegisterTileLoopsPass(PassRegistry& r) {
   RegisterPassConfig(kTileJKey, AttrKind::kInt, int64_t{64},
                      "columns per accumulator row in TileLoops (0 or 1: off)");
+  RegisterPassConfig(kTileIKey, AttrKind::kInt, int64_t{4},
+                     "rows per accumulator block in TileLoops (0 or 1: one row at a time)");
   r.Register(PassRegistration{
       .name = "TileLoops",
       .opt_level = 2,
       .required = {},
       .options = {},
-      .doc = "turn column-wise reductions (matmul) into row-wise ones over an accumulator row",
+      .doc = "turn column-wise reductions (matmul) into row-wise ones over an accumulator block",
       .create =
           [](const Attrs& o) {
-            return CreateLoopStmtPass(
+            return CreateLoopFuncPass(
                 PassInfo{"TileLoops", 2, {}},
-                [](const Stmt& s, const PassContext& ctx) {
+                [](const loop::PrimFunc& f, const PassContext& ctx) {
                   int64_t tile = ctx.GetConfigInt(kTileJKey);
-                  if (tile < 0)
-                    Throw(ErrorCode::kInvalidArgument, kTileJKey, " must not be negative, got ",
-                          tile);
-                  return tile < 2 ? s : TileLoop(s, tile);
+                  int64_t rows = ctx.GetConfigInt(kTileIKey);
+                  for (auto [key, v] : {std::pair{kTileJKey, tile}, std::pair{kTileIKey, rows}})
+                    if (v < 0)
+                      Throw(ErrorCode::kInvalidArgument, key, " must not be negative, got ", v);
+                  if (tile < 2) return f;
+                  Tiler tiler(tile, rows);
+                  return loop::WithBody(f, tiler.MutateStmt(f->body));
                 },
                 o);
           },

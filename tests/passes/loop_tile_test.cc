@@ -53,10 +53,11 @@ Expr Sum(const Expr& source, const Var& k, const Expr& extent) {
   return loop::Reduce(loop::ReduceKind::kSum, source, {{k, extent}});
 }
 
-// Runs `pipeline` through the pass manager with `tile.j` set, and checks the result verifies.
+// Runs `pipeline` through the pass manager with `tile.j` and `tile.i` set, and checks the result
+// verifies. Most cases tile one row at a time (tile.i = 1); the row blocks have cases of their own.
 loop::PrimFunc Tile(const loop::PrimFunc& f, int64_t tile_j = 64,
-                    const std::string& pipeline = "TileLoops") {
-  return test::RunLoopPipeline(pipeline, f, {{"tile.j", tile_j}});
+                    const std::string& pipeline = "TileLoops", int64_t tile_i = 1) {
+  return test::RunLoopPipeline(pipeline, f, {{"tile.j", tile_j}, {"tile.i", tile_i}});
 }
 
 // Seeds and value range fixed per file: the cases were written against this data.
@@ -339,6 +340,164 @@ bool RegisteredWithDefault(const std::string& key, int64_t value) {
 
 TEST(TileLoops, ConfigKeyIsRegistered) {
   EXPECT_TRUE(RegisteredWithDefault("tile.j", 64));
+  EXPECT_TRUE(RegisteredWithDefault("tile.i", 4));
+}
+
+// ---- row blocks (tile.i) ----
+
+// Rows in blocks of tile.i: one accumulator block of rows x Tj, an unrolled row loop around
+// each j_inner loop (so one row of b feeds every row of the block), and a tail loop over the
+// rows left, tiled one row at a time.
+TEST(TileLoops, RowBlocksAndARowTail) {
+  auto f = Matmul(I(7), I(32), I(8), {});
+  auto g = Tile(f, 32, "TileLoops", 4);
+  EXPECT_EQ(BodyText(g), R"(alloc acc0: f32[128] local
+for i_row in [0, 4) unrolled {
+  for j_inner in [0, 32) {
+    acc0[i_row * 32 + j_inner] = 0.0f
+  }
+}
+for k in [0, 8) {
+  for i_row in [0, 4) unrolled {
+    for j_inner in [0, 32) {
+      acc0[i_row * 32 + j_inner] = acc0[i_row * 32 + j_inner] + a[i_row, k] * b[k, j_inner]
+    }
+  }
+}
+for i_row in [0, 4) unrolled {
+  for j_inner in [0, 32) {
+    out[i_row, j_inner] = max(acc0[i_row * 32 + j_inner] + bias[j_inner], 0.0f)
+  }
+}
+free acc0
+for i in [4, 7) {
+  alloc acc0_1: f32[32] local
+  for j_inner_1 in [0, 32) {
+    acc0_1[j_inner_1] = 0.0f
+  }
+  for k in [0, 8) {
+    for j_inner_1 in [0, 32) {
+      acc0_1[j_inner_1] = acc0_1[j_inner_1] + a[i, k] * b[k, j_inner_1]
+    }
+  }
+  for j_inner_1 in [0, 32) {
+    out[i, j_inner_1] = max(acc0_1[j_inner_1] + bias[j_inner_1], 0.0f)
+  }
+  free acc0_1
+}
+)");
+  ExpectSameResults(f, g);
+}
+
+TEST(TileLoops, SymbolicRowsGetASymbolicRowTail) {
+  Var m = loop::MakeVar("m"), n = loop::MakeVar("n");
+  auto f = Matmul(m, n, I(5), {m, n});
+  auto g = Tile(f, 16, "TileLoops", 4);
+  EXPECT_EQ(BodyText(g), R"(for i_outer in [0, m // 4) {
+  for j_outer in [0, n // 16) {
+    alloc acc0: f32[64] local
+    for i_row in [0, 4) unrolled {
+      for j_inner in [0, 16) {
+        acc0[i_row * 16 + j_inner] = 0.0f
+      }
+    }
+    for k in [0, 5) {
+      for i_row in [0, 4) unrolled {
+        for j_inner in [0, 16) {
+          acc0[i_row * 16 + j_inner] = acc0[i_row * 16 + j_inner] + a[i_outer * 4 + i_row, k] * b[k, j_outer * 16 + j_inner]
+        }
+      }
+    }
+    for i_row in [0, 4) unrolled {
+      for j_inner in [0, 16) {
+        out[i_outer * 4 + i_row, j_outer * 16 + j_inner] = max(acc0[i_row * 16 + j_inner] + bias[j_outer * 16 + j_inner], 0.0f)
+      }
+    }
+    free acc0
+  }
+  alloc acc0_1: f32[64] local
+  for i_row in [0, 4) unrolled {
+    for j_inner in [0, n % 16) {
+      acc0_1[i_row * 16 + j_inner] = 0.0f
+    }
+  }
+  for k in [0, 5) {
+    for i_row in [0, 4) unrolled {
+      for j_inner in [0, n % 16) {
+        acc0_1[i_row * 16 + j_inner] = acc0_1[i_row * 16 + j_inner] + a[i_outer * 4 + i_row, k] * b[k, n // 16 * 16 + j_inner]
+      }
+    }
+  }
+  for i_row in [0, 4) unrolled {
+    for j_inner in [0, n % 16) {
+      out[i_outer * 4 + i_row, n // 16 * 16 + j_inner] = max(acc0_1[i_row * 16 + j_inner] + bias[n // 16 * 16 + j_inner], 0.0f)
+    }
+  }
+  free acc0_1
+}
+for i in [m // 4 * 4, m // 4 * 4 + m % 4) {
+  for j_outer_1 in [0, n // 16) {
+    alloc acc0_2: f32[16] local
+    for j_inner_1 in [0, 16) {
+      acc0_2[j_inner_1] = 0.0f
+    }
+    for k in [0, 5) {
+      for j_inner_1 in [0, 16) {
+        acc0_2[j_inner_1] = acc0_2[j_inner_1] + a[i, k] * b[k, j_outer_1 * 16 + j_inner_1]
+      }
+    }
+    for j_inner_1 in [0, 16) {
+      out[i, j_outer_1 * 16 + j_inner_1] = max(acc0_2[j_inner_1] + bias[j_outer_1 * 16 + j_inner_1], 0.0f)
+    }
+    free acc0_2
+  }
+  alloc acc0_3: f32[16] local
+  for j_inner_1 in [0, n % 16) {
+    acc0_3[j_inner_1] = 0.0f
+  }
+  for k in [0, 5) {
+    for j_inner_1 in [0, n % 16) {
+      acc0_3[j_inner_1] = acc0_3[j_inner_1] + a[i, k] * b[k, n // 16 * 16 + j_inner_1]
+    }
+  }
+  for j_inner_1 in [0, n % 16) {
+    out[i, n // 16 * 16 + j_inner_1] = max(acc0_3[j_inner_1] + bias[n // 16 * 16 + j_inner_1], 0.0f)
+  }
+  free acc0_3
+}
+)");
+  ExpectSameResults(f, g, {{1, 1}, {4, 16}, {7, 17}, {13, 35}, {0, 3}});
+}
+
+// Odd row counts through the whole loop pipeline (parallel row blocks, vector columns,
+// unrolled rows): the same results bit for bit, with and without a column tail.
+TEST(TileLoops, RowBlocksThroughThePipeline) {
+  const std::string pipeline =
+      "TileLoops,ParallelizeLoops,VectorizeLoops,UnrollLoops,FlattenBuffers,LoopSimplify";
+  for (int64_t m : {7, 13}) {
+    for (int64_t n : {64, 70}) {
+      auto f = Matmul(I(m), I(n), I(19), {});
+      for (int64_t tile_j : {32, 64}) {
+        auto g = Tile(f, tile_j, pipeline, 4);
+        ExpectSameResults(f, g);
+      }
+    }
+  }
+  Var m = loop::MakeVar("m"), n = loop::MakeVar("n");
+  auto f = Matmul(m, n, I(33), {m, n});
+  auto g = Tile(f, 32, pipeline, 4);
+  ExpectSameResults(f, g, {{1, 1}, {7, 64}, {13, 71}, {8, 130}});
+  EXPECT_THAT(ErrorMessage([&] { Tile(f, 32, "TileLoops", -1); }),
+              HasSubstr("tile.i must not be negative"));
+}
+
+// A store that does not give each row its own element keeps the rows in order.
+TEST(TileLoops, RowsSharingAnOutputAreNotBlocked) {
+  Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");
+  Buffer a = Buf("a", {I(8), I(8)}), b = Buf("b", {I(8), I(16)}), out = Buf("out", {I(16)});
+  Expr dot = Sum(loop::Mul(loop::Load(a, {i, k}), loop::Load(b, {k, j})), k, I(8));
+  auto f = Func({a, b, out}, 2, {}, Loop(i, I(8), Loop(j, I(16), loop::Store(out, {j}, dot))));
+  EXPECT_EQ(BodyText(Tile(f, 16, "TileLoops", 4)), BodyText(Tile(f, 16, "TileLoops", 1)));
 }
 
 }  // namespace
