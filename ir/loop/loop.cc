@@ -125,16 +125,6 @@ Var MakeVar(const std::string& name, DType t) {
   return std::make_shared<const VarNode>(name, t);
 }
 
-bool IsConstInt(const Expr& e, int64_t* value) {
-  const IntImmNode* i = AsIntImm(e);
-  if (!i) return false;
-  if (value) *value = i->value;
-  return true;
-}
-
-namespace {
-
-// Two's-complement wrap of `v` to the width of an integer dtype (as the kernels compute).
 int64_t WrapToDType(int64_t v, DType t) {
   switch (t) {
     case DType::kInt8:
@@ -151,6 +141,15 @@ int64_t WrapToDType(int64_t v, DType t) {
       return v;
   }
 }
+
+bool IsConstInt(const Expr& e, int64_t* value) {
+  const IntImmNode* i = AsIntImm(e);
+  if (!i) return false;
+  if (value) *value = i->value;
+  return true;
+}
+
+namespace {
 
 // A float zero of the given sign: x + (-0.0) and x - (+0.0) are x for every x, but
 // x + (+0.0) is not (-0.0 + 0.0 == +0.0).
@@ -169,17 +168,6 @@ int64_t FloorDivInt(int64_t a, int64_t b) {
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
-}
-
-// Wrapping i64 arithmetic without signed-overflow UB.
-int64_t WrapAdd(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-}
-int64_t WrapSub(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-}
-int64_t WrapMul(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
 }
 
 int64_t SignedMin(DType t) {

@@ -325,6 +325,20 @@ Stmt Seq(std::vector<Stmt> stmts);  // flattens nested Seqs; a single statement 
 // The integer value of an IntImm, if `e` is one.
 bool IsConstInt(const Expr& e, int64_t* value = nullptr);
 
+// Two's-complement wrap of `v` to the width of an integer dtype `t` (bool: 0 or 1), as
+// generated code computes.
+int64_t WrapToDType(int64_t v, DType t);
+// Wrapping i64 arithmetic without signed-overflow undefined behaviour.
+inline int64_t WrapAdd(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+inline int64_t WrapSub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+inline int64_t WrapMul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+
 // `a op b` on integer constants of dtype `t`, as generated code computes it: arithmetic wraps
 // to `t`, comparisons give 0 or 1. False where the code generator's own defined behaviour
 // decides (division or modulo by 0, MIN / -1), so that no fold can disagree with a kernel.

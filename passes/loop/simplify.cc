@@ -72,30 +72,16 @@ namespace {
 using loop::BinaryNode;
 using loop::BinaryOp;
 using loop::Expr;
+using loop::WrapAdd;
+using loop::WrapMul;
+using loop::WrapSub;
+using loop::WrapToDType;
 
 // ---- constants ----
 
 // Integers and bool share IntImm; bool takes part in ==, !=, && and ||.
 bool IsIntLike(DType t) {
   return IsInteger(t) || t == DType::kBool;
-}
-
-// `v` reduced to the values of `t`, wrapping as generated code does.
-int64_t Wrap(DType t, int64_t v) {
-  switch (t) {
-    case DType::kInt8:
-      return static_cast<int8_t>(v);
-    case DType::kInt16:
-      return static_cast<int16_t>(v);
-    case DType::kInt32:
-      return static_cast<int32_t>(v);
-    case DType::kUInt8:
-      return static_cast<uint8_t>(v);
-    case DType::kBool:
-      return v != 0;
-    default:
-      return v;
-  }
 }
 
 int64_t TypeMin(DType t) {
@@ -130,17 +116,6 @@ int64_t TypeMax(DType t) {
   }
 }
 
-// Wrapping i64 arithmetic without signed-overflow UB.
-int64_t WrapAdd(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-}
-int64_t WrapSub(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-}
-int64_t WrapMul(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-}
-
 // The integer constant `e` is, looking through a broadcast.
 bool IntConst(const Expr& e, int64_t* v) {
   if (const loop::BroadcastNode* b = loop::AsBroadcast(e)) return loop::IsConstInt(b->value, v);
@@ -163,7 +138,7 @@ bool IsConst(const Expr& e) {
 
 // A constant of dtype `t` (wrapped into it) with the lanes of `like`.
 Expr IntLike(int64_t v, DType t, const Expr& like) {
-  return loop::Broadcast(loop::IntImm(Wrap(t, v), t), like->lanes);
+  return loop::Broadcast(loop::IntImm(WrapToDType(v, t), t), like->lanes);
 }
 Expr IntLike(int64_t v, const Expr& like) {
   return IntLike(v, like->dtype, like);
@@ -370,7 +345,7 @@ SumParts SplitSum(const Expr& e) {
   if (IntConst(e, &v)) return {nullptr, v};
   if (const BinaryNode* b = loop::AsBinary(e); b && IsInteger(e->dtype) && IntConst(b->b, &v)) {
     if (b->op == BinaryOp::kAdd) return {b->a, v};
-    if (b->op == BinaryOp::kSub) return {b->a, Wrap(e->dtype, WrapSub(0, v))};
+    if (b->op == BinaryOp::kSub) return {b->a, WrapToDType(WrapSub(0, v), e->dtype)};
   }
   return {e, 0};
 }
@@ -381,12 +356,12 @@ Expr AddConst(const Expr& e, int64_t c);
 // the dtype and lanes. `rest` must be simplified and have no constant term of its own.
 Expr MakeSum(const Expr& rest, int64_t c, const Expr& like) {
   DType t = like->dtype;
-  c = Wrap(t, c);
+  c = WrapToDType(c, t);
   if (!rest) return IntLike(c, like);
   if (c == 0) return rest;
   if (const loop::RampNode* r = loop::AsRamp(rest))  // the constant goes into the base
     return loop::Ramp(AddConst(r->base, c), r->stride, r->lanes);
-  int64_t neg = Wrap(t, WrapSub(0, c));
+  int64_t neg = WrapToDType(WrapSub(0, c), t);
   bool use_sub = IsSignedInteger(t) ? c < 0 && neg > 0 : neg < c;
   if (use_sub) return NewBinary(BinaryOp::kSub, rest, IntLike(neg, like));
   return NewBinary(BinaryOp::kAdd, rest, IntLike(c, like));
