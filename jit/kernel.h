@@ -31,7 +31,8 @@ struct CodegenOptions {
   std::string mcpu;   // empty: the host CPU
   std::string mattr;  // e.g. "+avx2,+fma"; empty: the host's features
   int opt_level = 3;
-  bool fast_math = false;  // reassociation and contraction for float math
+  bool fast_math = false;   // reassociation and contraction for float math
+  bool fp_contract = true;  // contraction only: a * b + c may become fma(a, b, c)
 };
 
 // A set of compiled kernels and the machine code that backs them. Immutable once built; may be

@@ -32,7 +32,8 @@
 // (never SIGFPE) and MIN / -1 wraps; float max/min propagate NaN and otherwise are
 // `a < b ? b : a` (not llvm.maxnum, which drops NaN); comparisons are C++'s (NaN != x is
 // true, every other comparison with NaN false); casts are the reference `cast` kernel's
-// (float -> int truncates and saturates, NaN -> 0). fast_math adds only reassoc and contract.
+// (float -> int truncates and saturates, NaN -> 0). fast_math adds only reassoc and contract;
+// fp_contract (the default) only contract, so a multiply-add may round once, as an FMA.
 //
 // ScheduleBlocks are compiled directly: iter_vars are bound to their bindings (like lets) and
 // `init` runs when every reduction iter_var's binding is 0, its first iteration (the ranges
@@ -177,12 +178,12 @@ class FunctionEmitter {
   FunctionEmitter(llvm::Module& module, const loop::PrimFuncNode& func, llvm::Function* kernel,
                   const CodegenOptions& options)
       : ctx_(module.getContext()), module_(module), b_(ctx_), func_(func), kernel_(kernel) {
-    if (options.fast_math) {
+    if (options.fast_math || options.fp_contract) {
       // kernel.h's fast_math means reassociation and contraction only: NaN and infinity
       // keep their meaning, so maximum/minimum and comparisons still behave.
       llvm::FastMathFlags fmf;
-      fmf.setAllowReassoc();
-      fmf.setAllowContract();
+      fmf.setAllowReassoc(options.fast_math);
+      fmf.setAllowContract(true);
       b_.setFastMathFlags(fmf);
     }
   }

@@ -117,7 +117,11 @@ inline std::vector<Tensor> ExecuteOnRandomData(const loop::PrimFunc& f,
         RandomTensor(f->buffer_params[b]->dtype, shape, data.seed + b, data.lo, data.hi));
     pointers.push_back(buffers.back().raw_data());
   }
-  std::unique_ptr<CompiledModule> m = BuildLLVM({f});
+  // Bit-for-bit comparisons need every multiply-add rounded the same way in both kernels:
+  // without contraction, LLVM cannot fuse one into an FMA in one kernel and not the other.
+  CodegenOptions exact;
+  exact.fp_contract = false;
+  std::unique_ptr<CompiledModule> m = BuildLLVM({f}, exact);
   m->Lookup(f->name)(pointers.data(), scalars.data());
   return buffers;
 }

@@ -339,8 +339,8 @@ bool RegisteredWithDefault(const std::string& key, int64_t value) {
 }
 
 TEST(TileLoops, ConfigKeyIsRegistered) {
-  EXPECT_TRUE(RegisteredWithDefault("tile.j", 64));
-  EXPECT_TRUE(RegisteredWithDefault("tile.i", 4));
+  EXPECT_TRUE(RegisteredWithDefault("tile.j", 16));
+  EXPECT_TRUE(RegisteredWithDefault("tile.i", 6));
 }
 
 // ---- row blocks (tile.i) ----
