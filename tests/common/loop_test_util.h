@@ -64,6 +64,15 @@ inline loop::PrimFunc RunLoopPipeline(const std::string& pipeline, const loop::P
   return RunLoopPass(ParsePipeline(pipeline), f, config, notes);
 }
 
+// Whether the pass registry registered config `key` with the kind and default of `value`, and a
+// doc string.
+inline bool ConfigRegisteredWithDefault(const std::string& key, const AttrValue& value) {
+  PassRegistry::Global();
+  for (const PassConfigInfo& c : ListPassConfigs())
+    if (c.key == key) return c.kind == KindOf(value) && c.default_value == value && !c.doc.empty();
+  return false;
+}
+
 // The body of a printed function: the lines between the signature and the closing brace,
 // without their first indent, so expectations read like the pass header's examples.
 inline std::string BodyText(const loop::PrimFunc& f) {

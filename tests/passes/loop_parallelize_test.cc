@@ -341,18 +341,9 @@ TEST(ParallelizeLoops, OtherKindsAndTinyLoopsStay) {
               HasSubstr("parallelize.min_work must not be negative, got -1"));
 }
 
-// The key is registered with its kind and default (the pass registry registers it).
-bool RegisteredWithDefault(const std::string& key, int64_t value) {
-  PassRegistry::Global();
-  for (const PassConfigInfo& c : ListPassConfigs())
-    if (c.key == key)
-      return c.kind == AttrKind::kInt && c.default_value == AttrValue(value) && !c.doc.empty();
-  return false;
-}
-
 TEST(ParallelizeLoops, ConfigKeysAreRegistered) {
-  EXPECT_TRUE(RegisteredWithDefault("parallelize.min_work", 16384));
-  EXPECT_TRUE(RegisteredWithDefault("parallelize.collapse_below", 64));
+  EXPECT_TRUE(test::ConfigRegisteredWithDefault("parallelize.min_work", int64_t{16384}));
+  EXPECT_TRUE(test::ConfigRegisteredWithDefault("parallelize.collapse_below", int64_t{64}));
 }
 
 }  // namespace

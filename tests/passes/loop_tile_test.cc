@@ -25,6 +25,7 @@ using loop::Var;
 using test::BodyText;
 using test::ErrorMessage;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 Expr I(int64_t v) {
   return loop::IntImm(v);
@@ -53,11 +54,14 @@ Expr Sum(const Expr& source, const Var& k, const Expr& extent) {
   return loop::Reduce(loop::ReduceKind::kSum, source, {{k, extent}});
 }
 
-// Runs `pipeline` through the pass manager with `tile.j` and `tile.i` set, and checks the result
-// verifies. Most cases tile one row at a time (tile.i = 1); the row blocks have cases of their own.
+// Runs `pipeline` through the pass manager with `tile.j`, `tile.i` and `tile.pack` set, and
+// checks the result verifies. Most cases tile one row at a time (tile.i = 1); the row blocks
+// have cases of their own, without and with packed panels.
 loop::PrimFunc Tile(const loop::PrimFunc& f, int64_t tile_j = 64,
-                    const std::string& pipeline = "TileLoops", int64_t tile_i = 1) {
-  return test::RunLoopPipeline(pipeline, f, {{"tile.j", tile_j}, {"tile.i", tile_i}});
+                    const std::string& pipeline = "TileLoops", int64_t tile_i = 1,
+                    bool pack = false) {
+  return test::RunLoopPipeline(pipeline, f,
+                               {{"tile.j", tile_j}, {"tile.i", tile_i}, {"tile.pack", pack}});
 }
 
 // Seeds and value range fixed per file: the cases were written against this data.
@@ -329,18 +333,10 @@ TEST(TileLoops, ThenParallelizeAndVectorize) {
   ExpectSameResults(f, g, {{1, 1}, {3, 64}, {5, 71}, {67, 130}});
 }
 
-// The key is registered with its kind and default (the pass registry registers it).
-bool RegisteredWithDefault(const std::string& key, int64_t value) {
-  PassRegistry::Global();
-  for (const PassConfigInfo& c : ListPassConfigs())
-    if (c.key == key)
-      return c.kind == AttrKind::kInt && c.default_value == AttrValue(value) && !c.doc.empty();
-  return false;
-}
-
 TEST(TileLoops, ConfigKeyIsRegistered) {
-  EXPECT_TRUE(RegisteredWithDefault("tile.j", 16));
-  EXPECT_TRUE(RegisteredWithDefault("tile.i", 6));
+  EXPECT_TRUE(test::ConfigRegisteredWithDefault("tile.j", int64_t{16}));
+  EXPECT_TRUE(test::ConfigRegisteredWithDefault("tile.i", int64_t{6}));
+  EXPECT_TRUE(test::ConfigRegisteredWithDefault("tile.pack", true));
 }
 
 // ---- row blocks (tile.i) ----
@@ -489,6 +485,127 @@ TEST(TileLoops, RowBlocksThroughThePipeline) {
   ExpectSameResults(f, g, {{1, 1}, {7, 64}, {13, 71}, {8, 130}});
   EXPECT_THAT(ErrorMessage([&] { Tile(f, 32, "TileLoops", -1); }),
               HasSubstr("tile.i must not be negative"));
+}
+
+// ---- packed panels (tile.pack) ----
+
+// Column tiles outermost: each copies its panel of b (depth x Tj) into a contiguous buffer,
+// then every row block and the row tail read the panel; the tail columns run unpacked.
+TEST(TileLoops, PackedPanelsPerColumnTile) {
+  auto f = Matmul(I(5), I(36), I(3), {});
+  auto g = Tile(f, 16, "TileLoops", 4, /*pack=*/true);
+  EXPECT_EQ(BodyText(g), R"(for j_outer in [0, 2) {
+  alloc b_panel: f32[48] local
+  for k_pack in [0, 3) {
+    for j_pack in [0, 16) {
+      b_panel[k_pack * 16 + j_pack] = b[k_pack, j_outer * 16 + j_pack]
+    }
+  }
+  alloc acc0: f32[64] local
+  for i_row in [0, 4) unrolled {
+    for j_inner in [0, 16) {
+      acc0[i_row * 16 + j_inner] = 0.0f
+    }
+  }
+  for k in [0, 3) {
+    for i_row in [0, 4) unrolled {
+      for j_inner in [0, 16) {
+        acc0[i_row * 16 + j_inner] = acc0[i_row * 16 + j_inner] + a[i_row, k] * b_panel[k * 16 + j_inner]
+      }
+    }
+  }
+  for i_row in [0, 4) unrolled {
+    for j_inner in [0, 16) {
+      out[i_row, j_outer * 16 + j_inner] = max(acc0[i_row * 16 + j_inner] + bias[j_outer * 16 + j_inner], 0.0f)
+    }
+  }
+  free acc0
+  for i in [4, 5) {
+    alloc acc0_1: f32[16] local
+    for j_inner in [0, 16) {
+      acc0_1[j_inner] = 0.0f
+    }
+    for k in [0, 3) {
+      for j_inner in [0, 16) {
+        acc0_1[j_inner] = acc0_1[j_inner] + a[i, k] * b_panel[k * 16 + j_inner]
+      }
+    }
+    for j_inner in [0, 16) {
+      out[i, j_outer * 16 + j_inner] = max(acc0_1[j_inner] + bias[j_outer * 16 + j_inner], 0.0f)
+    }
+    free acc0_1
+  }
+  free b_panel
+}
+alloc acc0_2: f32[16] local
+for i_row_1 in [0, 4) unrolled {
+  for j_inner in [0, 4) {
+    acc0_2[i_row_1 * 4 + j_inner] = 0.0f
+  }
+}
+for k in [0, 3) {
+  for i_row_1 in [0, 4) unrolled {
+    for j_inner in [0, 4) {
+      acc0_2[i_row_1 * 4 + j_inner] = acc0_2[i_row_1 * 4 + j_inner] + a[i_row_1, k] * b[k, 32 + j_inner]
+    }
+  }
+}
+for i_row_1 in [0, 4) unrolled {
+  for j_inner in [0, 4) {
+    out[i_row_1, 32 + j_inner] = max(acc0_2[i_row_1 * 4 + j_inner] + bias[32 + j_inner], 0.0f)
+  }
+}
+free acc0_2
+for i in [4, 5) {
+  alloc acc0_3: f32[4] local
+  for j_inner in [0, 4) {
+    acc0_3[j_inner] = 0.0f
+  }
+  for k in [0, 3) {
+    for j_inner in [0, 4) {
+      acc0_3[j_inner] = acc0_3[j_inner] + a[i, k] * b[k, 32 + j_inner]
+    }
+  }
+  for j_inner in [0, 4) {
+    out[i, 32 + j_inner] = max(acc0_3[j_inner] + bias[32 + j_inner], 0.0f)
+  }
+  free acc0_3
+}
+)");
+  ExpectSameResults(f, g);
+}
+
+// Packing through the whole loop pipeline, the way the compiler runs it: odd and symbolic
+// rows, columns and depths, with and without tails, agree bit for bit with the plain loops.
+TEST(TileLoops, PackedPanelsThroughThePipeline) {
+  const std::string pipeline =
+      "TileLoops,ParallelizeLoops,VectorizeLoops,UnrollLoops,FlattenBuffers,LoopSimplify,"
+      "PlanStorage";
+  for (int64_t m : {1, 6, 13}) {
+    for (int64_t n : {16, 70}) {
+      auto f = Matmul(I(m), I(n), I(19), {});
+      auto g = Tile(f, 16, pipeline, 6, /*pack=*/true);
+      ExpectSameResults(f, g);
+    }
+  }
+  Var m = loop::MakeVar("m"), n = loop::MakeVar("n"), d = loop::MakeVar("d");
+  auto f = Matmul(m, n, d, {m, n, d});
+  auto g = Tile(f, 16, pipeline, 6, /*pack=*/true);
+  EXPECT_THAT(loop::Print(g), HasSubstr("b_panel"));
+  ExpectSameResults(f, g, {{1, 1, 1}, {7, 64, 5}, {13, 71, 33}, {8, 130, 2}, {6, 15, 0}});
+}
+
+// A load of b that also depends on the row is not a panel shared by the rows: nothing packs.
+TEST(TileLoops, OperandsThatDependOnTheRowAreNotPacked) {
+  Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");
+  Buffer a = Buf("a", {I(8), I(8)}), b = Buf("b", {I(8), I(8), I(32)}),
+         out = Buf("out", {I(8), I(32)});
+  Expr dot = Sum(loop::Mul(loop::Load(a, {i, k}), loop::Load(b, {i, k, j})), k, I(8));
+  auto f = Func({a, b, out}, 2, {}, Loop(i, I(8), Loop(j, I(32), loop::Store(out, {i, j}, dot))));
+  auto g = Tile(f, 16, "TileLoops", 4, /*pack=*/true);
+  EXPECT_EQ(BodyText(g), BodyText(Tile(f, 16, "TileLoops", 4, /*pack=*/false)));
+  EXPECT_THAT(BodyText(g), Not(HasSubstr("panel")));
+  ExpectSameResults(f, g);
 }
 
 // A store that does not give each row its own element keeps the rows in order.

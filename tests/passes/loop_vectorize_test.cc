@@ -322,17 +322,8 @@ TEST(VectorizeLoops, WidthComesFromTheConfig) {
               HasSubstr("vectorize.width must be in [0, 64], got 65"));
 }
 
-// The key is registered with its kind and default (the pass registry registers it).
-bool RegisteredWithDefault(const std::string& key, int64_t value) {
-  PassRegistry::Global();
-  for (const PassConfigInfo& c : ListPassConfigs())
-    if (c.key == key)
-      return c.kind == AttrKind::kInt && c.default_value == AttrValue(value) && !c.doc.empty();
-  return false;
-}
-
 TEST(VectorizeLoops, ConfigKeyIsRegistered) {
-  EXPECT_TRUE(RegisteredWithDefault("vectorize.width", 8));
+  EXPECT_TRUE(test::ConfigRegisteredWithDefault("vectorize.width", int64_t{8}));
 }
 
 }  // namespace
