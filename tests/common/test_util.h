@@ -68,6 +68,18 @@ inline std::string ErrorMessage(const std::function<void()>& fn) {
   return "";
 }
 
+// The error `fn` throws, code and message; a test failure (and a kInternal error with an empty
+// message) if it throws none.
+inline Error ErrorOf(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected a kiln::Error";
+  return Error(ErrorCode::kInternal, "");
+}
+
 // A symbolic dim: S("batch").
 inline Dim S(const char* name) {
   return Dim::Symbol(name);
