@@ -391,11 +391,12 @@ std::string CaseName(const ::testing::TestParamInfo<DeviceCase>& info) {
   return StrCat(DeviceTypeName(info.param.device.type), info.param.device.id);
 }
 
-// One line per device kind. CUDA's will be:
-//   INSTANTIATE_TEST_SUITE_P(CUDA, DeviceConformance,
-//       ::testing::Values(DeviceCase{"device_api.cuda", {DeviceType::kCUDA, 0}}), CaseName);
+// One line per device kind.
 INSTANTIATE_TEST_SUITE_P(CPU, DeviceConformance,
                          ::testing::Values(DeviceCase{"device_api.cpu", {DeviceType::kCPU, 0}}),
+                         CaseName);
+INSTANTIATE_TEST_SUITE_P(CUDA, DeviceConformance,
+                         ::testing::Values(DeviceCase{"device_api.cuda", {DeviceType::kCUDA, 0}}),
                          CaseName);
 
 }  // namespace
