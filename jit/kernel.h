@@ -46,6 +46,9 @@ class CompiledModule {
   virtual const CompileTimings& timings() const = 0;
   // The optimized LLVM IR (or CUDA C source), for debugging and tests.
   virtual const std::string& source() const = 0;
+  // The relocatable object file the kernels were linked from, which LoadLLVMObject reads back
+  // (the disk kernel cache stores it); empty where the code generator has none to give.
+  virtual const std::string& object() const;
 };
 
 // Compiles PrimFuncs to machine code for the host CPU with LLVM ORC. The functions must pass
@@ -53,6 +56,22 @@ class CompiledModule {
 // kCompileError naming the function.
 std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& funcs,
                                           const CodegenOptions& options = {});
+
+// Links an object file that BuildLLVM produced (CompiledModule::object) into a new JIT for the
+// target `options` describe, with the same runtime helpers defined, and serves Lookup for every
+// function the object exports. Bytes that are not an object file for this target, or that fail
+// to link, are kCompileError; nothing is run on load. The object must come from a trusted place
+// (it is machine code): callers check where it came from and that it is intact.
+std::unique_ptr<CompiledModule> LoadLLVMObject(const std::string& object,
+                                               const CodegenOptions& options = {});
+
+// What a persistent cache key needs so that code built by another LLVM or for another CPU is
+// never loaded. The LLVM version kiln was built against ("19.1.7").
+std::string LLVMVersion();
+// The machine BuildLLVM generates code for under `options`, resolved: the triple, the CPU name
+// and the features, sorted and deduplicated (`x86_64-pc-linux-gnu znver3 +avx2,+fma,-avx512f`).
+// With options.mcpu empty it is the real host CPU and its detected features plus options.mattr.
+std::string LLVMTargetDescription(const CodegenOptions& options = {});
 
 // Code generators by target kind ("llvm", later "cuda"), looked up as `target.build.<kind>`.
 using BuildFn = std::function<std::unique_ptr<CompiledModule>(const std::vector<loop::PrimFunc>&,

@@ -35,6 +35,10 @@
 // (float -> int truncates and saturates, NaN -> 0). fast_math adds only reassoc and contract;
 // fp_contract (the default) only contract, so a multiply-add may round once, as an FMA.
 //
+// Object files. BuildLLVM keeps a copy of the relocatable object ORC compiles the module to
+// (CompiledModule::object); LoadLLVMObject links such an object into a fresh JIT, so the disk
+// kernel cache can skip lowering, optimization and codegen in a new process.
+//
 // ScheduleBlocks are compiled directly: iter_vars are bound to their bindings (like lets) and
 // `init` runs when every reduction iter_var's binding is 0, its first iteration (the ranges
 // of iter_vars start at 0). Reduce is rejected: LowerReductions must run first.
@@ -53,16 +57,20 @@
 #include "ir/loop/loop_visitor.h"
 #include "jit/kernel.h"
 #include "jit/runtime.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/ExecutionEngine/Orc/Core.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/ObjectTransformLayer.h"
 #include "llvm/ExecutionEngine/Orc/ThreadSafeModule.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IR/Verifier.h"
+#include "llvm/Object/ObjectFile.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -1269,14 +1277,23 @@ class LLVMCompiledModule final : public CompiledModule {
   }
   const CompileTimings& timings() const override { return timings_; }
   const std::string& source() const override { return source_; }
+  const std::string& object() const override { return object_; }
 
   std::unique_ptr<llvm::orc::LLJIT> jit;  // owns the machine code the kernels point into
   std::map<std::string, KernelFn> kernels_;
   CompileTimings timings_;
   std::string source_;
+  std::string object_;
 };
 
 std::once_flag g_llvm_init;
+
+void InitializeLLVM() {
+  std::call_once(g_llvm_init, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+}
 
 llvm::CodeGenOptLevel CodeGenLevel(int opt_level) {
   switch (opt_level) {
@@ -1351,14 +1368,28 @@ void Optimize(llvm::Module& module, llvm::TargetMachine* tm, int opt_level) {
   mpm.run(module, mam);
 }
 
+// An LLJIT for `jtmb`'s target with the runtime helpers defined in its main JITDylib: they are
+// defined here rather than found in the process, which may not export them (a static library
+// inside a shared one). BuildLLVM and LoadLLVMObject both link against exactly this.
+std::unique_ptr<llvm::orc::LLJIT> CreateJIT(llvm::orc::JITTargetMachineBuilder jtmb) {
+  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create();
+  if (!jit) Throw(ErrorCode::kCompileError, "LLVM JIT: ", TakeMessage(jit.takeError()));
+  llvm::orc::LLJIT& lljit = **jit;
+  llvm::orc::SymbolMap runtime;
+  runtime[lljit.mangleAndIntern("kiln_parallel_for")] =
+      llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&kiln_parallel_for),
+                                   llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+  if (llvm::Error err =
+          lljit.getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(runtime))))
+    Throw(ErrorCode::kCompileError, "LLVM JIT: ", TakeMessage(std::move(err)));
+  return std::move(*jit);
+}
+
 }  // namespace
 
 std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& funcs,
                                           const CodegenOptions& options) {
-  std::call_once(g_llvm_init, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-  });
+  InitializeLLVM();
   auto result = std::make_unique<LLVMCompiledModule>();
   auto t0 = std::chrono::steady_clock::now();
 
@@ -1422,19 +1453,21 @@ std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& fun
 
   // ---- codegen: ORC compiles lazily, so look every kernel up to force it ----
   auto t2 = std::chrono::steady_clock::now();
-  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create();
-  if (!jit) Throw(ErrorCode::kCompileError, "LLVM JIT: ", TakeMessage(jit.takeError()));
-  result->jit = std::move(*jit);
+  result->jit = CreateJIT(std::move(jtmb));
   llvm::orc::LLJIT& lljit = *result->jit;
-  // The runtime helpers are defined here rather than found in the process, which may not
-  // export them (a static library inside a shared one).
-  llvm::orc::SymbolMap runtime;
-  runtime[lljit.mangleAndIntern("kiln_parallel_for")] =
-      llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&kiln_parallel_for),
-                                   llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
-  if (llvm::Error err =
-          lljit.getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(runtime))))
-    Throw(ErrorCode::kCompileError, "LLVM JIT: ", TakeMessage(std::move(err)));
+  // Keep a copy of the object file the module compiles to, for the disk cache. ORC compiles on
+  // the first lookup below, on this thread, so the copy is made before BuildLLVM returns. One
+  // module makes one object; a second would mean the copy no longer covers every kernel.
+  std::string* object = &result->object_;
+  lljit.getObjTransformLayer().setTransform(
+      [object](std::unique_ptr<llvm::MemoryBuffer> buffer)
+          -> llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> {
+        if (!object->empty())
+          return llvm::make_error<llvm::StringError>("kiln: a second object file for one module",
+                                                     llvm::inconvertibleErrorCode());
+        object->assign(buffer->getBufferStart(), buffer->getBufferSize());
+        return buffer;
+      });
   if (llvm::Error err =
           lljit.addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(context))))
     Throw(ErrorCode::kCompileError, "LLVM JIT: ", TakeMessage(std::move(err)));
@@ -1445,6 +1478,92 @@ std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& fun
   }
   result->timings_.codegen_ms = MsSince(t2);
   return result;
+}
+
+// ---- Object files: the disk cache's way back in ----
+
+std::unique_ptr<CompiledModule> LoadLLVMObject(const std::string& object,
+                                               const CodegenOptions& options) {
+  InitializeLLVM();
+  auto t0 = std::chrono::steady_clock::now();
+  auto result = std::make_unique<LLVMCompiledModule>();
+  result->object_ = object;
+  // A copy that LLVM owns (and aligns, as the object readers want): the JIT keeps it.
+  std::unique_ptr<llvm::MemoryBuffer> buffer =
+      llvm::MemoryBuffer::getMemBufferCopy(object, "kiln-cached-kernels");
+  llvm::orc::JITTargetMachineBuilder jtmb = TargetFor(options);
+
+  // Read the symbol table before the JIT sees the bytes, so that what is not an object file for
+  // this machine fails here with LLVM's reason, and so we know which kernels it defines: its
+  // global function definitions (the f.body and f.parallel.K helpers are internal).
+  std::vector<std::string> names;
+  {
+    auto file = llvm::object::ObjectFile::createObjectFile(buffer->getMemBufferRef());
+    if (!file)
+      Throw(ErrorCode::kCompileError,
+            "cached kernels: not an object file: ", TakeMessage(file.takeError()));
+    llvm::Triple triple = (*file)->makeTriple();
+    if (triple.getArch() != jtmb.getTargetTriple().getArch())
+      Throw(ErrorCode::kCompileError, "cached kernels: object file for ",
+            triple.getArchName().str(), ", not ", jtmb.getTargetTriple().getArchName().str());
+    for (const llvm::object::SymbolRef& sym : (*file)->symbols()) {
+      auto flags = sym.getFlags();
+      if (!flags)
+        Throw(ErrorCode::kCompileError, "cached kernels: ", TakeMessage(flags.takeError()));
+      if (!(*flags & llvm::object::SymbolRef::SF_Global) ||
+          (*flags & llvm::object::SymbolRef::SF_Undefined))
+        continue;
+      auto type = sym.getType();
+      if (!type) Throw(ErrorCode::kCompileError, "cached kernels: ", TakeMessage(type.takeError()));
+      if (*type != llvm::object::SymbolRef::ST_Function) continue;
+      auto name = sym.getName();
+      if (!name) Throw(ErrorCode::kCompileError, "cached kernels: ", TakeMessage(name.takeError()));
+      names.push_back(name->str());
+    }
+  }
+  if (names.empty())
+    Throw(ErrorCode::kCompileError, "cached kernels: the object file defines no function");
+
+  result->jit = CreateJIT(std::move(jtmb));
+  llvm::orc::LLJIT& lljit = *result->jit;
+  if (llvm::Error err = lljit.addObjectFile(std::move(buffer)))
+    Throw(ErrorCode::kCompileError, "cached kernels: ", TakeMessage(std::move(err)));
+  // Linking happens here, at the first lookup: a relocation or symbol that cannot be resolved is
+  // an error now, not when a kernel is called.
+  const char prefix = lljit.getDataLayout().getGlobalPrefix();
+  for (const std::string& linker_name : names) {
+    auto addr = lljit.lookupLinkerMangled(linker_name);
+    if (!addr)
+      Throw(ErrorCode::kCompileError, "cached kernels: @", linker_name, ": ",
+            TakeMessage(addr.takeError()));
+    std::string name = linker_name;
+    if (prefix != '\0' && !name.empty() && name[0] == prefix) name.erase(0, 1);
+    result->kernels_[name] = addr->toPtr<KernelFn>();
+  }
+  result->timings_.codegen_ms = MsSince(t0);
+  return result;
+}
+
+std::string LLVMVersion() {
+  return LLVM_VERSION_STRING;
+}
+
+std::string LLVMTargetDescription(const CodegenOptions& options) {
+  llvm::orc::JITTargetMachineBuilder jtmb = TargetFor(options);
+  // SubtargetFeatures keeps flags in order and a later one wins ("+avx512f" then "-avx512f"
+  // after mattr); resolve that first, so that equal feature sets describe equally.
+  std::map<std::string, char> features;
+  for (const std::string& f : jtmb.getFeatures().getFeatures()) {
+    if (f.empty()) continue;
+    if (f[0] == '+' || f[0] == '-') {
+      features[f.substr(1)] = f[0];
+    } else {
+      features[f] = '+';
+    }
+  }
+  std::string list;
+  for (const auto& [name, sign] : features) list += StrCat(list.empty() ? "" : ",", sign, name);
+  return StrCat(jtmb.getTargetTriple().str(), ' ', jtmb.getCPU(), ' ', list);
 }
 
 }  // namespace kiln

@@ -6,6 +6,11 @@
 
 namespace kiln {
 
+const std::string& CompiledModule::object() const {
+  static const std::string* const kNone = new std::string();  // never destroyed, like Builders
+  return *kNone;
+}
+
 namespace {
 struct Registry {
   std::mutex mu;

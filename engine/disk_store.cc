@@ -1,0 +1,131 @@
+#include "engine/disk_store.h"
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "ir/error.h"
+#include "ir/structural.h"
+#include "ir/text.h"
+#include "passes/pass_context.h"
+
+namespace kiln {
+
+namespace {
+
+// FNV-1a over 64-bit words (then the tail bytes): eight times faster than bytewise on weights,
+// and still stable across processes and builds.
+uint64_t HashBytes(const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h = kFnvOffsetBasis;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+  }
+  for (; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+// The payload: u32 little-endian length of the kernel's symbol name, the name, the object file.
+std::string EncodePayload(const std::string& name, const std::string& object) {
+  std::string out;
+  out.reserve(4 + name.size() + object.size());
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((name.size() >> (8 * i)) & 0xff));
+  out += name;
+  out += object;
+  return out;
+}
+
+bool DecodePayload(const std::string& payload, std::string* name, std::string* object) {
+  if (payload.size() < 4) return false;
+  uint64_t n = 0;
+  for (int i = 0; i < 4; ++i) n |= uint64_t{static_cast<unsigned char>(payload[i])} << (8 * i);
+  if (n == 0 || n > payload.size() - 4) return false;
+  *name = payload.substr(4, n);
+  *object = payload.substr(4 + n);
+  return !object->empty();
+}
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+DiskKernelStore::DiskKernelStore(const std::string& dir, uint64_t max_bytes)
+    : cache_(dir, max_bytes) {}
+
+std::string DiskKernelStore::TargetDescription(const CodegenOptions& codegen) {
+  const std::string fingerprint = CodegenFingerprint(codegen);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = targets_.find(fingerprint);
+    if (it != targets_.end()) return it->second;
+  }
+  std::string description = LLVMTargetDescription(codegen);
+  std::lock_guard<std::mutex> lock(mu_);
+  return targets_.emplace(fingerprint, std::move(description)).first->second;
+}
+
+std::string DiskKernelStore::KeyText(const KernelKey& key) {
+  // Constants of more than 64 elements print as meta[i] and are keyed by content hash; smaller
+  // ones are in the text in full.
+  std::vector<Tensor> meta;
+  std::string group = Print(key.group, PrintOptions{}, &meta);
+  std::string text = StrCat("kiln kernel\nkiln=", key.kiln_version, "\nllvm=", LLVMVersion(),
+                            "\ntarget=", key.target, "\nmachine=", TargetDescription(key.codegen),
+                            "\ncodegen=", CodegenFingerprint(key.codegen),
+                            "\npipeline=", key.pipeline_hash, "\ndigest=", key.digest,
+                            "\nstructural=", StructuralHash(key.group), "\ngroup=\n", group, "\n");
+  for (size_t i = 0; i < meta.size(); ++i)
+    text += StrCat("meta[", i, "]=", DTypeName(meta[i].dtype()), IntsToString(meta[i].shape()),
+                   " bytes=", meta[i].nbytes(),
+                   " hash=", HashBytes(meta[i].raw_data(), meta[i].nbytes()), "\n");
+  return text;
+}
+
+KernelStore::LoadResult DiskKernelStore::Load(const KernelKey& key,
+                                              std::shared_ptr<const CompiledKernel>* kernel) {
+  const std::string key_text = KeyText(key);
+  DiskCache::Result r = cache_.Load(key_text);
+  if (r.status == DiskCache::Status::kMiss) return LoadResult::kMiss;
+  if (r.status == DiskCache::Status::kRejected) return LoadResult::kRejected;
+
+  // The entry is intact and for this key; what remains can fail only if kiln itself changed
+  // without its version (a development build) or the object does not link here. Either way,
+  // reject it: the compile that follows rebuilds it.
+  std::string name, object;
+  if (!DecodePayload(r.payload, &name, &object)) {
+    cache_.Reject(key_text, DiskCacheRejection::kBadPayload);
+    return LoadResult::kRejected;
+  }
+  try {
+    auto t0 = std::chrono::steady_clock::now();
+    CompiledKernel k;
+    // What CompileKernel does before code generation, so `lowered` is the same.
+    k.lowered = LowerToLoops(key.group, name);
+    k.lowered.func = RunLoopPipeline(k.lowered.func);
+    k.timings.lower_ms = MsSince(t0);
+    k.module = LoadLLVMObject(object, key.codegen);
+    k.fn = k.module->Lookup(name);
+    k.timings.codegen_ms = k.module->timings().codegen_ms;
+    *kernel = std::make_shared<const CompiledKernel>(std::move(k));
+  } catch (const Error&) {
+    cache_.Reject(key_text, DiskCacheRejection::kBadPayload);
+    return LoadResult::kRejected;
+  }
+  return LoadResult::kHit;
+}
+
+void DiskKernelStore::Store(const KernelKey& key, const CompiledKernel& kernel) {
+  if (!kernel.module || kernel.module->object().empty() || !kernel.lowered.func) return;
+  cache_.Store(KeyText(key), EncodePayload(kernel.lowered.func->name, kernel.module->object()));
+}
+
+std::map<std::string, uint64_t> DiskKernelStore::RejectionsByReason() const {
+  return cache_.stats().rejections_by_reason;
+}
+
+}  // namespace kiln

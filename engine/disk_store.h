@@ -1,0 +1,53 @@
+// DiskKernelStore: the KernelStore that makes a new process start warm (SPEC.md §6), over the
+// blob cache of jit/disk_cache.h. The engine makes one when EngineOptions::cache_dir is set.
+//
+// An entry's key text names everything the machine code depends on, so that an entry is used
+// only by the same program compiled the same way for the same machine: the kiln and LLVM
+// versions, the target string, the resolved CPU and features (LLVMTargetDescription: the real
+// host CPU when no -mcpu is given), the codegen options, the pass configuration hash, the group's
+// structural hash and its printed text, with each large constant as dtype, shape and a hash of
+// its bytes. The payload is the kernel's symbol name and its relocatable object file.
+//
+// A load re-runs LowerToLoops and the loop pipeline for the group (no LLVM work: a fraction of
+// a millisecond per kernel) for the metadata the engine binds buffers by, exactly as
+// CompileKernel would give it, then links the object with LoadLLVMObject. An entry whose
+// payload cannot be decoded, lowered or linked is rejected (bad_payload) and rebuilt.
+//
+// Threading: thread-safe, as KernelStore requires. Load must run under the PassContext the
+// kernel is compiled under (the engine's), as CompileKernel does.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "engine/kernel_cache.h"
+#include "jit/disk_cache.h"
+
+namespace kiln {
+
+class DiskKernelStore final : public KernelStore {
+ public:
+  // Opens (creating) the cache directory; DiskCache's errors otherwise.
+  DiskKernelStore(const std::string& dir, uint64_t max_bytes);
+
+  LoadResult Load(const KernelKey& key, std::shared_ptr<const CompiledKernel>* kernel) override;
+  void Store(const KernelKey& key, const CompiledKernel& kernel) override;
+  std::map<std::string, uint64_t> RejectionsByReason() const override;
+
+  // The full key text the entry for `key` is stored under.
+  std::string KeyText(const KernelKey& key);
+  DiskCache& cache() { return cache_; }
+
+ private:
+  // LLVMTargetDescription(codegen), memoized: host detection costs more than a lookup.
+  std::string TargetDescription(const CodegenOptions& codegen);
+
+  DiskCache cache_;
+  std::mutex mu_;                               // guards targets_
+  std::map<std::string, std::string> targets_;  // CodegenFingerprint -> description
+};
+
+}  // namespace kiln

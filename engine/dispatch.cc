@@ -1,0 +1,192 @@
+// The hit path: shape key, lookup, dispatch. Everything a run does when its shapes were seen
+// before is in this file, and none of it allocates on the heap: the key is hashed from the
+// tensors in place, a hash match is confirmed against the stored dims, the arena comes from a
+// pool, and each launch's pointer table is a stack array. A miss leaves for GetOrBuild.
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+
+#include "engine/engine.h"
+#include "ir/error.h"
+
+namespace kiln {
+
+namespace {
+
+inline uint64_t Mix(uint64_t h, uint64_t v) {
+  // splitmix64's finalizer over the combination: every input bit reaches every output bit.
+  uint64_t x = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+uint64_t ShapeKeyHash(uint64_t model_id, std::span<const Tensor> inputs) {
+  uint64_t h = Mix(0, model_id);
+  for (const Tensor& t : inputs) {
+    h = Mix(h, (static_cast<uint64_t>(t.dtype()) << 32) | static_cast<uint64_t>(t.ndim()));
+    for (int64_t d : t.shape()) h = Mix(h, static_cast<uint64_t>(d));
+  }
+  return h;
+}
+
+std::vector<int64_t> Engine::MakeSignature(std::span<const Tensor> inputs) {
+  std::vector<int64_t> sig;
+  for (const Tensor& t : inputs) {
+    sig.push_back(static_cast<int64_t>(t.dtype()));
+    sig.push_back(t.ndim());
+    sig.insert(sig.end(), t.shape().begin(), t.shape().end());
+  }
+  return sig;
+}
+
+bool Engine::MatchesSignature(const std::vector<int64_t>& sig, std::span<const Tensor> inputs) {
+  size_t i = 0;
+  for (const Tensor& t : inputs) {
+    if (i + 2 + t.shape().size() > sig.size()) return false;
+    if (sig[i] != static_cast<int64_t>(t.dtype()) || sig[i + 1] != t.ndim()) return false;
+    i += 2;
+    for (int64_t d : t.shape())
+      if (sig[i++] != d) return false;
+  }
+  return i == sig.size();
+}
+
+std::shared_ptr<const Executable> Engine::Find(const Model& model, uint64_t key_hash,
+                                               std::span<const Tensor> inputs) const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  auto [begin, end] = cache_.equal_range(key_hash);
+  for (auto it = begin; it != end; ++it) {
+    Specialization& s = *it->second;
+    if (s.model_id != model.id() || !MatchesSignature(s.signature, inputs)) continue;
+    s.last_used.store(clock_.fetch_add(1, std::memory_order_relaxed) + 1,
+                      std::memory_order_relaxed);
+    return s.exe;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<const Executable> Engine::Acquire(const Model& model,
+                                                  std::span<const Tensor> inputs) {
+  if (static_cast<int>(inputs.size()) != model.num_inputs())
+    Throw(ErrorCode::kInvalidArgument, "model '", model.name(), "': expected ", model.num_inputs(),
+          " inputs, got ", inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].defined())
+      Throw(ErrorCode::kInvalidArgument, "model '", model.name(), "': input ", i, " '",
+            model.graph()->params[i]->name, "' is an undefined tensor");
+  uint64_t key_hash = ShapeKeyHash(model.id(), inputs);
+  if (std::shared_ptr<const Executable> exe = Find(model, key_hash, inputs)) {
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    return exe;
+  }
+  misses_.fetch_add(1, std::memory_order_relaxed);
+  return GetOrBuild(model, key_hash, inputs);
+}
+
+void Engine::Run(const Model& model, std::span<const Tensor> inputs,
+                 std::span<const Tensor> outputs) {
+  runs_.fetch_add(1, std::memory_order_relaxed);
+  std::shared_ptr<const Executable> exe = Acquire(model, inputs);
+  if (outputs.size() != exe->outputs.size())
+    Throw(ErrorCode::kInvalidArgument, exe->shape_key, ": expected ", exe->outputs.size(),
+          " outputs, got ", outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const TensorSignature& want = exe->outputs[i];
+    const Tensor& got = outputs[i];
+    if (!got.defined() || got.dtype() != want.dtype || got.shape() != want.shape)
+      Throw(ErrorCode::kInvalidArgument, exe->shape_key, ": output ", i, ": expected ",
+            want.ToString(), ", given ", got.defined() ? got.TypeString() : "an undefined tensor");
+  }
+  Dispatch(*exe, inputs.data(), outputs.data());
+}
+
+std::vector<Tensor> Engine::Run(const Model& model, std::span<const Tensor> inputs) {
+  runs_.fetch_add(1, std::memory_order_relaxed);
+  std::shared_ptr<const Executable> exe = Acquire(model, inputs);
+  std::vector<Tensor> outputs;
+  for (const TensorSignature& o : exe->outputs) outputs.push_back(Tensor::Empty(o.dtype, o.shape));
+  Dispatch(*exe, inputs.data(), outputs.data());
+  return outputs;
+}
+
+void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor* outputs) {
+  ScratchPool::Scratch* scratch =
+      exe.plan.peak_bytes ? scratch_.Acquire(exe.plan.peak_bytes) : nullptr;
+  std::byte* arena = scratch ? scratch->data : nullptr;
+  auto resolve = [&](const BufferRef& r) -> void* {
+    switch (r.kind) {
+      case BufferRef::Kind::kInput:
+        return inputs[r.index].raw_data();
+      case BufferRef::Kind::kOutput:
+        return outputs[r.index].raw_data();
+      case BufferRef::Kind::kConstant:
+        return exe.constant_data[r.index];
+      case BufferRef::Kind::kArena:
+        return arena + r.offset;
+    }
+    return nullptr;
+  };
+  auto run_all = [&] {
+    void* buffers[kMaxKernelBuffers];
+    for (const KernelLaunch& k : exe.launches) {
+      const BufferRef* refs = exe.buffer_refs.data() + k.first_buffer;
+      for (uint32_t i = 0; i < k.num_buffers; ++i) buffers[i] = resolve(refs[i]);
+      k.fn(buffers, exe.scalars.data() + k.first_scalar);
+    }
+    for (const OutputCopy& c : exe.copies)
+      std::memcpy(outputs[c.output].raw_data(), resolve(c.from), c.nbytes);
+  };
+  // Kernels without a parallel loop never touch oneTBB: entering the arena would only cost.
+  if (exe.parallel)
+    arena_.execute(run_all);
+  else
+    run_all();
+  if (scratch) scratch_.Release(scratch);
+}
+
+Engine::ScratchPool::Scratch* Engine::ScratchPool::Acquire(size_t bytes) {
+  Scratch* s = nullptr;
+  for (std::atomic<Scratch*>& slot : slots_) {
+    s = slot.exchange(nullptr, std::memory_order_acquire);
+    if (s) break;
+  }
+  if (s && s->capacity >= bytes) return s;
+  // No free scratch, or one too small for this plan: (re)allocate. Scratches only grow, so
+  // once each concurrent run has seen the largest plan, this never happens again.
+  if (!s) s = new Scratch();
+  std::free(s->data);
+  size_t capacity = AlignArena(bytes);
+  s->data = static_cast<std::byte*>(std::aligned_alloc(kArenaAlignment, capacity));
+  s->capacity = s->data ? capacity : 0;
+  if (!s->data) {
+    delete s;
+    Throw(ErrorCode::kOutOfMemory, "cannot allocate a ", capacity, "-byte arena");
+  }
+  return s;
+}
+
+void Engine::ScratchPool::Release(Scratch* s) {
+  for (std::atomic<Scratch*>& slot : slots_) {
+    Scratch* expected = nullptr;
+    if (slot.compare_exchange_strong(expected, s, std::memory_order_release,
+                                     std::memory_order_relaxed))
+      return;
+  }
+  std::free(s->data);  // more runs at once than slots: let this one go
+  delete s;
+}
+
+Engine::ScratchPool::~ScratchPool() {
+  for (std::atomic<Scratch*>& slot : slots_) {
+    if (Scratch* s = slot.load()) {
+      std::free(s->data);
+      delete s;
+    }
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,257 @@
+// Engine set-up, the executable cache's miss side (single flight, insertion, LRU eviction) and
+// statistics. The hit side is dispatch.cc; building an executable is specialize.cc.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "engine/disk_store.h"
+#include "ir/error.h"
+#include "ir/type_infer.h"
+#include "passes/pipeline.h"
+
+namespace kiln {
+
+namespace {
+
+EngineOptions Validated(EngineOptions o) {
+  if (o.num_threads < 0)
+    Throw(ErrorCode::kInvalidArgument, "EngineOptions.num_threads must not be negative, got ",
+          o.num_threads);
+  if (o.max_specializations < 0)
+    Throw(ErrorCode::kInvalidArgument,
+          "EngineOptions.max_specializations must not be negative, got ", o.max_specializations);
+  if (!o.cache_dir.empty() && o.cache_max_bytes == 0)
+    Throw(ErrorCode::kInvalidArgument, "EngineOptions.cache_max_bytes must be positive");
+  if (o.opt_level < 0)
+    Throw(ErrorCode::kInvalidArgument, "EngineOptions.opt_level must not be negative, got ",
+          o.opt_level);
+  for (const auto* names : {&o.disabled_passes, &o.required_passes})
+    for (const std::string& n : *names)
+      if (!PassRegistry::Global().Find(n))
+        Throw(ErrorCode::kNotFound, "EngineOptions: unknown pass '", n, "'");
+  return o;
+}
+
+// `llvm -mcpu=znver3 -mattr=+avx2,+fma` -> codegen options. The device layer's Target will
+// replace this once the engine dispatches to more than the host CPU.
+CodegenOptions ParseTarget(const std::string& target) {
+  std::istringstream in(target);
+  std::string kind, flag;
+  in >> kind;
+  if (kind != "llvm")
+    Throw(ErrorCode::kUnsupported, "EngineOptions.target '", target,
+          "': the engine runs CPU kernels only, so the target kind must be 'llvm'");
+  CodegenOptions o;
+  while (in >> flag) {
+    if (flag.rfind("-mcpu=", 0) == 0) {
+      o.mcpu = flag.substr(6);
+    } else if (flag.rfind("-mattr=", 0) == 0) {
+      o.mattr = flag.substr(7);
+    } else {
+      Throw(ErrorCode::kInvalidArgument, "EngineOptions.target '", target, "': unknown option '",
+            flag, "' (known: -mcpu=, -mattr=)");
+    }
+  }
+  return o;
+}
+
+// The KernelStore the options ask for: the caller's own, else the disk cache, else none.
+std::shared_ptr<KernelStore> MakeKernelStore(const EngineOptions& o) {
+  if (o.kernel_store) return o.kernel_store;
+  if (o.cache_dir.empty()) return nullptr;
+  try {
+    return std::make_shared<DiskKernelStore>(o.cache_dir, o.cache_max_bytes);
+  } catch (const Error& e) {
+    Throw(e.code(), "EngineOptions.cache_dir: ", e.what());
+  }
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += x + ",";
+  return s;
+}
+
+}  // namespace
+
+Engine::Engine(EngineOptions options)
+    : options_(Validated(std::move(options))),
+      codegen_(ParseTarget(options_.target)),
+      arena_(options_.num_threads > 0 ? options_.num_threads : tbb::task_arena::automatic),
+      kernels_(MakeKernelStore(options_)) {
+  MakePassContext();  // rejects unknown config keys and values of the wrong kind, now
+  graph_pipeline_ = options_.graph_pipeline.empty() ? DefaultGraphPipeline()
+                                                    : ParsePipeline(options_.graph_pipeline);
+  // The engine needs fused groups whatever the options say: with FuseOps disabled, every op
+  // becomes a group of its own.
+  bool no_fusion = std::find(options_.disabled_passes.begin(), options_.disabled_passes.end(),
+                             "FuseOps") != options_.disabled_passes.end();
+  fuse_ops_ = no_fusion
+                  ? PassRegistry::Global().Create("FuseOps", Attrs{{"max_group_size", int64_t{1}}})
+                  : PassRegistry::Global().Create("FuseOps");
+  // Everything that changes the code a fused group compiles to, except the group itself and
+  // the codegen options, which the kernel key holds separately.
+  std::string config;
+  for (const auto& [k, v] : options_.pass_config) config += k + "=" + AttrValueToString(v) + ";";
+  pipeline_hash_ = StableHash(
+      StrCat("opt=", options_.opt_level, "|disabled=", Join(options_.disabled_passes),
+             "|required=", Join(options_.required_passes), "|config=", config,
+             "|graph=", PipelineToString(graph_pipeline_), "|fuse=", fuse_ops_->ToString()));
+  arena_.initialize();
+}
+
+Engine::~Engine() = default;
+
+std::shared_ptr<PassContext> Engine::MakePassContext() const {
+  auto ctx = std::make_shared<PassContext>();
+  ctx->opt_level = options_.opt_level;
+  ctx->disabled_passes = options_.disabled_passes;
+  ctx->required_passes = options_.required_passes;
+  for (const auto& [key, value] : options_.pass_config) {
+    try {
+      ctx->SetConfig(key, value);
+    } catch (const Error& e) {
+      Throw(e.code(), "EngineOptions.pass_config: ", e.what());
+    }
+  }
+  return ctx;
+}
+
+std::shared_ptr<const Executable> Engine::Prepare(const Model& model,
+                                                  std::span<const Tensor> inputs) {
+  return Acquire(model, inputs);
+}
+
+std::shared_ptr<const Executable> Engine::GetOrBuild(const Model& model, uint64_t key_hash,
+                                                     std::span<const Tensor> inputs) {
+  // Bad inputs (count, rank, dtype, a symbol bound two ways) are the caller's error, found
+  // before any compile is registered, so they never reach waiters or the statistics.
+  std::vector<Type> types;
+  for (const Tensor& t : inputs) types.push_back(TypeOfTensor(t));
+  std::map<std::string, int64_t> symbols;
+  try {
+    symbols = BindInputShapes(model.graph(), types);
+  } catch (const Error& e) {
+    Throw(e.code(), "model '", model.name(), "': ", e.what());
+  }
+
+  std::promise<std::shared_ptr<const Executable>> promise;
+  std::shared_ptr<InFlight> mine;
+  {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    // Someone may have finished this key between our Find and this lock.
+    auto [begin, end] = cache_.equal_range(key_hash);
+    for (auto it = begin; it != end; ++it)
+      if (it->second->model_id == model.id() && MatchesSignature(it->second->signature, inputs))
+        return it->second->exe;
+    for (const std::shared_ptr<InFlight>& f : in_flight_) {
+      if (f->model_id != model.id() || f->key_hash != key_hash ||
+          !MatchesSignature(f->signature, inputs))
+        continue;
+      std::shared_future<std::shared_ptr<const Executable>> result = f->result;
+      lock.unlock();
+      return result.get();  // the compiler's error, if it failed
+    }
+    mine = std::make_shared<InFlight>();
+    mine->model_id = model.id();
+    mine->key_hash = key_hash;
+    mine->signature = MakeSignature(inputs);
+    mine->result = promise.get_future().share();
+    in_flight_.push_back(mine);
+  }
+  // From here on `mine` must leave in_flight_ and `promise` must be fulfilled on every path,
+  // or later callers of this key would wait on a compile that no one runs.
+  std::shared_ptr<const Executable> exe;
+  try {
+    exe = Build(model, inputs, symbols);
+    auto spec = std::make_shared<Specialization>();
+    spec->model_id = model.id();
+    spec->key_hash = key_hash;
+    spec->signature = mine->signature;
+    spec->exe = exe;
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    InsertLocked(std::move(spec));
+    in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), mine));
+  } catch (...) {
+    compile_errors_.fetch_add(1, std::memory_order_relaxed);
+    {
+      std::unique_lock<std::shared_mutex> lock(mu_);
+      auto it = std::find(in_flight_.begin(), in_flight_.end(), mine);
+      if (it != in_flight_.end()) in_flight_.erase(it);
+    }
+    promise.set_exception(std::current_exception());
+    throw;
+  }
+  specializations_.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    shape_stats_.push_back(ShapeKeyStats{exe->shape_key, exe->compile_ms, exe->plan.peak_bytes,
+                                         exe->plan.naive_bytes,
+                                         static_cast<int>(exe->launches.size())});
+  }
+  promise.set_value(exe);
+  return exe;
+}
+
+void Engine::InsertLocked(std::shared_ptr<Specialization> spec) {
+  if (options_.max_specializations > 0) {
+    // Evict the model's least recently used executables until there is room. A linear scan:
+    // this runs on a miss only, next to a compile that costs milliseconds.
+    for (;;) {
+      int count = 0;
+      auto lru = cache_.end();
+      for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+        if (it->second->model_id != spec->model_id) continue;
+        ++count;
+        if (lru == cache_.end() || it->second->last_used.load(std::memory_order_relaxed) <
+                                       lru->second->last_used.load(std::memory_order_relaxed))
+          lru = it;
+      }
+      if (count < options_.max_specializations) break;
+      // Runs in flight keep their executable alive; its memory goes when they finish.
+      cache_.erase(lru);
+      evictions_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  spec->last_used.store(clock_.fetch_add(1, std::memory_order_relaxed) + 1,
+                        std::memory_order_relaxed);
+  uint64_t key_hash = spec->key_hash;
+  cache_.emplace(key_hash, std::move(spec));
+}
+
+void Engine::Forget(const Model& model) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  for (auto it = cache_.begin(); it != cache_.end();)
+    it = it->second->model_id == model.id() ? cache_.erase(it) : std::next(it);
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s;
+  s.runs = runs_.load(std::memory_order_relaxed);
+  s.hits = hits_.load(std::memory_order_relaxed);
+  s.misses = misses_.load(std::memory_order_relaxed);
+  s.specializations = specializations_.load(std::memory_order_relaxed);
+  s.compile_errors = compile_errors_.load(std::memory_order_relaxed);
+  s.evictions = evictions_.load(std::memory_order_relaxed);
+  KernelCacheCounters k = kernels_.counters();
+  s.kernel_compiles = k.compiles;
+  s.kernel_cache_hits = k.hits;
+  s.disk_hits = k.disk_hits;
+  s.disk_rejections = k.disk_rejections;
+  if (kernels_.store()) s.disk_rejections_by_reason = kernels_.store()->RejectionsByReason();
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    s.cached_executables = cache_.size();
+    for (const auto& [hash, spec] : cache_)
+      s.planned_peak_bytes = std::max(s.planned_peak_bytes, spec->exe->plan.peak_bytes);
+  }
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    s.shapes = shape_stats_;
+  }
+  for (const ShapeKeyStats& r : s.shapes) s.compile_ms += r.compile_ms;
+  return s;
+}
+
+}  // namespace kiln

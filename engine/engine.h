@@ -1,0 +1,204 @@
+// Engine: runs models, compiling one executable per (model, input shapes) on first use and
+// dispatching it on every later run with those shapes (SPEC.md §6, DESIGN.md "Data flow of one
+// run").
+//
+//   EngineOptions options;
+//   options.num_threads = 4;
+//   Engine engine(options);
+//   ModelPtr model = Model::Create(graph, "mlp");
+//   std::vector<Tensor> out = engine.Run(*model, inputs);  // miss: specialize, compile, run
+//   engine.Run(*model, inputs, out);                       // hit: no heap allocation
+//
+// Threading: every member function may be called by many threads at once, with one model or
+// many. A shape being compiled is compiled once; other callers of it wait for it. Kernels run
+// inside a oneTBB task arena owned by the engine, so num_threads bounds the threads its
+// kernels use. The engine must outlive the runs it serves.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <tbb/task_arena.h>
+
+#include "engine/executable.h"
+#include "engine/kernel_cache.h"
+#include "engine/model.h"
+#include "ir/attrs.h"
+#include "passes/pass.h"
+
+namespace kiln {
+
+struct EngineOptions {
+  // `llvm`, optionally with `-mcpu=<cpu>` and `-mattr=<features>` (`llvm -mcpu=znver3`). The
+  // engine dispatches CPU kernels only, so the kind must be llvm for now.
+  std::string target = "llvm";
+  int opt_level = 2;                             // the PassContext's opt level
+  std::vector<std::string> disabled_passes;      // never run (FuseOps disabled: one op per kernel)
+  std::vector<std::string> required_passes;      // run whatever the opt level
+  std::map<std::string, AttrValue> pass_config;  // registered PassContext config keys -> values
+  // The graph pipeline as a pipeline string (`InferType,FoldConstant,FuseOps`); empty: the
+  // DefaultGraphPipeline. FuseOps runs after it in any case.
+  std::string graph_pipeline;
+  int num_threads = 0;  // kernel threads; 0: all the machine has
+  // Where the disk kernel cache lives (empty: none), so a new process starts warm: compiled
+  // kernels are written there and loaded instead of compiled (engine/disk_store.h). Created
+  // owner-only if missing; an existing directory must be the user's and mode 0700 (or
+  // stricter), since the cache holds machine code this process runs.
+  std::string cache_dir;
+  // The bound on the disk cache's total size; past it the least recently used entries go.
+  uint64_t cache_max_bytes = uint64_t{1} << 30;
+  // Consulted on an in-memory kernel cache miss. When set, it is used instead of the disk cache
+  // of `cache_dir` (a test double, or a store of the caller's own).
+  std::shared_ptr<KernelStore> kernel_store;
+  // The most executables (shapes) kept per model; past it the least recently used is evicted.
+  // 0: unbounded.
+  int max_specializations = 0;
+};
+
+// One compiled shape key.
+struct ShapeKeyStats {
+  std::string shape_key;  // `mlp(x: f32[3, 8])`
+  double compile_ms = 0;
+  size_t planned_peak_bytes = 0;
+  size_t naive_bytes = 0;
+  int kernels = 0;
+};
+
+// A snapshot of the engine's counters (each read atomically; together, approximately).
+struct EngineStats {
+  uint64_t runs = 0;
+  // Lookups by Run and Prepare: found cached, or not (then compiled, or waited for).
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t specializations = 0;  // executables built
+  uint64_t compile_errors = 0;   // specializations that failed
+  uint64_t evictions = 0;        // executables dropped for max_specializations
+  uint64_t cached_executables = 0;
+  uint64_t kernel_compiles = 0;
+  uint64_t kernel_cache_hits = 0;
+  uint64_t disk_hits = 0;        // kernels loaded from the disk cache (the KernelStore)
+  uint64_t disk_rejections = 0;  // entries found unusable there, then rebuilt
+  // disk_rejections by reason (`truncated`, `checksum`, `bad_version`, `key_mismatch`, ...).
+  std::map<std::string, uint64_t> disk_rejections_by_reason;
+  double compile_ms = 0;              // all specializations
+  size_t planned_peak_bytes = 0;      // the largest arena among cached executables
+  std::vector<ShapeKeyStats> shapes;  // every specialization built, in order (evicted ones too)
+};
+
+class Engine {
+ public:
+  // Validates the options (target, pass names, config keys); errors are kInvalidArgument,
+  // kUnsupported or kNotFound naming the option.
+  explicit Engine(EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Runs `model` on `inputs` (one per model input), writing into `outputs`, which must be
+  // defined tensors of the executable's output types and must not overlap the inputs. On a
+  // cache hit this allocates nothing on the heap. Errors name the model, the input or output
+  // and the shapes; a compile error names the pass or node.
+  void Run(const Model& model, std::span<const Tensor> inputs, std::span<const Tensor> outputs);
+  // The same, allocating the outputs.
+  std::vector<Tensor> Run(const Model& model, std::span<const Tensor> inputs);
+
+  // The executable for these inputs' shapes, compiled if it is not cached (nothing runs).
+  std::shared_ptr<const Executable> Prepare(const Model& model, std::span<const Tensor> inputs);
+  // Drops every cached executable of `model` (runs in flight keep theirs).
+  void Forget(const Model& model);
+
+  EngineStats stats() const;
+  const EngineOptions& options() const { return options_; }
+  int num_threads() const { return arena_.max_concurrency(); }
+
+ private:
+  // A cached executable and what identifies its shape key. `signature` is, per input, its
+  // dtype, rank and dims: what a hash match is confirmed against.
+  struct Specialization {
+    uint64_t model_id = 0;
+    uint64_t key_hash = 0;
+    std::vector<int64_t> signature;
+    std::shared_ptr<const Executable> exe;
+    std::atomic<uint64_t> last_used{0};  // the engine's clock at the last hit
+  };
+  // A shape key being compiled: its one compiler fulfils `result`, its waiters read it.
+  struct InFlight {
+    uint64_t model_id = 0;
+    uint64_t key_hash = 0;
+    std::vector<int64_t> signature;
+    std::shared_future<std::shared_ptr<const Executable>> result;
+  };
+  // Arenas for intermediate buffers, reused from run to run so a hit allocates nothing. Each
+  // run takes one and gives it back; lock-free, one atomic exchange per slot tried.
+  class ScratchPool {
+   public:
+    struct Scratch {
+      std::byte* data = nullptr;  // kArenaAlignment-aligned
+      size_t capacity = 0;
+    };
+    ScratchPool() = default;
+    ~ScratchPool();
+    ScratchPool(const ScratchPool&) = delete;
+    ScratchPool& operator=(const ScratchPool&) = delete;
+    // A scratch of at least `bytes`; allocates only when no free one is large enough.
+    Scratch* Acquire(size_t bytes);
+    void Release(Scratch* s);
+
+   private:
+    static constexpr int kSlots = 64;  // more concurrent runs than this allocate and free
+    std::atomic<Scratch*> slots_[kSlots] = {};
+  };
+
+  static std::vector<int64_t> MakeSignature(std::span<const Tensor> inputs);
+  static bool MatchesSignature(const std::vector<int64_t>& signature,
+                               std::span<const Tensor> inputs);
+
+  // Hit path (dispatch.cc): the executable for `inputs`, found or (on a miss) built.
+  std::shared_ptr<const Executable> Acquire(const Model& model, std::span<const Tensor> inputs);
+  std::shared_ptr<const Executable> Find(const Model& model, uint64_t key_hash,
+                                         std::span<const Tensor> inputs) const;
+  void Dispatch(const Executable& exe, const Tensor* inputs, const Tensor* outputs);
+  // Miss path: single flight per shape key (engine.cc), building (specialize.cc).
+  std::shared_ptr<const Executable> GetOrBuild(const Model& model, uint64_t key_hash,
+                                               std::span<const Tensor> inputs);
+  std::shared_ptr<const Executable> Build(const Model& model, std::span<const Tensor> inputs,
+                                          const std::map<std::string, int64_t>& symbols);
+  std::shared_ptr<PassContext> MakePassContext() const;
+  void InsertLocked(std::shared_ptr<Specialization> spec);
+
+  const EngineOptions options_;
+  CodegenOptions codegen_;  // from the target string
+  PassPtr graph_pipeline_;
+  PassPtr fuse_ops_;
+  uint64_t pipeline_hash_ = 0;  // pass configuration, part of every kernel key
+  mutable tbb::task_arena arena_;
+  ScratchPool scratch_;
+  KernelCache kernels_;
+
+  // Cached executables by shape-key hash (model id, dtypes, dims). Readers (the hit path)
+  // take the lock shared; inserting, evicting and the in-flight table take it exclusively.
+  mutable std::shared_mutex mu_;
+  std::unordered_multimap<uint64_t, std::shared_ptr<Specialization>> cache_;
+  std::vector<std::shared_ptr<InFlight>> in_flight_;  // shape keys being compiled
+  mutable std::atomic<uint64_t> clock_{0};            // LRU time, ticked by every hit
+
+  std::atomic<uint64_t> runs_{0}, hits_{0}, misses_{0}, specializations_{0}, compile_errors_{0},
+      evictions_{0};
+  mutable std::mutex stats_mu_;
+  std::vector<ShapeKeyStats> shape_stats_;
+};
+
+// The shape key's hash of `inputs` for the model `model_id`: over each input's dtype, rank and
+// dims. Allocation-free; equal keys are confirmed by comparing the dims themselves.
+uint64_t ShapeKeyHash(uint64_t model_id, std::span<const Tensor> inputs);
+
+}  // namespace kiln

@@ -1,0 +1,87 @@
+// Executable: one model specialized to one set of input shapes, ready to dispatch. Built on a
+// cache miss (engine/specialize.cc), run on every hit (engine/dispatch.cc).
+//
+// Immutable once built and shared between threads: per-run state (the arena of intermediate
+// buffers, the pointer table of a launch) lives in the run, never here. An executable owns
+// what its launches touch: its kernels (shared with the kernel cache and other executables)
+// and its constants (shared with the model), so it stays valid after the model is gone.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/memory_plan.h"
+#include "passes/compile.h"
+
+namespace kiln {
+
+// The type a run's input or output tensor must have.
+struct TensorSignature {
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  size_t nbytes = 0;
+  std::string ToString() const;  // `f32[3, 8]`
+};
+
+// Where the data of one kernel buffer argument lives during a run.
+struct BufferRef {
+  enum class Kind : uint8_t { kInput, kOutput, kConstant, kArena };
+  Kind kind = Kind::kArena;
+  uint32_t index = 0;  // the input, output or constant index; for kArena the intermediate's
+  size_t offset = 0;   // kArena: the byte offset in the run's arena (from the memory plan)
+};
+
+// One kernel call. Its buffer arguments are Executable::buffer_refs[first_buffer, +num_buffers)
+// in the kernel's order ([group params..., captured constants..., outputs...]); its scalar
+// arguments Executable::scalars[first_scalar, +num_scalars).
+struct KernelLaunch {
+  std::string name;  // the fused group's call, e.g. `fused_matmul_add_relu`
+  std::shared_ptr<const CompiledKernel> kernel;  // keeps `fn`'s machine code alive
+  KernelFn fn = nullptr;
+  uint32_t first_buffer = 0, num_buffers = 0;
+  uint32_t first_scalar = 0, num_scalars = 0;
+  bool parallel = false;  // has a parallel loop: must run inside the engine's task arena
+};
+
+// An output that no kernel writes directly (it is an input, a constant, or a value returned
+// twice): copied after the last launch.
+struct OutputCopy {
+  BufferRef from;
+  uint32_t output = 0;
+  size_t nbytes = 0;
+};
+
+// An intermediate buffer, for inspection and tests; its storage is plan.offsets[i].
+struct IntermediateBuffer {
+  std::string producer;  // the launch that writes it
+  TensorSignature type;
+  BufferLifetime lifetime;  // in launch steps
+};
+
+// Kernel calls bind at most this many buffers (a stack array in dispatch; checked at build).
+inline constexpr uint32_t kMaxKernelBuffers = 256;
+
+struct Executable {
+  std::string shape_key;  // `mlp(x: f32[3, 8])`: the model and the shapes, for messages and stats
+  uint64_t model_id = 0;
+  std::map<std::string, int64_t> symbols;  // the binding of the model's symbolic dims
+  std::vector<TensorSignature> inputs, outputs;
+
+  std::vector<Tensor> constants;     // model weights passed to kernels, kernels' captured constants
+  std::vector<void*> constant_data;  // constants[i].raw_data(), read on dispatch
+  std::vector<KernelLaunch> launches;  // in dataflow order
+  std::vector<BufferRef> buffer_refs;
+  std::vector<int64_t> scalars;
+  std::vector<OutputCopy> copies;
+
+  std::vector<IntermediateBuffer> intermediates;
+  MemoryPlan plan;        // offsets of `intermediates` in one arena of plan.peak_bytes
+  bool parallel = false;  // some launch is parallel
+
+  double compile_ms = 0;  // the whole specialization, kernel cache hits included
+};
+
+}  // namespace kiln

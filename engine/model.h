@@ -1,0 +1,50 @@
+// Model: a graph function with symbolic input shapes (`x: f32[batch, 8]`) and its weights,
+// which are the Constants inside the graph. What an application loads once and runs many
+// times, with different shapes, through an Engine.
+//
+// Immutable once created and shared between threads (hold it by shared_ptr<const Model>). A
+// model knows nothing of engines: each Engine keeps its own specializations of it, keyed by
+// the model's id.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/expr.h"
+
+namespace kiln {
+
+class Model {
+ public:
+  // Validates `graph`: every parameter is annotated with a tensor type (dims may be symbolic),
+  // and InferTypes succeeds with the symbolic dims. Errors keep the code of the failure
+  // (kTypeError from inference names the node) and are prefixed with `model '<name>': `.
+  static std::shared_ptr<const Model> Create(Function graph, std::string name = "model");
+
+  // Unique within the process and never reused, even after the model is destroyed, so an
+  // engine's cache can never confuse a new model with an old one at the same address.
+  uint64_t id() const { return id_; }
+  const std::string& name() const { return name_; }
+  // The graph with every node typed (symbolic where the inputs are).
+  const Function& graph() const { return graph_; }
+  // Constraints on the symbols that inference could not decide (e.g. `seq == 16` for a
+  // reshape); checked when a run binds the symbols.
+  const std::vector<DimConstraint>& constraints() const { return constraints_; }
+  int num_inputs() const { return static_cast<int>(graph_->params.size()); }
+
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+ private:
+  Model() = default;
+  uint64_t id_ = 0;
+  std::string name_;
+  Function graph_;
+  std::vector<DimConstraint> constraints_;
+};
+
+using ModelPtr = std::shared_ptr<const Model>;
+
+}  // namespace kiln

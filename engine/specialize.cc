@@ -1,0 +1,300 @@
+// The miss path: one model specialized to concrete input shapes and built into an Executable.
+//
+//   bind the symbols (batch = 3) -> BindSymbols re-infers concrete types -> graph pipeline
+//   under the engine's PassContext -> FuseOps -> for each fused group: kernel cache, else
+//   LowerToLoops + loop pipeline + codegen (CompileKernel) -> buffer slots and lifetimes ->
+//   memory plan -> Executable
+//
+// Every error is rethrown with the shape key in front (`mlp(x: f32[3, 8]): pass 'FuseOps':
+// ...`); the executable is only published by the caller once this returns, so a failure
+// leaves nothing half-built in any cache.
+#include <cctype>
+#include <chrono>
+#include <unordered_map>
+
+#include "engine/engine.h"
+#include "ir/error.h"
+#include "ir/loop/loop_visitor.h"
+#include "ir/type_infer.h"
+
+namespace kiln {
+
+std::string TensorSignature::ToString() const {
+  return StrCat(DTypeName(dtype), IntsToString(shape));
+}
+
+namespace {
+
+TensorSignature SignatureOf(const Type& t, const std::string& what) {
+  const TensorTypeNode* tt = AsTensor(t);
+  if (!tt || !IsConstShape(tt->shape))
+    Throw(ErrorCode::kInternal, what, " has type ", TypeToString(t),
+          " after specialization; expected a tensor of concrete shape");
+  TensorSignature s;
+  s.dtype = tt->dtype;
+  s.shape = ConstShape(tt->shape);
+  s.nbytes = static_cast<size_t>(CheckedNumel(s.shape, what)) * DTypeSize(s.dtype);
+  return s;
+}
+
+// The tensors a value of type `t` holds, flattened in order (a tensor is one).
+int CountLeaves(const Type& t) {
+  const TupleTypeNode* tup = AsTuple(t);
+  if (!tup) return 1;
+  int n = 0;
+  for (const Type& f : tup->fields) n += CountLeaves(f);
+  return n;
+}
+
+void FlattenTypes(const Type& t, std::vector<Type>* out) {
+  if (const TupleTypeNode* tup = AsTuple(t)) {
+    for (const Type& f : tup->fields) FlattenTypes(f, out);
+  } else {
+    out->push_back(t);
+  }
+}
+
+// Whether a kernel has a parallel loop, and so calls kiln_parallel_for.
+class ParallelFinder : public loop::Visitor {
+ public:
+  bool found = false;
+
+ protected:
+  void VisitFor(const loop::ForNode* node, const loop::Stmt& self) override {
+    found = found || node->for_kind == loop::ForKind::kParallel;
+    if (!found) loop::Visitor::VisitFor(node, self);
+  }
+};
+
+bool HasParallelLoop(const loop::PrimFunc& f) {
+  ParallelFinder v;
+  v.VisitStmt(f->body);
+  return v.found;
+}
+
+// A valid symbol name for a kernel, from the group's call name.
+std::string KernelName(const std::string& call_name) {
+  std::string s = call_name.empty() ? "kernel" : call_name;
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+  return s;
+}
+
+}  // namespace
+
+std::shared_ptr<const Executable> Engine::Build(const Model& model, std::span<const Tensor> inputs,
+                                                const std::map<std::string, int64_t>& symbols) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto exe = std::make_shared<Executable>();
+  exe->model_id = model.id();
+  exe->symbols = symbols;
+  std::string key = model.name() + "(";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TensorSignature s{inputs[i].dtype(), inputs[i].shape(), inputs[i].nbytes()};
+    key += StrCat(i ? ", " : "", model.graph()->params[i]->name, ": ", s.ToString());
+    exe->inputs.push_back(std::move(s));
+  }
+  exe->shape_key = key + ")";
+
+  // One leaf per tensor a graph value holds. `intermediate` >= 0 for a kernel's output.
+  struct Leaf {
+    BufferRef ref;
+    TensorSignature type;
+    int intermediate = -1;
+  };
+  std::vector<IntermediateBuffer> temps;
+  std::vector<int> output_of_temp;  // per intermediate: the output it is written to, or -1
+
+  try {
+    Function fn = BindSymbols(model.graph(), symbols, model.constraints());
+    PassContextScope scope(MakePassContext());
+    IRModule m = (*graph_pipeline_)(IRModule({{"main", fn}}));
+    m = (*fuse_ops_)(m);
+    Function main = m.Lookup("main");
+
+    std::unordered_map<const VarNode*, uint32_t> param_index;
+    for (size_t i = 0; i < main->params.size(); ++i) param_index[main->params[i].get()] = i;
+    std::unordered_map<const ExprNode*, std::vector<Leaf>> leaves;
+    auto leaves_of = [&](const Expr& e) -> const std::vector<Leaf>& {
+      auto it = leaves.find(e.get());
+      KILN_CHECK(it != leaves.end(), "operand ", DescribeNode(e), " has no value yet");
+      return it->second;
+    };
+    auto add_constant = [&](const Tensor& t) {
+      exe->constants.push_back(t);
+      exe->constant_data.push_back(t.raw_data());
+      return static_cast<uint32_t>(exe->constants.size() - 1);
+    };
+
+    for (const Expr& e : PostOrder(main->body)) {
+      switch (e->kind) {
+        case ExprKind::kVar: {
+          auto it = param_index.find(static_cast<const VarNode*>(e.get()));
+          if (it == param_index.end())
+            Throw(ErrorCode::kUnsupported, DescribeNode(e), " is not an input of the model");
+          leaves[e.get()] = {Leaf{{BufferRef::Kind::kInput, it->second, 0},
+                                  SignatureOf(e->type, DescribeNode(e))}};
+          break;
+        }
+        case ExprKind::kConstant: {
+          const Tensor& value = AsConstant(e)->value;
+          leaves[e.get()] = {Leaf{{BufferRef::Kind::kConstant, add_constant(value), 0},
+                                  SignatureOf(e->type, DescribeNode(e))}};
+          break;
+        }
+        case ExprKind::kFunction:
+          break;  // a fused group: compiled where it is called
+        case ExprKind::kTuple: {
+          std::vector<Leaf> all;
+          for (const Expr& f : AsTuple(e)->fields) {
+            const std::vector<Leaf>& l = leaves_of(f);
+            all.insert(all.end(), l.begin(), l.end());
+          }
+          leaves[e.get()] = std::move(all);
+          break;
+        }
+        case ExprKind::kTupleGetItem: {
+          const TupleGetItemNode* g = AsTupleGetItem(e);
+          const TupleTypeNode* tt = AsTuple(g->tuple->type);
+          KILN_CHECK(tt && g->index >= 0 && g->index < static_cast<int>(tt->fields.size()),
+                     DescribeNode(e), ": bad tuple index");
+          int first = 0;
+          for (int j = 0; j < g->index; ++j) first += CountLeaves(tt->fields[j]);
+          const std::vector<Leaf>& all = leaves_of(g->tuple);
+          leaves[e.get()] = std::vector<Leaf>(
+              all.begin() + first, all.begin() + first + CountLeaves(tt->fields[g->index]));
+          break;
+        }
+        case ExprKind::kCall: {
+          const CallNode* call = AsCall(e);
+          const FunctionNode* group = call->fn ? AsFunction(call->fn) : nullptr;
+          if (!group) {
+            Throw(ErrorCode::kUnsupported, DescribeNode(e),
+                  call->op ? " was not fused into a kernel" : " calls a function value");
+          }
+          const AttrValue* prim = group->attrs.Find("primitive");
+          if (!prim || KindOf(*prim) != AttrKind::kBool || !std::get<bool>(*prim))
+            Throw(ErrorCode::kUnsupported, DescribeNode(e), " calls a non-primitive function");
+          const std::string where = StrCat("kernel '", e->name, "'");
+          const int step = static_cast<int>(exe->launches.size());
+
+          Function group_fn = std::static_pointer_cast<const FunctionNode>(call->fn);
+          std::shared_ptr<const CompiledKernel> kernel;
+          try {
+            kernel = kernels_.GetOrCompile(
+                KernelKey::Make(group_fn, options_.target, codegen_, pipeline_hash_),
+                [&] { return CompileKernel(group_fn, KernelName(e->name), codegen_); });
+          } catch (const Error& err) {
+            Throw(err.code(), where, ": ", err.what());
+          }
+          const LoweredKernel& l = kernel->lowered;
+
+          KernelLaunch launch;
+          launch.name = e->name;
+          launch.kernel = kernel;
+          launch.fn = kernel->fn;
+          launch.parallel = HasParallelLoop(l.func);
+          launch.first_buffer = static_cast<uint32_t>(exe->buffer_refs.size());
+          if (static_cast<int>(call->args.size()) != l.num_params)
+            Throw(ErrorCode::kInternal, where, ": ", call->args.size(),
+                  " arguments for a kernel of ", l.num_params, " parameters");
+          for (const Expr& a : call->args) {
+            const std::vector<Leaf>& l = leaves_of(a);
+            if (l.size() != 1)
+              Throw(ErrorCode::kUnsupported, where, ": argument ", DescribeNode(a),
+                    " is a tuple; kernels take tensors");
+            if (l[0].intermediate >= 0) temps[l[0].intermediate].lifetime.last_step = step;
+            exe->buffer_refs.push_back(l[0].ref);
+          }
+          for (const Tensor& c : l.constants)
+            exe->buffer_refs.push_back({BufferRef::Kind::kConstant, add_constant(c), 0});
+          std::vector<Type> out_types;
+          FlattenTypes(e->type, &out_types);
+          std::vector<Leaf> outs;
+          for (const Type& t : out_types) {
+            IntermediateBuffer tmp;
+            tmp.producer = e->name;
+            tmp.type = SignatureOf(t, where);
+            tmp.lifetime = {tmp.type.nbytes, step, step};
+            int id = static_cast<int>(temps.size());
+            BufferRef ref{BufferRef::Kind::kArena, static_cast<uint32_t>(id), 0};
+            exe->buffer_refs.push_back(ref);
+            outs.push_back(Leaf{ref, tmp.type, id});
+            temps.push_back(std::move(tmp));
+            output_of_temp.push_back(-1);
+          }
+          launch.num_buffers = static_cast<uint32_t>(exe->buffer_refs.size()) - launch.first_buffer;
+          if (launch.num_buffers != l.func->buffer_params.size())
+            Throw(ErrorCode::kInternal, where, ": ", launch.num_buffers,
+                  " buffers bound for a kernel of ", l.func->buffer_params.size());
+          if (launch.num_buffers > kMaxKernelBuffers)
+            Throw(ErrorCode::kUnsupported, where, " takes ", launch.num_buffers,
+                  " buffers; at most ", kMaxKernelBuffers, " are supported");
+
+          launch.first_scalar = static_cast<uint32_t>(exe->scalars.size());
+          for (const std::string& s : l.symbols) {
+            auto it = symbols.find(s);
+            if (it == symbols.end())
+              Throw(ErrorCode::kInternal, where, ": symbol '", s, "' is unbound");
+            exe->scalars.push_back(it->second);
+          }
+          launch.num_scalars = static_cast<uint32_t>(exe->scalars.size()) - launch.first_scalar;
+          exe->parallel = exe->parallel || launch.parallel;
+          exe->launches.push_back(std::move(launch));
+          leaves[e.get()] = std::move(outs);
+          break;
+        }
+        default:
+          Throw(ErrorCode::kUnsupported, DescribeNode(e), ": ", ExprKindName(e->kind),
+                " nodes cannot run in the engine");
+      }
+    }
+
+    // Outputs: a kernel's result that is returned is written straight into the caller's
+    // tensor; anything else (an input, a constant, a value returned twice) is copied.
+    const std::vector<Leaf>& result = leaves_of(main->body);
+    for (size_t j = 0; j < result.size(); ++j) {
+      const Leaf& leaf = result[j];
+      exe->outputs.push_back(leaf.type);
+      const uint32_t out = static_cast<uint32_t>(j);
+      if (leaf.intermediate >= 0 && output_of_temp[leaf.intermediate] < 0) {
+        output_of_temp[leaf.intermediate] = static_cast<int>(out);
+        continue;
+      }
+      BufferRef from = leaf.ref;
+      if (leaf.intermediate >= 0)
+        from = {BufferRef::Kind::kOutput, static_cast<uint32_t>(output_of_temp[leaf.intermediate]),
+                0};
+      exe->copies.push_back(OutputCopy{from, out, leaf.type.nbytes});
+    }
+    scope.Close();
+  } catch (const Error& e) {
+    Throw(e.code(), exe->shape_key, ": ", e.what());
+  }
+
+  // The memory plan covers the intermediates that are not outputs; then every arena reference
+  // gets its offset (or becomes an output reference).
+  std::vector<int> arena_slot(temps.size(), -1);
+  std::vector<BufferLifetime> lifetimes;
+  for (size_t i = 0; i < temps.size(); ++i) {
+    if (output_of_temp[i] >= 0) continue;
+    arena_slot[i] = static_cast<int>(exe->intermediates.size());
+    lifetimes.push_back(temps[i].lifetime);
+    exe->intermediates.push_back(std::move(temps[i]));
+  }
+  exe->plan = PlanMemory(lifetimes);
+  for (BufferRef& r : exe->buffer_refs) {
+    if (r.kind != BufferRef::Kind::kArena) continue;
+    if (output_of_temp[r.index] >= 0) {
+      r = {BufferRef::Kind::kOutput, static_cast<uint32_t>(output_of_temp[r.index]), 0};
+    } else {
+      r.index = static_cast<uint32_t>(arena_slot[r.index]);
+      r.offset = exe->plan.offsets[r.index];
+    }
+  }
+  exe->compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return exe;
+}
+
+}  // namespace kiln

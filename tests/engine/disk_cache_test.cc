@@ -1,0 +1,266 @@
+// The disk kernel cache end to end (SPEC.md §6): a new engine over the same cache directory
+// starts warm (disk hits, no compiles, the same output bits); entries that are truncated,
+// bit-flipped, from another format version, for another CPU, or whose object does not load are
+// rejected, counted by reason, rebuilt, and the outputs stay right.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "common/file_util.h"
+#include "common/models.h"
+#include "engine/disk_store.h"
+#include "engine/engine.h"
+#include "ir/interpreter.h"
+#include "jit/disk_cache.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("kiln-engine-cache") {}
+};
+using test::ErrorMessage;
+using test::RandomTensor;
+using test::ReadFile;
+using test::TensorsNear;
+using test::WriteFile;
+using ::testing::HasSubstr;
+
+std::vector<std::string> Entries(const std::string& dir) {
+  std::vector<std::string> paths;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".kc") paths.push_back(e.path().string());
+  return paths;
+}
+
+EngineOptions CachedAt(const std::string& dir) {
+  EngineOptions o;
+  o.cache_dir = dir;
+  return o;
+}
+
+struct Case {
+  const char* name;
+  std::function<Function()> graph;
+  std::vector<int64_t> shape;
+};
+
+const std::vector<Case>& Models() {
+  static const std::vector<Case> cases = {
+      {"mlp", [] { return test::MlpModel(); }, {3, 8}},
+      {"encoder", [] { return test::EncoderLayerModel(); }, {2, 5, 16}},
+  };
+  return cases;
+}
+
+void ExpectBitwiseEqual(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(got[i].nbytes(), want[i].nbytes());
+    EXPECT_EQ(std::memcmp(got[i].raw_data(), want[i].raw_data(), want[i].nbytes()), 0)
+        << "output " << i;
+  }
+}
+
+// Runs `c` on a fresh engine over `dir`; returns its outputs and stats.
+std::vector<Tensor> RunOnce(const std::string& dir, const Case& c, EngineStats* stats) {
+  Engine engine(CachedAt(dir));
+  ModelPtr model = Model::Create(c.graph(), c.name);
+  std::vector<Tensor> inputs{RandomTensor(DType::kFloat32, c.shape, 7)};
+  std::vector<Tensor> out = engine.Run(*model, inputs);
+  std::vector<Tensor> want = Interpret(model->graph(), inputs);
+  EXPECT_EQ(out.size(), want.size());
+  for (size_t i = 0; i < want.size() && i < out.size(); ++i)
+    EXPECT_TRUE(TensorsNear(out[i], want[i], 1e-5, 1e-4)) << "output " << i;
+  *stats = engine.stats();
+  return out;
+}
+
+TEST(EngineDiskCache, NewEngineStartsWarm) {
+  for (const Case& c : Models()) {
+    SCOPED_TRACE(c.name);
+    TempDir dir;
+    EngineStats cold, warm;
+    std::vector<Tensor> first = RunOnce(dir.path(), c, &cold);
+    ASSERT_GT(cold.kernel_compiles, 0u);
+    EXPECT_EQ(cold.disk_hits, 0u);
+    EXPECT_EQ(cold.disk_rejections, 0u);
+    EXPECT_EQ(Entries(dir.path()).size(), cold.kernel_compiles);
+
+    std::vector<Tensor> second = RunOnce(dir.path(), c, &warm);
+    EXPECT_EQ(warm.kernel_compiles, 0u);
+    EXPECT_EQ(warm.disk_hits, cold.kernel_compiles);
+    EXPECT_EQ(warm.disk_rejections, 0u);
+    EXPECT_EQ(warm.misses, 1u);  // the executable is still built; its kernels are loaded
+    ExpectBitwiseEqual(second, first);
+  }
+}
+
+// One way of damaging every entry on disk, and the reason it must be rejected for.
+struct Damage {
+  const char* what;
+  std::function<std::string(const std::string&)> apply;
+  const char* reason;
+};
+
+std::string Reencode(const std::string& bytes,
+                     const std::function<void(std::string* key, std::string* payload)>& edit) {
+  std::string key, payload;
+  EXPECT_FALSE(DecodeDiskCacheEntry(bytes, &key, &payload).has_value());
+  edit(&key, &payload);
+  return EncodeDiskCacheEntry(key, payload);
+}
+
+const std::vector<Damage>& Damages() {
+  static const std::vector<Damage> damages = {
+      {"truncated", [](const std::string& b) { return b.substr(0, b.size() / 2); }, "truncated"},
+      {"bit-flipped",
+       [](const std::string& b) {
+         std::string s = b;
+         s[s.size() - s.size() / 3] ^= 0x10;  // in the object code
+         return s;
+       },
+       "checksum"},
+      {"wrong version",
+       [](const std::string& b) {
+         std::string s = b;
+         s[8] = static_cast<char>(kDiskCacheFormatVersion + 1);
+         return s;
+       },
+       "bad_version"},
+      {"wrong target",  // an intact entry whose key names another CPU, at this entry's name
+       [](const std::string& b) {
+         return Reencode(b, [](std::string* key, std::string*) {
+           size_t at = key->find("\nmachine=");
+           size_t end = key->find('\n', at + 1);
+           EXPECT_NE(at, std::string::npos);
+           key->replace(at, end - at, "\nmachine=x86_64-unknown-linux-gnu skylake +avx2,+fma");
+         });
+       },
+       "key_mismatch"},
+      {"object that does not load",  // intact entry, right key, not an object file
+       [](const std::string& b) {
+         return Reencode(b, [](std::string*, std::string* payload) {
+           size_t elf = payload->find(
+               "\x7f"
+               "ELF");
+           EXPECT_NE(elf, std::string::npos);
+           (*payload)[elf + 1] = 'X';
+         });
+       },
+       "bad_payload"},
+  };
+  return damages;
+}
+
+TEST(EngineDiskCache, DamagedEntriesAreRejectedAndRebuilt) {
+  for (const Case& c : Models()) {
+    for (const Damage& d : Damages()) {
+      SCOPED_TRACE(StrCat(c.name, ", ", d.what));
+      TempDir dir;
+      EngineStats cold, damaged, rebuilt;
+      std::vector<Tensor> want = RunOnce(dir.path(), c, &cold);
+      const uint64_t kernels = cold.kernel_compiles;
+      for (const std::string& path : Entries(dir.path())) WriteFile(path, d.apply(ReadFile(path)));
+
+      std::vector<Tensor> got = RunOnce(dir.path(), c, &damaged);
+      EXPECT_EQ(damaged.disk_hits, 0u);
+      EXPECT_EQ(damaged.disk_rejections, kernels);
+      EXPECT_EQ(damaged.disk_rejections_by_reason,
+                (std::map<std::string, uint64_t>{{d.reason, kernels}}));
+      EXPECT_EQ(damaged.kernel_compiles, kernels);
+      ExpectBitwiseEqual(got, want);
+
+      // The rebuild replaced every entry: the next engine starts warm again.
+      got = RunOnce(dir.path(), c, &rebuilt);
+      EXPECT_EQ(rebuilt.disk_hits, kernels);
+      EXPECT_EQ(rebuilt.disk_rejections, 0u);
+      EXPECT_EQ(rebuilt.kernel_compiles, 0u);
+      ExpectBitwiseEqual(got, want);
+    }
+  }
+}
+
+TEST(EngineDiskCache, AnotherCpuNeverLoadsTheHostsEntries) {
+  TempDir dir;
+  const Case& c = Models()[0];
+  EngineStats host;
+  RunOnce(dir.path(), c, &host);
+  EngineOptions o = CachedAt(dir.path());
+  o.target = "llvm -mcpu=x86-64";  // baseline x86-64: no AVX
+  Engine engine(o);
+  ModelPtr model = Model::Create(c.graph(), c.name);
+  std::vector<Tensor> inputs{RandomTensor(DType::kFloat32, c.shape, 7)};
+  std::vector<Tensor> got = engine.Run(*model, inputs);
+  EngineStats s = engine.stats();
+  EXPECT_EQ(s.disk_hits, 0u);
+  EXPECT_EQ(s.kernel_compiles, host.kernel_compiles);
+  // Its own entries sit beside the host's.
+  EXPECT_EQ(Entries(dir.path()).size(), 2 * host.kernel_compiles);
+  std::vector<Tensor> want = Interpret(model->graph(), inputs);
+  EXPECT_TRUE(TensorsNear(got[0], want[0], 1e-5, 1e-4));
+}
+
+TEST(EngineDiskCache, KeyTextNamesEverythingTheCodeDependsOn) {
+  TempDir dir;
+  DiskKernelStore store(dir.path(), 1 << 20);
+  Function group = test::MlpModel();
+  KernelKey key = KernelKey::Make(group, "llvm", CodegenOptions{}, 42);
+  std::string text = store.KeyText(key);
+  EXPECT_THAT(text, HasSubstr(StrCat("kiln=", KilnVersion(), "\n")));
+  EXPECT_THAT(text, HasSubstr(StrCat("llvm=", LLVMVersion(), "\n")));
+  EXPECT_THAT(text, HasSubstr(StrCat("machine=", LLVMTargetDescription(), "\n")));
+  EXPECT_THAT(text, HasSubstr("pipeline=42\n"));
+  EXPECT_THAT(text, HasSubstr("softmax"));
+  // A weight of more than 64 elements is keyed by its bytes' hash: other weights, another key.
+  EXPECT_THAT(text, HasSubstr("meta[0]=f32[8, 16] bytes=512 hash="));
+  EXPECT_NE(store.KeyText(KernelKey::Make(test::MlpModel(101), "llvm", CodegenOptions{}, 42)),
+            text);
+  EXPECT_EQ(store.KeyText(KernelKey::Make(test::MlpModel(), "llvm", CodegenOptions{}, 42)), text);
+}
+
+TEST(EngineDiskCache, CacheDirectoryErrorsNameTheOption) {
+  TempDir dir;
+  const std::string open_dir = dir.path() + "/shared";
+  ASSERT_EQ(mkdir(open_dir.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(open_dir.c_str(), 0777), 0);
+  std::string msg = ErrorMessage([&] { Engine engine(CachedAt(open_dir)); });
+  EXPECT_THAT(msg, HasSubstr("EngineOptions.cache_dir"));
+  EXPECT_THAT(msg, HasSubstr("chmod 700"));
+  EngineOptions o = CachedAt(dir.path());
+  o.cache_max_bytes = 0;
+  EXPECT_THAT(ErrorMessage([&] { Engine engine(o); }), HasSubstr("cache_max_bytes"));
+}
+
+// Not a speed test (those live in bench/): prints what a warm start saves, for the record.
+TEST(EngineDiskCache, ReportWarmStartTime) {
+  for (const Case& c : Models()) {
+    TempDir dir;
+    auto first_run_ms = [&] {
+      auto t0 = std::chrono::steady_clock::now();
+      Engine engine(CachedAt(dir.path()));
+      ModelPtr model = Model::Create(c.graph(), c.name);
+      engine.Run(*model, std::vector<Tensor>{RandomTensor(DType::kFloat32, c.shape, 7)});
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+          .count();
+    };
+    double cold = first_run_ms();
+    double warm = first_run_ms();
+    double warm2 = first_run_ms();
+    std::printf("[ timing ] %s: first run cold (compile) %.1f ms, warm (disk) %.1f / %.1f ms\n",
+                c.name, cold, warm, warm2);
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,315 @@
+// The engine end to end: models run with many shapes match the reference interpreter, repeat
+// shapes are cache hits, kernels are shared through the kernel cache, the specialization bound
+// evicts the least recently used shape, memory plans reuse buffers without aliasing live ones,
+// and bad inputs are reported by name.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "common/models.h"
+#include "engine/engine.h"
+#include "ir/interpreter.h"
+
+namespace kiln {
+namespace {
+
+using test::ErrorMessage;
+using test::RandomTensor;
+using test::TensorsNear;
+using ::testing::HasSubstr;
+
+// Options with one change, without designated initializers (-Wmissing-field-initializers).
+EngineOptions With(const std::function<void(EngineOptions&)>& set) {
+  EngineOptions o;
+  set(o);
+  return o;
+}
+
+void ExpectMatchesInterpreter(Engine& engine, const Model& model,
+                              const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> want = Interpret(model.graph(), inputs);
+  std::vector<Tensor> got = engine.Run(model, inputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TRUE(TensorsNear(got[i], want[i], 1e-5, 1e-4)) << "output " << i;
+}
+
+// Runs `shapes` twice each: every run matches Interpret, every second run is a hit.
+void RunShapesTwice(const Function& graph, const std::vector<std::vector<int64_t>>& shapes) {
+  Engine engine;
+  ModelPtr model = Model::Create(graph, "m");
+  uint64_t seed = 1;
+  for (const std::vector<int64_t>& shape : shapes) {
+    SCOPED_TRACE(IntsToString(shape));
+    std::vector<Tensor> in{RandomTensor(DType::kFloat32, shape, ++seed)};
+    EngineStats before = engine.stats();
+    ExpectMatchesInterpreter(engine, *model, in);
+    EngineStats mid = engine.stats();
+    EXPECT_EQ(mid.misses, before.misses + 1);
+    EXPECT_EQ(mid.specializations, before.specializations + 1);
+    in = {RandomTensor(DType::kFloat32, shape, ++seed)};  // new values, same shape
+    ExpectMatchesInterpreter(engine, *model, in);
+    EngineStats after = engine.stats();
+    EXPECT_EQ(after.hits, mid.hits + 1);
+    EXPECT_EQ(after.misses, mid.misses);
+    EXPECT_EQ(after.kernel_compiles, mid.kernel_compiles);
+  }
+  EngineStats s = engine.stats();
+  EXPECT_EQ(s.specializations, shapes.size());
+  EXPECT_EQ(s.shapes.size(), shapes.size());
+  EXPECT_EQ(s.runs, 2 * shapes.size());
+}
+
+TEST(Engine, MlpTwentyShapesMatchInterpreter) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (int64_t b : {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 31, 32, 33, 50, 64, 65, 100, 127, 256})
+    shapes.push_back({b, 8});
+  RunShapesTwice(test::MlpModel(), shapes);
+}
+
+TEST(Engine, EncoderLayerTwentyShapesMatchInterpreter) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (auto [b, s] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {1, 2},  {1, 5},  {2, 1},  {2, 3}, {1, 16}, {3, 7}, {4, 4},  {2, 9}, {1, 17},
+           {5, 2}, {2, 16}, {3, 11}, {1, 33}, {6, 5}, {4, 8},  {7, 3}, {2, 24}, {8, 1}, {1, 64}})
+    shapes.push_back({b, s, 16});
+  RunShapesTwice(test::EncoderLayerModel(), shapes);
+}
+
+TEST(Engine, RunIntoPreallocatedOutputs) {
+  Engine engine;
+  ModelPtr model = Model::Create(test::MlpModel(), "mlp");
+  std::vector<Tensor> in{RandomTensor(DType::kFloat32, {6, 8}, 3)};
+  std::vector<Tensor> out{Tensor::Empty(DType::kFloat32, {6, 10})};
+  engine.Run(*model, in, out);
+  EXPECT_TRUE(TensorsNear(out[0], Interpret(model->graph(), in)[0], 1e-5, 1e-4));
+  std::vector<Tensor> wrong{Tensor::Empty(DType::kFloat32, {5, 10})};
+  EXPECT_THAT(ErrorMessage([&] { engine.Run(*model, in, wrong); }),
+              HasSubstr("mlp(x: f32[6, 8]): output 0: expected f32[6, 10], given f32[5, 10]"));
+  std::vector<Tensor> none;
+  EXPECT_THAT(ErrorMessage([&] { engine.Run(*model, in, none); }),
+              HasSubstr("expected 1 outputs, got 0"));
+}
+
+TEST(Engine, IdenticalFusedGroupsShareKernels) {
+  Engine engine;
+  // Different weights, same program: the weights are kernel arguments, not kernel code.
+  ModelPtr a = Model::Create(test::MlpModel(100), "a");
+  ModelPtr b = Model::Create(test::MlpModel(500), "b");
+  std::vector<Tensor> in{RandomTensor(DType::kFloat32, {4, 8}, 9)};
+  engine.Run(*a, in);
+  EngineStats after_a = engine.stats();
+  EXPECT_GT(after_a.kernel_compiles, 0u);
+  ExpectMatchesInterpreter(engine, *b, in);
+  EngineStats after_b = engine.stats();
+  EXPECT_EQ(after_b.kernel_compiles, after_a.kernel_compiles);
+  EXPECT_EQ(after_b.kernel_cache_hits, after_a.kernel_cache_hits + after_b.shapes[1].kernels);
+  EXPECT_EQ(after_b.specializations, 2u);
+}
+
+TEST(Engine, EncoderReusesKernelsWithinAModel) {
+  // q, k and v are the same dense layer on different weights: one kernel for the three.
+  Engine engine;
+  ModelPtr m = Model::Create(test::EncoderLayerModel(), "enc");
+  engine.Run(*m, std::vector<Tensor>{RandomTensor(DType::kFloat32, {2, 5, 16}, 4)});
+  EngineStats s = engine.stats();
+  EXPECT_GT(s.kernel_cache_hits, 0u);
+  EXPECT_EQ(s.kernel_compiles + s.kernel_cache_hits, static_cast<uint64_t>(s.shapes[0].kernels));
+}
+
+TEST(Engine, BoundedSpecializationsEvictLeastRecentlyUsed) {
+  Engine engine(With([](EngineOptions& o) { o.max_specializations = 2; }));
+  ModelPtr m = Model::Create(test::MlpModel(), "mlp");
+  auto run = [&](int64_t batch) {
+    engine.Run(*m, std::vector<Tensor>{RandomTensor(DType::kFloat32, {batch, 8}, batch)});
+  };
+  run(1);
+  run(2);
+  run(1);  // 2 is now the least recently used
+  EXPECT_EQ(engine.stats().evictions, 0u);
+  run(3);  // evicts 2
+  EngineStats s = engine.stats();
+  EXPECT_EQ(s.evictions, 1u);
+  EXPECT_EQ(s.cached_executables, 2u);
+  EXPECT_EQ(s.specializations, 3u);
+  run(1);  // still cached
+  EXPECT_EQ(engine.stats().hits, s.hits + 1);
+  run(2);  // was evicted: compiled again, evicting 3
+  s = engine.stats();
+  EXPECT_EQ(s.specializations, 4u);
+  EXPECT_EQ(s.evictions, 2u);
+  EXPECT_EQ(s.cached_executables, 2u);
+  run(1);
+  run(2);
+  EXPECT_EQ(engine.stats().specializations, 4u);
+  // Another model has a bound of its own.
+  ModelPtr other = Model::Create(test::MlpModel(7), "other");
+  engine.Run(*other, std::vector<Tensor>{RandomTensor(DType::kFloat32, {5, 8}, 5)});
+  EXPECT_EQ(engine.stats().evictions, 2u);
+  EXPECT_EQ(engine.stats().cached_executables, 3u);
+}
+
+// Buffers whose lifetimes overlap never share bytes; the plan beats one buffer each.
+void ExpectPlanSound(const Executable& exe) {
+  const MemoryPlan& p = exe.plan;
+  ASSERT_EQ(p.offsets.size(), exe.intermediates.size());
+  for (size_t i = 0; i < p.offsets.size(); ++i) {
+    const BufferLifetime& a = exe.intermediates[i].lifetime;
+    EXPECT_EQ(p.offsets[i] % kArenaAlignment, 0u);
+    EXPECT_LE(p.offsets[i] + a.bytes, p.peak_bytes);
+    for (size_t j = i + 1; j < p.offsets.size(); ++j) {
+      const BufferLifetime& b = exe.intermediates[j].lifetime;
+      if (!LifetimesOverlap(a, b) || a.bytes == 0 || b.bytes == 0) continue;
+      bool disjoint =
+          p.offsets[i] + a.bytes <= p.offsets[j] || p.offsets[j] + b.bytes <= p.offsets[i];
+      EXPECT_TRUE(disjoint) << exe.intermediates[i].producer << " and "
+                            << exe.intermediates[j].producer << " alias while both are live";
+    }
+  }
+  size_t naive = 0;
+  for (const IntermediateBuffer& b : exe.intermediates) naive += AlignArena(b.lifetime.bytes);
+  EXPECT_EQ(p.naive_bytes, naive);
+}
+
+TEST(Engine, MemoryPlanReusesBuffersOfDisjointLifetimes) {
+  Engine engine;
+  ModelPtr enc = Model::Create(test::EncoderLayerModel(), "enc");
+  auto exe = engine.Prepare(*enc, std::vector<Tensor>{RandomTensor(DType::kFloat32, {2, 7, 16})});
+  ExpectPlanSound(*exe);
+  EXPECT_GT(exe->intermediates.size(), 5u);
+  EXPECT_LT(exe->plan.peak_bytes, exe->plan.naive_bytes);
+
+  ModelPtr mlp = Model::Create(test::MlpModel(), "mlp");
+  exe = engine.Prepare(*mlp, std::vector<Tensor>{RandomTensor(DType::kFloat32, {9, 8})});
+  ExpectPlanSound(*exe);
+  EXPECT_LE(exe->plan.peak_bytes, exe->plan.naive_bytes);
+  EXPECT_EQ(engine.stats().runs, 0u);  // Prepare compiles, runs nothing
+}
+
+TEST(Engine, OutputsThatAreInputsOrRepeatedAreCopied) {
+  Var x = MakeVar("x", TensorType({Dim::Symbol("n")}, DType::kFloat32));
+  Expr e = MakeCall("exp", {x}, {}, "e");
+  Function f = MakeFunction({x}, MakeTuple({e, x, e}));
+  Engine engine;
+  ModelPtr m = Model::Create(f, "copies");
+  std::vector<Tensor> in{RandomTensor(DType::kFloat32, {5}, 2)};
+  std::vector<Tensor> want = Interpret(f, in);
+  std::vector<Tensor> got = engine.Run(*m, in);
+  ASSERT_EQ(got.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(TensorsNear(got[i], want[i]));
+}
+
+TEST(Engine, DisablingFuseOpsGivesOneKernelPerOp) {
+  Engine fused, unfused(With([](EngineOptions&o) { o.disabled_passes = {"FuseOps"}; }));
+  ModelPtr m = Model::Create(test::MlpModel(), "mlp");
+  std::vector<Tensor> in{RandomTensor(DType::kFloat32, {3, 8})};
+  auto a = fused.Prepare(*m, in);
+  auto b = unfused.Prepare(*m, in);
+  EXPECT_GT(b->launches.size(), a->launches.size());
+  ExpectMatchesInterpreter(unfused, *m, in);
+}
+
+TEST(Engine, ThreadCountIsTheArenaBound) {
+  Engine one(With([](EngineOptions&o) { o.num_threads = 1; })),
+      two(With([](EngineOptions&o) { o.num_threads = 2; }));
+  EXPECT_EQ(one.num_threads(), 1);
+  EXPECT_EQ(two.num_threads(), 2);
+}
+
+// ---- errors ----
+
+TEST(EngineErrors, WrongInputCount) {
+  Engine engine;
+  ModelPtr m = Model::Create(test::MlpModel(), "mlp");
+  Tensor x = RandomTensor(DType::kFloat32, {2, 8});
+  EXPECT_THAT(ErrorMessage([&] {
+                engine.Run(*m, std::vector<Tensor>{x, x});
+              }),
+              HasSubstr("model 'mlp': expected 1 inputs, got 2"));
+  EXPECT_THAT(ErrorMessage([&] { engine.Run(*m, std::vector<Tensor>{}); }),
+              HasSubstr("model 'mlp': expected 1 inputs, got 0"));
+  EXPECT_THAT(ErrorMessage([&] { engine.Run(*m, std::vector<Tensor>{Tensor()}); }),
+              HasSubstr("input 0 'x' is an undefined tensor"));
+}
+
+TEST(EngineErrors, WrongRankOrDtype) {
+  Engine engine;
+  ModelPtr m = Model::Create(test::MlpModel(), "mlp");
+  EXPECT_THAT(ErrorMessage([&] {
+                engine.Run(*m, std::vector<Tensor>{RandomTensor(DType::kFloat32, {2, 8, 1})});
+              }),
+              HasSubstr("model 'mlp': input 'x': expected f32[batch, 8], given f32[2, 8, 1] "
+                        "(rank differs)"));
+  EXPECT_THAT(ErrorMessage([&] {
+                engine.Run(*m, std::vector<Tensor>{RandomTensor(DType::kInt32, {2, 8})});
+              }),
+              HasSubstr("given i32[2, 8] (dtype differs)"));
+  EXPECT_THAT(ErrorMessage([&] {
+                engine.Run(*m, std::vector<Tensor>{RandomTensor(DType::kFloat32, {2, 7})});
+              }),
+              HasSubstr("given f32[2, 7] (dim 1 must be 8"));
+  EngineStats s = engine.stats();
+  EXPECT_EQ(s.specializations, 0u);
+  EXPECT_EQ(s.compile_errors, 0u);  // the caller's error, not a compile's
+  EXPECT_EQ(s.cached_executables, 0u);
+}
+
+TEST(EngineErrors, SymbolBoundInconsistently) {
+  Dim n = Dim::Symbol("n");
+  Var x = MakeVar("x", TensorType({n, 4}, DType::kFloat32));
+  Var y = MakeVar("y", TensorType({n, 4}, DType::kFloat32));
+  Engine engine;
+  ModelPtr m = Model::Create(MakeFunction({x, y}, MakeCall("add", {x, y}, {}, "sum")), "pair");
+  std::vector<Tensor> in{RandomTensor(DType::kFloat32, {2, 4}),
+                         RandomTensor(DType::kFloat32, {3, 4})};
+  EXPECT_THAT(ErrorMessage([&] { engine.Run(*m, in); }),
+              HasSubstr("model 'pair': input 'y': expected f32[n, 4], given f32[3, 4] (dim 0 is "
+                        "n, which input 'x' bound to 2)"));
+  in[1] = RandomTensor(DType::kFloat32, {2, 4});
+  ExpectMatchesInterpreter(engine, *m, in);
+}
+
+TEST(EngineErrors, ModelValidationNamesTheNode) {
+  Var x = MakeVar("x", TensorType({Dim::Symbol("batch"), 8}, DType::kFloat32));
+  Expr mm = MakeCall("matmul", {x, test::Weight({4, 4}, 1, "w")}, {}, "fc1");
+  EXPECT_THAT(ErrorMessage([&] { Model::Create(MakeFunction({x}, mm), "bad"); }),
+              HasSubstr("model 'bad': matmul 'fc1'"));
+  Var t = MakeVar("t", nullptr);
+  EXPECT_THAT(ErrorMessage([&] { Model::Create(MakeFunction({t}, t), "untyped"); }),
+              HasSubstr("model 'untyped': input 0 't' must have a tensor type"));
+}
+
+TEST(EngineErrors, BadOptions) {
+  EXPECT_THAT(ErrorMessage([] { Engine e(With([](EngineOptions& o) { o.target = "cuda"; })); }),
+              HasSubstr("target kind must be 'llvm'"));
+  EXPECT_THAT(
+      ErrorMessage([] { Engine e(With([](EngineOptions& o) { o.target = "llvm -foo=1"; })); }),
+      HasSubstr("unknown option '-foo=1'"));
+  EXPECT_THAT(ErrorMessage([] {
+                Engine e(With([](EngineOptions& o) { o.disabled_passes = {"NoSuchPass"}; }));
+              }),
+              HasSubstr("unknown pass 'NoSuchPass'"));
+  EXPECT_THAT(
+      ErrorMessage([] {
+        Engine e(With([](EngineOptions& o) { o.pass_config = {{"no.such.key", int64_t{1}}}; }));
+      }),
+      HasSubstr("EngineOptions.pass_config: unknown pass config key 'no.such.key'"));
+  EXPECT_THAT(ErrorMessage([] { Engine e(With([](EngineOptions& o) { o.num_threads = -1; })); }),
+              HasSubstr("num_threads must not be negative"));
+}
+
+TEST(EngineErrors, PassConfigReachesTheCompiler) {
+  // A config value changes the kernel key: two engines never confuse their kernels, and the
+  // results agree.
+  Engine a, b(With([](EngineOptions&o) {
+    o.pass_config = {{"fuse_ops.max_group_size", int64_t{1}}};
+  }));
+  ModelPtr m = Model::Create(test::MlpModel(), "mlp");
+  std::vector<Tensor> in{RandomTensor(DType::kFloat32, {3, 8})};
+  EXPECT_GT(b.Prepare(*m, in)->launches.size(), a.Prepare(*m, in)->launches.size());
+  ExpectMatchesInterpreter(b, *m, in);
+}
+
+}  // namespace
+}  // namespace kiln
