@@ -7,6 +7,7 @@
 #include <mutex>
 #include <new>
 
+#include "devices/cpu_device.h"
 #include "engine/engine.h"
 #include "ir/error.h"
 
@@ -148,6 +149,16 @@ void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor*
   if (scratch) scratch_.Release(scratch);
 }
 
+// Arenas are CPU data space from the CPU DeviceAPI (64-byte aligned); they are allocated only
+// when a scratch grows, never on a steady-state hit.
+constexpr Device kArenaDevice{DeviceType::kCPU, 0};
+
+void Engine::ScratchPool::FreeArena(Scratch* s) {
+  if (s->data) GetCPUDeviceAPI().FreeDataSpace(kArenaDevice, s->data);
+  s->data = nullptr;
+  s->capacity = 0;
+}
+
 Engine::ScratchPool::Scratch* Engine::ScratchPool::Acquire(size_t bytes) {
   Scratch* s = nullptr;
   for (std::atomic<Scratch*>& slot : slots_) {
@@ -158,14 +169,16 @@ Engine::ScratchPool::Scratch* Engine::ScratchPool::Acquire(size_t bytes) {
   // No free scratch, or one too small for this plan: (re)allocate. Scratches only grow, so
   // once each concurrent run has seen the largest plan, this never happens again.
   if (!s) s = new Scratch();
-  std::free(s->data);
+  FreeArena(s);
   size_t capacity = AlignArena(bytes);
-  s->data = static_cast<std::byte*>(std::aligned_alloc(kArenaAlignment, capacity));
-  s->capacity = s->data ? capacity : 0;
-  if (!s->data) {
+  try {
+    s->data = static_cast<std::byte*>(GetCPUDeviceAPI().AllocDataSpace(
+        kArenaDevice, static_cast<int64_t>(capacity), kArenaAlignment));
+  } catch (const Error& e) {
     delete s;
-    Throw(ErrorCode::kOutOfMemory, "cannot allocate a ", capacity, "-byte arena");
+    Throw(e.code(), "cannot allocate a ", capacity, "-byte arena: ", e.what());
   }
+  s->capacity = capacity;
   return s;
 }
 
@@ -176,14 +189,14 @@ void Engine::ScratchPool::Release(Scratch* s) {
                                      std::memory_order_relaxed))
       return;
   }
-  std::free(s->data);  // more runs at once than slots: let this one go
+  FreeArena(s);  // more runs at once than slots: let this one go
   delete s;
 }
 
 Engine::ScratchPool::~ScratchPool() {
   for (std::atomic<Scratch*>& slot : slots_) {
     if (Scratch* s = slot.load()) {
-      std::free(s->data);
+      FreeArena(s);
       delete s;
     }
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "devices/target.h"
 #include "engine/disk_store.h"
 #include "ir/error.h"
 #include "ir/type_infer.h"
@@ -35,24 +36,22 @@ EngineOptions Validated(EngineOptions o) {
 
 // `llvm -mcpu=znver3 -mattr=+avx2,+fma` -> codegen options. The device layer's Target will
 // replace this once the engine dispatches to more than the host CPU.
-CodegenOptions ParseTarget(const std::string& target) {
-  std::istringstream in(target);
-  std::string kind, flag;
-  in >> kind;
-  if (kind != "llvm")
-    Throw(ErrorCode::kUnsupported, "EngineOptions.target '", target,
-          "': the engine runs CPU kernels only, so the target kind must be 'llvm'");
-  CodegenOptions o;
-  while (in >> flag) {
-    if (flag.rfind("-mcpu=", 0) == 0) {
-      o.mcpu = flag.substr(6);
-    } else if (flag.rfind("-mattr=", 0) == 0) {
-      o.mattr = flag.substr(7);
-    } else {
-      Throw(ErrorCode::kInvalidArgument, "EngineOptions.target '", target, "': unknown option '",
-            flag, "' (known: -mcpu=, -mattr=)");
-    }
+// The codegen options for EngineOptions::target, read through Target (devices/target.h), so the
+// engine accepts every spelling Target does: short strings and JSON.
+CodegenOptions ParseTarget(const std::string& text) {
+  Target target;
+  try {
+    target = Target::Parse(text);
+  } catch (const Error& e) {
+    Throw(e.code(), "EngineOptions.target: ", e.what());
   }
+  if (target.kind() != TargetKind::kLLVM)
+    Throw(ErrorCode::kUnsupported, "EngineOptions.target '", text,
+          "': the engine runs CPU kernels only for now, so the target kind must be 'llvm'");
+  CodegenOptions o;
+  o.mcpu = target.GetString("mcpu");
+  for (const std::string& feature : target.GetStrings("mattr"))
+    o.mattr += (o.mattr.empty() ? "" : ",") + feature;
   return o;
 }
 

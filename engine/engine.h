@@ -38,8 +38,9 @@
 namespace kiln {
 
 struct EngineOptions {
-  // `llvm`, optionally with `-mcpu=<cpu>` and `-mattr=<features>` (`llvm -mcpu=znver3`). The
-  // engine dispatches CPU kernels only, so the kind must be llvm for now.
+  // A Target (devices/target.h) as a short string (`llvm -mcpu=znver3 -mattr=+avx2,+fma`) or
+  // JSON. `llvm` alone is the host CPU. The engine dispatches CPU kernels only, so the kind
+  // must be llvm for now.
   std::string target = "llvm";
   int opt_level = 2;                             // the PassContext's opt level
   std::vector<std::string> disabled_passes;      // never run (FuseOps disabled: one op per kernel)
@@ -152,6 +153,7 @@ class Engine {
     // A scratch of at least `bytes`; allocates only when no free one is large enough.
     Scratch* Acquire(size_t bytes);
     void Release(Scratch* s);
+    static void FreeArena(Scratch* s);
 
    private:
     static constexpr int kSlots = 64;  // more concurrent runs than this allocate and free
