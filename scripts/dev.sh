@@ -27,8 +27,31 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 cmake --build "$build" -- -j2
 
+# The ONNX importer reads untrusted files, so its tests also run under AddressSanitizer and
+# UndefinedBehaviorSanitizer. Only the importer and ir/ are built in that configuration (no
+# LLVM, no engine), which keeps it to a few minutes on two cores.
+asan_tests() {
+  local asan="${KILN_ASAN_BUILD_DIR:-build-asan}"
+  if [ ! -f "$asan/build.ninja" ]; then
+    cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_ASAN=ON >/dev/null
+  fi
+  local targets
+  targets=$(ninja -C "$asan" -t targets all | grep -oE '^onnx_import_[a-z0-9_]+_test' | sort -u || true)
+  if [ -z "$targets" ]; then
+    echo "kiln: no ONNX importer tests to run under AddressSanitizer (none in tests/onnx_import/)"
+    return 0
+  fi
+  # shellcheck disable=SC2086
+  cmake --build "$asan" --target $targets -- -j2
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ctest --test-dir "$asan" --output-on-failure -j2 -R '^onnx_import/'
+}
+
 case "$mode" in
   run) "$build/api/kiln-demo" ;;
-  test) ctest --test-dir "$build" --output-on-failure -j2 ;;
+  test)
+    ctest --test-dir "$build" --output-on-failure -j2
+    asan_tests
+    ;;
   *) echo "usage: $0 run|test" >&2; exit 2 ;;
 esac
