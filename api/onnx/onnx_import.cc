@@ -1,0 +1,572 @@
+// ONNX import: parsing, validation, TensorProto decoding and the graph walk. The per-op
+// conversion lives in op_table.cc.
+//
+// Order of the checks, and why: parse (size-limited) -> opset (so a model from a newer ONNX
+// reports its opset, not a checker complaint) -> our own graph structure checks and
+// topological sort (clear messages for cycles and undefined values; the checker only accepts
+// sorted graphs, so the proto is reordered before it runs) -> initializers decoded (sizes and
+// external-data paths checked) -> onnx::checker -> conversion -> InferTypes (a type error
+// names the ONNX node).
+#include "api/onnx/onnx_import.h"
+
+#include <google/protobuf/io/coded_stream.h>
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <climits>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "api/onnx/op_table.h"
+#include "ir/type_infer.h"
+#include "onnx/checker.h"
+
+namespace kiln {
+namespace onnx_import {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "ONNX raw_data is little-endian; a big-endian host needs byte swapping here");
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kMinOpset = 13;
+constexpr int64_t kMaxOpset = 17;
+
+template <typename Message>
+void ParseMessage(const void* data, size_t size, Message* msg, const std::string& what) {
+  if (data == nullptr && size != 0) Throw(ErrorCode::kInvalidArgument, what, ": null buffer");
+  // Protobuf cannot address more than 2 GiB in one message; bigger models keep their weights
+  // in external data files.
+  if (size == 0) Throw(ErrorCode::kInvalidArgument, what, " is empty");
+  if (size > static_cast<size_t>(INT_MAX))
+    Throw(ErrorCode::kInvalidArgument, what, ": ", size,
+          " bytes is over protobuf's 2 GiB limit (store the weights as external data)");
+  google::protobuf::io::CodedInputStream in(static_cast<const uint8_t*>(data),
+                                            static_cast<int>(size));
+  in.SetTotalBytesLimit(INT_MAX);  // the default (64 MiB in old releases) rejects big models
+  if (!msg->ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    Throw(ErrorCode::kInvalidArgument, what,
+          ": not a valid ONNX protobuf (truncated or corrupt file)");
+}
+
+std::string ReadWholeFile(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    Throw(ErrorCode::kInvalidArgument, "'", path, "' is a directory, not an ONNX file");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) Throw(ErrorCode::kInvalidArgument, "cannot open '", path, "'");
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) Throw(ErrorCode::kInvalidArgument, "cannot read '", path, "'");
+  return bytes;
+}
+
+int64_t ParseInt64(const std::string& s, const std::string& what) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v < 0)
+    Throw(ErrorCode::kInvalidArgument, what, ": '", s, "' is not a valid byte count");
+  return v;
+}
+
+// True when `path` is `base` or below it; both canonical.
+bool IsUnder(const fs::path& path, const fs::path& base) {
+  auto [b, p] = std::mismatch(base.begin(), base.end(), path.begin(), path.end());
+  // A trailing empty component (a base ending in '/') matches anything.
+  return b == base.end() || (std::next(b) == base.end() && b->empty());
+}
+
+struct ExternalRange {
+  fs::path file;
+  std::string location;  // as written in the model, for messages
+  int64_t offset = 0;
+  size_t nbytes = 0;
+};
+
+// Where `nbytes` of external data lie, after checking that the location stays inside
+// base_dir (no absolute path, no '..', no symlink out) and that the range lies in the file.
+ExternalRange ResolveExternalData(const onnx::TensorProto& proto, const std::string& base_dir,
+                                  const std::string& what, size_t nbytes) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const onnx::StringStringEntryProto& kv : proto.external_data()) {
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (kv.key() == "offset")
+      offset = ParseInt64(kv.value(), StrCat(what, ": external data offset"));
+    else if (kv.key() == "length")
+      length = ParseInt64(kv.value(), StrCat(what, ": external data length"));
+  }
+  if (location.empty())
+    Throw(ErrorCode::kInvalidArgument, what, ": external data without a location");
+  if (base_dir.empty())
+    Throw(ErrorCode::kInvalidArgument, what, ": external data '", location,
+          "' but no base folder is known (import from a file, or set base_dir)");
+  fs::path rel(location);
+  if (rel.is_absolute() || rel.has_root_name() || rel.has_root_directory())
+    Throw(ErrorCode::kInvalidArgument, what, ": external data location '", location,
+          "' is an absolute path; it must be relative to the model's folder");
+  for (const fs::path& part : rel)
+    if (part == "..")
+      Throw(ErrorCode::kInvalidArgument, what, ": external data location '", location,
+            "' contains '..'; it must stay inside the model's folder");
+  std::error_code ec;
+  fs::path base = fs::weakly_canonical(fs::path(base_dir), ec);
+  if (ec) Throw(ErrorCode::kInvalidArgument, what, ": cannot resolve folder '", base_dir, "'");
+  fs::path full = fs::weakly_canonical(base / rel, ec);
+  if (ec || !IsUnder(full, base))
+    Throw(ErrorCode::kInvalidArgument, what, ": external data location '", location,
+          "' resolves outside the model's folder (through a symlink)");
+  if (!fs::is_regular_file(full, ec))
+    Throw(ErrorCode::kInvalidArgument, what, ": external data file '", location,
+          "' does not exist or is not a regular file");
+  uintmax_t file_size = fs::file_size(full, ec);
+  if (ec) Throw(ErrorCode::kInvalidArgument, what, ": cannot stat '", location, "'");
+  if (length >= 0 && static_cast<uint64_t>(length) != nbytes)
+    Throw(ErrorCode::kInvalidArgument, what, ": external data length ", length,
+          " does not match the shape (", nbytes, " bytes expected)");
+  if (static_cast<uintmax_t>(offset) > file_size || nbytes > file_size - offset)
+    Throw(ErrorCode::kInvalidArgument, what, ": external data range [", offset, ", ",
+          static_cast<uintmax_t>(offset) + nbytes, ") lies outside '", location, "' (", file_size,
+          " bytes)");
+  return ExternalRange{full, location, offset, nbytes};
+}
+
+void ReadExternalRange(const ExternalRange& r, const std::string& what, void* dst) {
+  std::ifstream f(r.file, std::ios::binary);
+  f.seekg(r.offset);
+  f.read(static_cast<char*>(dst), static_cast<std::streamsize>(r.nbytes));
+  if (!f) Throw(ErrorCode::kInvalidArgument, what, ": cannot read '", r.location, "'");
+}
+
+// Copies a typed repeated field into the tensor, converting each element; the count was
+// checked by the caller.
+template <typename Field>
+void CopyTyped(const Field& field, Tensor& t) {
+  DispatchDType(t.dtype(), [&]<typename T>() {
+    T* d = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+        d[i].bits = static_cast<uint16_t>(field.Get(static_cast<int>(i)));  // bits in int32_data
+      else if constexpr (std::is_same_v<T, bool>)
+        d[i] = field.Get(static_cast<int>(i)) != 0;
+      else
+        d[i] = static_cast<T>(field.Get(static_cast<int>(i)));
+    }
+  });
+}
+
+std::string Quoted(const std::string& s) {
+  return StrCat("'", s, "'");
+}
+
+}  // namespace
+
+std::optional<DType> DTypeFromOnnx(int32_t t) {
+  switch (t) {
+    case onnx::TensorProto::FLOAT:
+      return DType::kFloat32;
+    case onnx::TensorProto::UINT8:
+      return DType::kUInt8;
+    case onnx::TensorProto::INT8:
+      return DType::kInt8;
+    case onnx::TensorProto::INT16:
+      return DType::kInt16;
+    case onnx::TensorProto::INT32:
+      return DType::kInt32;
+    case onnx::TensorProto::INT64:
+      return DType::kInt64;
+    case onnx::TensorProto::BOOL:
+      return DType::kBool;
+    case onnx::TensorProto::FLOAT16:
+      return DType::kFloat16;
+    case onnx::TensorProto::DOUBLE:
+      return DType::kFloat64;
+    case onnx::TensorProto::BFLOAT16:
+      return DType::kBFloat16;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::string OnnxTypeName(int32_t t) {
+  if (onnx::TensorProto::DataType_IsValid(t))
+    return onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(t));
+  return StrCat("data type ", t);
+}
+
+Tensor TensorFromProto(const onnx::TensorProto& proto, const std::string& base_dir,
+                       const std::string& what) {
+  std::optional<DType> dtype = DTypeFromOnnx(proto.data_type());
+  if (!dtype)
+    Throw(ErrorCode::kUnsupported, what, ": ", OnnxTypeName(proto.data_type()),
+          " tensors are not supported");
+  if (proto.has_segment())
+    Throw(ErrorCode::kUnsupported, what, ": segmented tensors are not supported");
+  std::vector<int64_t> shape(proto.dims().begin(), proto.dims().end());
+  // Negative dims and overflowing products are kInvalidArgument naming `what`.
+  int64_t numel = CheckedNumel(shape, what);
+  size_t elem = static_cast<size_t>(DTypeSize(*dtype));
+  if (static_cast<uint64_t>(numel) > std::numeric_limits<size_t>::max() / elem)
+    Throw(ErrorCode::kInvalidArgument, what, ": shape ", IntsToString(shape), " is too large");
+  size_t nbytes = static_cast<size_t>(numel) * elem;
+
+  auto check_count = [&](int64_t count, const char* field) {
+    if (count != numel)
+      Throw(ErrorCode::kInvalidArgument, what, ": ", field, " holds ", count, " values but shape ",
+            IntsToString(shape), " needs ", numel);
+  };
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    // The location and range are checked against the file before the buffer is allocated.
+    ExternalRange range = ResolveExternalData(proto, base_dir, what, nbytes);
+    Tensor t = Tensor::Empty(*dtype, shape);
+    ReadExternalRange(range, what, t.raw_data());
+    return t;
+  }
+  if (proto.has_raw_data()) {
+    const std::string& raw = proto.raw_data();
+    if (raw.size() != nbytes)
+      Throw(ErrorCode::kInvalidArgument, what, ": raw_data has ", raw.size(), " bytes but shape ",
+            IntsToString(shape), " of ", DTypeName(*dtype), " needs ", nbytes);
+    Tensor t = Tensor::Empty(*dtype, shape);
+    if (nbytes) std::memcpy(t.raw_data(), raw.data(), nbytes);
+    if (*dtype == DType::kBool) {
+      // A bool byte other than 0/1 would be undefined behaviour when read as bool.
+      auto* b = static_cast<uint8_t*>(t.raw_data());
+      for (size_t i = 0; i < nbytes; ++i) b[i] = b[i] != 0;
+    }
+    return t;
+  }
+  switch (proto.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      check_count(proto.float_data_size(), "float_data");
+      break;
+    case onnx::TensorProto::DOUBLE:
+      check_count(proto.double_data_size(), "double_data");
+      break;
+    case onnx::TensorProto::INT64:
+      check_count(proto.int64_data_size(), "int64_data");
+      break;
+    default:
+      check_count(proto.int32_data_size(), "int32_data");
+      break;
+  }
+  Tensor t = Tensor::Empty(*dtype, shape);
+  switch (proto.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      CopyTyped(proto.float_data(), t);
+      break;
+    case onnx::TensorProto::DOUBLE:
+      CopyTyped(proto.double_data(), t);
+      break;
+    case onnx::TensorProto::INT64:
+      CopyTyped(proto.int64_data(), t);
+      break;
+    default:
+      CopyTyped(proto.int32_data(), t);
+      break;
+  }
+  return t;
+}
+
+namespace {
+
+std::string NodeLabel(const onnx::NodeProto& node, int index) {
+  return node.name().empty() ? StrCat(node.op_type(), "_", index) : node.name();
+}
+
+// The default-domain opset; kUnsupported outside [kMinOpset, kMaxOpset].
+int64_t DefaultOpset(const onnx::ModelProto& model) {
+  if (model.opset_import_size() == 0)
+    Throw(ErrorCode::kInvalidArgument, "the model has no opset_import (not an ONNX model?)");
+  int64_t opset = -1;
+  for (const onnx::OperatorSetIdProto& id : model.opset_import())
+    if (id.domain().empty() || id.domain() == "ai.onnx") opset = id.version();
+  if (opset < 0) {
+    std::string domains;
+    for (const onnx::OperatorSetIdProto& id : model.opset_import())
+      domains += StrCat(domains.empty() ? "" : ", ", id.domain(), " ", id.version());
+    Throw(ErrorCode::kUnsupported, "the model imports no opset of the default ONNX domain (only ",
+          domains, ")");
+  }
+  if (opset < kMinOpset || opset > kMaxOpset)
+    Throw(ErrorCode::kUnsupported, "unsupported ONNX opset ", opset, " (kiln imports opsets ",
+          kMinOpset, " to ", kMaxOpset, " of the default domain)");
+  return opset;
+}
+
+// Checks that every value a node uses is defined once, and returns the node order in which
+// each node comes after the producers of its inputs (stable: a sorted graph keeps its order).
+std::vector<int> TopologicalOrder(const onnx::GraphProto& graph) {
+  const int n = graph.node_size();
+  std::unordered_set<std::string> outer;
+  for (const onnx::ValueInfoProto& v : graph.input()) outer.insert(v.name());
+  for (const onnx::TensorProto& t : graph.initializer()) outer.insert(t.name());
+  std::unordered_map<std::string, int> producer;
+  for (int i = 0; i < n; ++i) {
+    for (const std::string& out : graph.node(i).output()) {
+      if (out.empty()) continue;
+      if (outer.count(out))
+        Throw(ErrorCode::kInvalidArgument, "node ", Quoted(NodeLabel(graph.node(i), i)), " (",
+              graph.node(i).op_type(), ") redefines graph input or initializer ", Quoted(out));
+      auto [it, fresh] = producer.emplace(out, i);
+      if (!fresh)
+        Throw(ErrorCode::kInvalidArgument, "value ", Quoted(out), " is produced by two nodes, ",
+              Quoted(NodeLabel(graph.node(it->second), it->second)), " and ",
+              Quoted(NodeLabel(graph.node(i), i)));
+    }
+  }
+  std::vector<std::vector<int>> users(n);
+  std::vector<int> pending(n, 0);
+  for (int i = 0; i < n; ++i) {
+    for (const std::string& in : graph.node(i).input()) {
+      if (in.empty() || outer.count(in)) continue;
+      auto it = producer.find(in);
+      if (it == producer.end())
+        Throw(ErrorCode::kInvalidArgument, "node ", Quoted(NodeLabel(graph.node(i), i)), " (",
+              graph.node(i).op_type(), ") uses undefined value ", Quoted(in));
+      users[it->second].push_back(i);
+      ++pending[i];
+    }
+  }
+  // Kahn's algorithm, always taking the lowest ready index so the order is deterministic.
+  std::vector<int> order;
+  order.reserve(n);
+  std::vector<int> ready;
+  for (int i = n - 1; i >= 0; --i)
+    if (pending[i] == 0) ready.push_back(i);
+  auto cmp = [](int a, int b) { return a > b; };
+  std::make_heap(ready.begin(), ready.end(), cmp);
+  while (!ready.empty()) {
+    std::pop_heap(ready.begin(), ready.end(), cmp);
+    int i = ready.back();
+    ready.pop_back();
+    order.push_back(i);
+    for (int u : users[i])
+      if (--pending[u] == 0) {
+        ready.push_back(u);
+        std::push_heap(ready.begin(), ready.end(), cmp);
+      }
+  }
+  if (static_cast<int>(order.size()) != n) {
+    for (int i = 0; i < n; ++i)
+      if (pending[i] > 0)
+        Throw(ErrorCode::kInvalidArgument, "the graph has a cycle through node ",
+              Quoted(NodeLabel(graph.node(i), i)), " (", graph.node(i).op_type(), ")");
+  }
+  return order;
+}
+
+Type InputType(const onnx::ValueInfoProto& v, int* unknown_dims) {
+  const std::string what = StrCat("graph input ", Quoted(v.name()));
+  if (!v.type().has_tensor_type())
+    Throw(ErrorCode::kUnsupported, what, ": only tensor inputs are supported");
+  const onnx::TypeProto::Tensor& tt = v.type().tensor_type();
+  std::optional<DType> dtype = DTypeFromOnnx(tt.elem_type());
+  if (!dtype)
+    Throw(ErrorCode::kUnsupported, what, ": ", OnnxTypeName(tt.elem_type()),
+          " tensors are not supported");
+  if (!tt.has_shape())
+    Throw(ErrorCode::kUnsupported, what, " has no shape (unknown rank is not supported)");
+  Shape shape;
+  for (const onnx::TensorShapeProto::Dimension& d : tt.shape().dim()) {
+    if (d.has_dim_value()) {
+      if (d.dim_value() < 0)
+        Throw(ErrorCode::kInvalidArgument, what, ": negative dim ", d.dim_value());
+      shape.push_back(Dim(d.dim_value()));
+    } else if (d.has_dim_param() && !d.dim_param().empty()) {
+      shape.push_back(Dim::Symbol(d.dim_param()));
+    } else {
+      shape.push_back(Dim::Symbol(StrCat("unk__", (*unknown_dims)++)));
+    }
+  }
+  return TensorType(std::move(shape), *dtype);
+}
+
+// A `Constant` node's value, from whichever attribute it sets.
+Tensor ConstantValue(const onnx::NodeProto& node, const std::string& label,
+                     const std::string& base_dir) {
+  const std::string what = StrCat("Constant node ", Quoted(label));
+  if (node.attribute_size() != 1)
+    Throw(ErrorCode::kInvalidArgument, what, ": expected exactly one value attribute");
+  const onnx::AttributeProto& a = node.attribute(0);
+  if (a.name() == "value") return TensorFromProto(a.t(), base_dir, what);
+  if (a.name() == "value_float") return Tensor::Scalar<float>(a.f());
+  if (a.name() == "value_int") return Tensor::Scalar<int64_t>(a.i());
+  if (a.name() == "value_floats")
+    return Tensor::FromVector<float>({a.floats_size()},
+                                     std::vector<float>(a.floats().begin(), a.floats().end()));
+  if (a.name() == "value_ints")
+    return Tensor::FromVector<int64_t>({a.ints_size()},
+                                       std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+  Throw(ErrorCode::kUnsupported, what, ": attribute '", a.name(), "' is not supported");
+}
+
+ImportedModel Import(onnx::ModelProto& model, const std::string& base_dir,
+                     const std::string& fallback_name) {
+  int64_t opset = DefaultOpset(model);
+  onnx::GraphProto* graph = model.mutable_graph();
+  if (graph->sparse_initializer_size() > 0)
+    Throw(ErrorCode::kUnsupported, "sparse initializers are not supported");
+
+  // Labels by original index (what the user's file numbers), then the sorted order.
+  std::vector<int> order = TopologicalOrder(*graph);
+  std::vector<std::string> labels;
+  labels.reserve(order.size());
+  for (int i : order) labels.push_back(NodeLabel(graph->node(i), i));
+  if (!std::is_sorted(order.begin(), order.end())) {
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> sorted;
+    for (int i : order) sorted.Add()->Swap(graph->mutable_node(i));
+    graph->mutable_node()->Swap(&sorted);
+  }
+
+  // Initializers are decoded (and their external-data paths vetted) before the checker runs:
+  // libonnx 1.12's checker resolves external data against the process's working folder, and
+  // would stat a path such as `../../etc/passwd` before ours rejected it. Once decoded, each
+  // proto is emptied (no data, shape [0], which the checker accepts without a value field), so
+  // the model's weights are not held twice while the graph is built.
+  std::unordered_map<std::string, Expr> values;
+  for (onnx::TensorProto& init : *graph->mutable_initializer()) {
+    values[init.name()] = MakeConstant(
+        TensorFromProto(init, base_dir, StrCat("initializer ", Quoted(init.name()))), init.name());
+    init.clear_external_data();
+    init.clear_data_location();
+    init.clear_float_data();
+    init.clear_int32_data();
+    init.clear_int64_data();
+    init.clear_double_data();
+    init.clear_uint64_data();
+    init.clear_string_data();
+    init.clear_raw_data();
+    init.clear_dims();
+    init.add_dims(0);
+  }
+
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception& e) {
+    Throw(ErrorCode::kInvalidArgument, "the ONNX checker rejected the model: ", e.what());
+  }
+
+  ImportedModel result;
+  std::vector<Var> params;
+  int unknown_dims = 0;
+  for (const onnx::ValueInfoProto& in : graph->input()) {
+    if (values.count(in.name())) continue;  // an initializer: a constant with a default
+    Var v = MakeVar(in.name(), InputType(in, &unknown_dims));
+    values[in.name()] = v;
+    params.push_back(v);
+    result.input_names.push_back(in.name());
+  }
+
+  TypeCache types;
+  for (int k = 0; k < graph->node_size(); ++k) {
+    const onnx::NodeProto& node = graph->node(k);
+    const std::string& label = labels[k];
+    std::vector<Expr> outs;
+    if (!node.domain().empty() && node.domain() != "ai.onnx") {
+      Throw(ErrorCode::kUnsupported, "unsupported ONNX op '", node.domain(), ".", node.op_type(),
+            "' (node ", Quoted(label), ")");
+    } else if (node.op_type() == "Constant") {
+      outs.push_back(MakeConstant(ConstantValue(node, label, base_dir), label));
+    } else {
+      Converter convert = FindConverter(node.op_type());
+      if (!convert)
+        Throw(ErrorCode::kUnsupported, "unsupported ONNX op '", node.op_type(), "' (node ",
+              Quoted(label), ", opset ", opset, ")");
+      std::vector<Expr> ins;
+      for (const std::string& in : node.input())
+        ins.push_back(in.empty() ? nullptr : values.at(in));  // defined: TopologicalOrder
+      NodeContext ctx(node, std::move(ins), label, opset, &types);
+      outs = convert(ctx);
+    }
+    for (int i = 0; i < node.output_size(); ++i) {
+      if (node.output(i).empty()) continue;
+      if (i >= static_cast<int>(outs.size()) || !outs[i])
+        Throw(ErrorCode::kUnsupported, "ONNX op '", node.op_type(), "' (node ", Quoted(label),
+              ", opset ", opset, "): output ", i, " is not supported");
+      values[node.output(i)] = outs[i];
+    }
+  }
+
+  std::vector<Expr> outputs;
+  for (const onnx::ValueInfoProto& out : graph->output()) {
+    auto it = values.find(out.name());
+    if (it == values.end())
+      Throw(ErrorCode::kInvalidArgument, "graph output ", Quoted(out.name()), " is not defined");
+    outputs.push_back(it->second);
+    result.output_names.push_back(out.name());
+  }
+  if (outputs.empty()) Throw(ErrorCode::kInvalidArgument, "the graph has no outputs");
+  Expr body = outputs.size() == 1 ? outputs[0] : MakeTuple(outputs);
+  result.graph = InferTypes(MakeFunction(std::move(params), body));
+  result.name = !graph->name().empty()   ? graph->name()
+                : !fallback_name.empty() ? fallback_name
+                                         : "model";
+  result.opset = opset;
+  return result;
+}
+
+}  // namespace
+}  // namespace onnx_import
+
+using onnx_import::Import;
+using onnx_import::ParseMessage;
+using onnx_import::ReadWholeFile;
+
+ImportedModel ImportOnnxFile(const std::string& path) {
+  std::string bytes = ReadWholeFile(path);
+  onnx::ModelProto model;
+  ParseMessage(bytes.data(), bytes.size(), &model, StrCat("ONNX model '", path, "'"));
+  bytes = std::string();  // the parsed model holds its own copy; free the file early
+  std::filesystem::path p(path);
+  std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
+  try {
+    return Import(model, dir, p.stem().string());
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kTypeError) throw;
+    throw Error(e.code(), StrCat(path, ": ", e.what()));
+  }
+}
+
+ImportedModel ImportOnnxBuffer(const void* data, size_t size, const OnnxImportOptions& options) {
+  onnx::ModelProto model;
+  ParseMessage(data, size, &model, "ONNX model buffer");
+  return Import(model, options.base_dir, "");
+}
+
+Tensor ReadOnnxTensorBuffer(const void* data, size_t size, std::string* name) {
+  onnx::TensorProto proto;
+  ParseMessage(data, size, &proto, "ONNX tensor buffer");
+  Tensor t = onnx_import::TensorFromProto(
+      proto, "", proto.name().empty() ? "ONNX tensor" : StrCat("ONNX tensor '", proto.name(), "'"));
+  if (name) *name = proto.name();
+  return t;
+}
+
+Tensor ReadOnnxTensorFile(const std::string& path, std::string* name) {
+  std::string bytes = ReadWholeFile(path);
+  onnx::TensorProto proto;
+  ParseMessage(bytes.data(), bytes.size(), &proto, StrCat("ONNX tensor file '", path, "'"));
+  std::filesystem::path p(path);
+  std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
+  Tensor t = onnx_import::TensorFromProto(proto, dir, StrCat("ONNX tensor file '", path, "'"));
+  if (name) *name = proto.name();
+  return t;
+}
+
+std::vector<std::string> SupportedOnnxOps() {
+  std::vector<std::string> names = onnx_import::ConverterNames();
+  names.push_back("Constant");  // handled by the importer itself
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace kiln

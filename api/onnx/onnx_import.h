@@ -1,0 +1,60 @@
+// ONNX import: an ONNX ModelProto (file or memory) -> a kiln graph Function, through Debian's
+// libonnx (protobuf parsing and the checker). No ONNX or protobuf type appears in this header,
+// so the C API and the tools include it without those headers.
+//
+// What the importer guarantees (SPEC.md §7, issue 6): graph inputs with `dim_param` become
+// symbolic dims (`batch`); initializers become constants; each ONNX op maps onto kiln ops
+// through one table (op_table.cc), attributes converted and defaulted there. Every malformed
+// input is a kiln::Error whose message names the thing at fault (the node name and op type, the
+// initializer, the file), never a crash or an out-of-bounds read.
+//
+// Inputs that kiln needs at import time (Reshape's shape, Slice's starts/ends/axes/steps,
+// Squeeze/Unsqueeze/ReduceSum axes, Split sizes, Expand's shape) must be initializers or
+// `Constant` outputs; a computed one is kUnsupported naming the node. External data must lie
+// inside the model's folder (no absolute path, no `..`, no symlink out of it).
+//
+// Threading: the functions are reentrant; they share nothing mutable.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "ir/expr.h"
+#include "ir/tensor.h"
+
+namespace kiln {
+
+struct ImportedModel {
+  // Parameters are the graph inputs that are not initializers, in ONNX order, each with a
+  // tensor type whose dims may be symbolic; the body returns the graph outputs (a Tuple when
+  // there are several), in ONNX order.
+  Function graph;
+  std::string name;  // graph.name, else the file's stem, else "model"
+  std::vector<std::string> input_names;
+  std::vector<std::string> output_names;
+  int64_t opset = 0;  // of the default ("" / "ai.onnx") domain
+};
+
+struct OnnxImportOptions {
+  // Folder against which external-data locations resolve. Empty: external data is an error.
+  // ImportOnnxFile uses the model file's folder.
+  std::string base_dir;
+};
+
+// kInvalidArgument (unreadable, truncated or malformed file, failed checker), kUnsupported
+// (an op or opset kiln does not map: the message names the op type, the node and the opset),
+// kTypeError (the graph does not type-check: the node is named).
+ImportedModel ImportOnnxFile(const std::string& path);
+ImportedModel ImportOnnxBuffer(const void* data, size_t size,
+                               const OnnxImportOptions& options = {});
+
+// A serialized ONNX TensorProto (the backend test cases' input_N.pb / output_N.pb) as a Tensor;
+// `name` receives the proto's name when non-null. Errors as above, naming the file.
+Tensor ReadOnnxTensorFile(const std::string& path, std::string* name = nullptr);
+Tensor ReadOnnxTensorBuffer(const void* data, size_t size, std::string* name = nullptr);
+
+// The ONNX op types the table maps (sorted), for `kiln` tools and error messages.
+std::vector<std::string> SupportedOnnxOps();
+
+}  // namespace kiln

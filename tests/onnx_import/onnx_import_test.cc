@@ -1,0 +1,882 @@
+// The ONNX importer: models built here with the protobuf classes (each converter against a
+// reference on random data, attributes, opsets, and every malformed input with its message),
+// and the ONNX backend test suite's node cases from libonnx-testdata.
+#include "api/onnx/onnx_import.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <variant>
+
+#include "common/test_util.h"
+#include "ir/interpreter.h"
+#include "onnx/onnx_pb.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using test::ErrorOf;
+using test::RandomTensor;
+using test::TensorsNear;
+using ::testing::HasSubstr;
+
+// --- Building models -----------------------------------------------------------------------
+
+using DimSpec = std::variant<int64_t, std::string>;
+
+onnx::ModelProto NewModel(int64_t opset = 13) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.set_producer_name("kiln-test");
+  m.add_opset_import()->set_version(opset);
+  m.mutable_graph()->set_name("test_graph");
+  return m;
+}
+
+void SetType(onnx::ValueInfoProto* v, int32_t elem, const std::vector<DimSpec>* dims) {
+  onnx::TypeProto::Tensor* tt = v->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(elem);
+  // libonnx 1.12's checker wants a shape on every graph input and output; the importer reads
+  // only the inputs', so outputs get an empty one.
+  onnx::TensorShapeProto* shape = tt->mutable_shape();
+  if (!dims) return;
+  for (const DimSpec& d : *dims) {
+    onnx::TensorShapeProto::Dimension* dim = shape->add_dim();
+    if (const int64_t* v = std::get_if<int64_t>(&d))
+      dim->set_dim_value(*v);
+    else if (!std::get<std::string>(d).empty())
+      dim->set_dim_param(std::get<std::string>(d));
+  }
+}
+
+void AddInput(onnx::ModelProto& m, const std::string& name, std::vector<DimSpec> dims,
+              int32_t elem = onnx::TensorProto::FLOAT) {
+  onnx::ValueInfoProto* v = m.mutable_graph()->add_input();
+  v->set_name(name);
+  SetType(v, elem, &dims);
+}
+
+void AddOutput(onnx::ModelProto& m, const std::string& name,
+               int32_t elem = onnx::TensorProto::FLOAT) {
+  onnx::ValueInfoProto* v = m.mutable_graph()->add_output();
+  v->set_name(name);
+  SetType(v, elem, nullptr);
+}
+
+onnx::NodeProto* AddNode(onnx::ModelProto& m, const std::string& op,
+                         const std::vector<std::string>& inputs,
+                         const std::vector<std::string>& outputs, const std::string& name = "") {
+  onnx::NodeProto* n = m.mutable_graph()->add_node();
+  n->set_op_type(op);
+  if (!name.empty()) n->set_name(name);
+  for (const std::string& i : inputs) n->add_input(i);
+  for (const std::string& o : outputs) n->add_output(o);
+  return n;
+}
+
+void AttrInt(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+void AttrFloat(onnx::NodeProto* n, const std::string& name, float v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+
+void AttrInts(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+int32_t OnnxType(DType t) {
+  switch (t) {
+    case DType::kFloat32:
+      return onnx::TensorProto::FLOAT;
+    case DType::kInt64:
+      return onnx::TensorProto::INT64;
+    case DType::kInt32:
+      return onnx::TensorProto::INT32;
+    case DType::kBool:
+      return onnx::TensorProto::BOOL;
+    case DType::kFloat64:
+      return onnx::TensorProto::DOUBLE;
+    default:
+      ADD_FAILURE() << "no ONNX type in the test for " << DTypeName(t);
+      return 0;
+  }
+}
+
+onnx::TensorProto ToProto(const std::string& name, const Tensor& t) {
+  onnx::TensorProto p;
+  p.set_name(name);
+  p.set_data_type(OnnxType(t.dtype()));
+  for (int64_t d : t.shape()) p.add_dims(d);
+  p.set_raw_data(std::string(static_cast<const char*>(t.raw_data()), t.nbytes()));
+  return p;
+}
+
+void AddInit(onnx::ModelProto& m, const std::string& name, const Tensor& t) {
+  *m.mutable_graph()->add_initializer() = ToProto(name, t);
+}
+
+std::string Bytes(const onnx::ModelProto& m) {
+  std::string s;
+  EXPECT_TRUE(m.SerializeToString(&s));
+  return s;
+}
+
+ImportedModel Import(const onnx::ModelProto& m, const std::string& base_dir = "") {
+  std::string s = Bytes(m);
+  return ImportOnnxBuffer(s.data(), s.size(), OnnxImportOptions{base_dir});
+}
+
+Error ImportError(const onnx::ModelProto& m, const std::string& base_dir = "") {
+  return ErrorOf([&] { Import(m, base_dir); });
+}
+
+std::vector<Tensor> RunModel(const onnx::ModelProto& m, const std::vector<Tensor>& inputs) {
+  return Interpret(Import(m).graph, inputs);
+}
+
+// One node `op` over inputs x0, x1, ... of the given tensors' types, output y.
+onnx::ModelProto OneNode(const std::string& op, const std::vector<Tensor>& inputs,
+                         int64_t opset = 13, DType out = DType::kFloat32) {
+  onnx::ModelProto m = NewModel(opset);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    names.push_back(StrCat("x", i));
+    std::vector<DimSpec> dims(inputs[i].shape().begin(), inputs[i].shape().end());
+    AddInput(m, names.back(), dims, OnnxType(inputs[i].dtype()));
+  }
+  AddNode(m, op, names, {"y"}, "node0");
+  AddOutput(m, "y", OnnxType(out));
+  return m;
+}
+
+Tensor Map(const Tensor& x, const std::function<double(double)>& f) {
+  Tensor y = Tensor::Empty(x.dtype(), x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) y.SetFromDouble(i, f(x.GetAsDouble(i)));
+  return y;
+}
+
+Tensor Zip(const Tensor& a, const Tensor& b, DType out,
+           const std::function<double(double, double)>& f) {
+  Tensor y = Tensor::Empty(out, a.shape());
+  for (int64_t i = 0; i < a.numel(); ++i) y.SetFromDouble(i, f(a.GetAsDouble(i), b.GetAsDouble(i)));
+  return y;
+}
+
+// --- Models that import --------------------------------------------------------------------
+
+// x[batch, 4] -> Gemm(W1, b1, transB) -> Relu -> MatMul(W2) -> Add(b2) -> Softmax: [batch, 10]
+onnx::ModelProto Mlp(const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2) {
+  onnx::ModelProto m = NewModel(13);
+  AddInput(m, "x", {std::string("batch"), int64_t{4}});
+  AddInit(m, "w1", w1);
+  AddInit(m, "b1", b1);
+  AddInit(m, "w2", w2);
+  AddInit(m, "b2", b2);
+  AttrInt(AddNode(m, "Gemm", {"x", "w1", "b1"}, {"h"}, "fc1"), "transB", 1);
+  AddNode(m, "Relu", {"h"}, {"r"}, "relu1");
+  AddNode(m, "MatMul", {"r", "w2"}, {"z"}, "fc2");
+  AddNode(m, "Add", {"z", "b2"}, {"logits"}, "bias2");
+  AddNode(m, "Softmax", {"logits"}, {"probs"}, "softmax");
+  AddOutput(m, "probs");
+  return m;
+}
+
+TEST(OnnxImport, MlpWithSymbolicBatchMatchesHandComputedReference) {
+  Tensor w1 = RandomTensor(DType::kFloat32, {8, 4}, 1);  // transB: [out, in]
+  Tensor b1 = RandomTensor(DType::kFloat32, {8}, 2);
+  Tensor w2 = RandomTensor(DType::kFloat32, {8, 10}, 3);
+  Tensor b2 = RandomTensor(DType::kFloat32, {10}, 4);
+  ImportedModel model = Import(Mlp(w1, b1, w2, b2));
+  EXPECT_EQ(model.name, "test_graph");
+  EXPECT_EQ(model.opset, 13);
+  EXPECT_EQ(model.input_names, std::vector<std::string>{"x"});
+  EXPECT_EQ(model.output_names, std::vector<std::string>{"probs"});
+  ASSERT_EQ(model.graph->params.size(), 1u);  // initializers are constants, not parameters
+  EXPECT_EQ(TypeToString(model.graph->params[0]->type), "f32[batch, 4]");
+  EXPECT_EQ(TypeToString(model.graph->body->type), "f32[batch, 10]");
+
+  for (int64_t batch : {1, 3}) {
+    Tensor x = RandomTensor(DType::kFloat32, {batch, 4}, 10 + batch);
+    Tensor want = Tensor::Empty(DType::kFloat32, {batch, 10});
+    for (int64_t n = 0; n < batch; ++n) {
+      std::vector<double> h(8), z(10);
+      for (int j = 0; j < 8; ++j) {
+        double s = b1.GetAsDouble(j);
+        for (int k = 0; k < 4; ++k) s += x.GetAsDouble(n * 4 + k) * w1.GetAsDouble(j * 4 + k);
+        h[j] = std::max(s, 0.0);
+      }
+      double mx = -1e30, sum = 0;
+      for (int j = 0; j < 10; ++j) {
+        z[j] = b2.GetAsDouble(j);
+        for (int k = 0; k < 8; ++k) z[j] += h[k] * w2.GetAsDouble(k * 10 + j);
+        mx = std::max(mx, z[j]);
+      }
+      for (int j = 0; j < 10; ++j) sum += std::exp(z[j] - mx);
+      for (int j = 0; j < 10; ++j) want.SetFromDouble(n * 10 + j, std::exp(z[j] - mx) / sum);
+    }
+    std::vector<Tensor> got = Interpret(model.graph, {x});
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(TensorsNear(got[0], want));
+  }
+}
+
+TEST(OnnxImport, MissingDimsBecomeFreshSymbolsAndInputsThatAreInitializersAreConstants) {
+  onnx::ModelProto m = NewModel();
+  AddInput(m, "x", {std::string(""), int64_t{3}});  // neither dim_value nor dim_param
+  AddInput(m, "bias", {int64_t{3}});                // also an initializer: a constant
+  AddInit(m, "bias", test::MakeTensor<float>({3}, {1, 2, 3}));
+  AddNode(m, "Add", {"x", "bias"}, {"y"});
+  AddOutput(m, "y");
+  ImportedModel model = Import(m);
+  ASSERT_EQ(model.graph->params.size(), 1u);
+  EXPECT_EQ(TypeToString(model.graph->params[0]->type), "f32[unk__0, 3]");
+  std::vector<Tensor> out =
+      Interpret(model.graph, {test::MakeTensor<float>({2, 3}, {0, 0, 0, 1, 1, 1})});
+  EXPECT_TRUE(TensorsNear(out[0], test::MakeTensor<float>({2, 3}, {1, 2, 3, 2, 3, 4})));
+}
+
+TEST(OnnxImport, UnsortedNodesAreSortedAndSeveralOutputsMakeATuple) {
+  onnx::ModelProto m = NewModel();
+  AddInput(m, "x", {int64_t{2}});
+  AddNode(m, "Neg", {"a"}, {"b"}, "second");
+  AddNode(m, "Exp", {"x"}, {"a"}, "first");
+  AddOutput(m, "b");
+  AddOutput(m, "a");
+  ImportedModel model = Import(m);
+  EXPECT_EQ(model.output_names, (std::vector<std::string>{"b", "a"}));
+  Tensor x = test::MakeTensor<float>({2}, {0, 1});
+  std::vector<Tensor> out = Interpret(model.graph, {x});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(TensorsNear(out[0], Map(x, [](double v) { return -std::exp(v); })));
+  EXPECT_TRUE(TensorsNear(out[1], Map(x, [](double v) { return std::exp(v); })));
+}
+
+struct UnaryCase {
+  const char* op;
+  std::function<double(double)> ref;
+  double lo = -2, hi = 2;
+};
+
+TEST(OnnxImport, UnaryConvertersMatchReference) {
+  const std::vector<UnaryCase> cases = {
+      {"Neg", [](double x) { return -x; }},
+      {"Abs", [](double x) { return std::fabs(x); }},
+      {"Sqrt", [](double x) { return std::sqrt(x); }, 0.1, 4},
+      {"Exp", [](double x) { return std::exp(x); }},
+      {"Log", [](double x) { return std::log(x); }, 0.1, 4},
+      {"Erf", [](double x) { return std::erf(x); }},
+      {"Tanh", [](double x) { return std::tanh(x); }},
+      {"Sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }},
+      {"Relu", [](double x) { return std::max(x, 0.0); }},
+      {"Reciprocal", [](double x) { return 1 / x; }, 0.5, 3},
+      {"Floor", [](double x) { return std::floor(x); }},
+      {"Ceil", [](double x) { return std::ceil(x); }},
+      {"Sin", [](double x) { return std::sin(x); }},
+      {"Cos", [](double x) { return std::cos(x); }},
+      {"LeakyRelu", [](double x) { return x < 0 ? 0.01 * x : x; }},
+      {"Elu", [](double x) { return x < 0 ? std::exp(x) - 1 : x; }},
+      {"HardSigmoid", [](double x) { return std::clamp(0.2 * x + 0.5, 0.0, 1.0); }, -4, 4},
+      {"Softplus", [](double x) { return std::log(std::exp(x) + 1); }},
+      {"Identity", [](double x) { return x; }},
+      {"Dropout", [](double x) { return x; }},
+  };
+  for (const UnaryCase& c : cases) {
+    SCOPED_TRACE(c.op);
+    Tensor x = RandomTensor(DType::kFloat32, {3, 5}, 7, c.lo, c.hi);
+    std::vector<Tensor> out = RunModel(OneNode(c.op, {x}), {x});
+    EXPECT_TRUE(TensorsNear(out[0], Map(x, c.ref), 1e-5, 1e-5));
+  }
+}
+
+struct BinaryCase {
+  const char* op;
+  std::function<double(double, double)> ref;
+  DType out = DType::kFloat32;
+};
+
+TEST(OnnxImport, BinaryConvertersMatchReference) {
+  const std::vector<BinaryCase> cases = {
+      {"Add", [](double a, double b) { return a + b; }},
+      {"Sub", [](double a, double b) { return a - b; }},
+      {"Mul", [](double a, double b) { return a * b; }},
+      {"Div", [](double a, double b) { return a / b; }},
+      {"Pow", [](double a, double b) { return std::pow(a, b); }},
+      {"Min", [](double a, double b) { return std::min(a, b); }},
+      {"Max", [](double a, double b) { return std::max(a, b); }},
+      {"Sum", [](double a, double b) { return a + b; }},
+      {"Mean", [](double a, double b) { return (a + b) / 2; }},
+      {"Equal", [](double a, double b) { return a == b ? 1.0 : 0.0; }, DType::kBool},
+      {"Less", [](double a, double b) { return a < b ? 1.0 : 0.0; }, DType::kBool},
+      {"Greater", [](double a, double b) { return a > b ? 1.0 : 0.0; }, DType::kBool},
+      {"LessOrEqual", [](double a, double b) { return a <= b ? 1.0 : 0.0; }, DType::kBool},
+      {"GreaterOrEqual", [](double a, double b) { return a >= b ? 1.0 : 0.0; }, DType::kBool},
+  };
+  for (const BinaryCase& c : cases) {
+    SCOPED_TRACE(c.op);
+    Tensor a = RandomTensor(DType::kFloat32, {4, 3}, 11, 0.5, 2);
+    Tensor b = RandomTensor(DType::kFloat32, {4, 3}, 12, 0.5, 2);
+    b.SetFromDouble(0, a.GetAsDouble(0));  // one equal pair for the comparisons
+    std::vector<Tensor> out = RunModel(OneNode(c.op, {a, b}, 13, c.out), {a, b});
+    EXPECT_TRUE(TensorsNear(out[0], Zip(a, b, c.out, c.ref), 1e-5, 1e-5));
+  }
+}
+
+TEST(OnnxImport, PowWithAnIntegerExponentCastsIt) {
+  Tensor a = RandomTensor(DType::kFloat32, {5}, 3, 0.5, 2);
+  Tensor b = test::MakeTensor<int64_t>({5}, {0, 1, 2, 3, -1});
+  std::vector<Tensor> out = RunModel(OneNode("Pow", {a, b}), {a, b});
+  EXPECT_TRUE(TensorsNear(
+      out[0], Zip(a, b, DType::kFloat32, [](double x, double y) { return std::pow(x, y); })));
+}
+
+TEST(OnnxImport, WhereAndClip) {
+  Tensor c = RandomTensor(DType::kBool, {6}, 1);
+  Tensor x = RandomTensor(DType::kFloat32, {6}, 2, -3, 3);
+  Tensor y = RandomTensor(DType::kFloat32, {6}, 3);
+  std::vector<Tensor> out = RunModel(OneNode("Where", {c, x, y}), {c, x, y});
+  Tensor want = Tensor::Empty(DType::kFloat32, {6});
+  for (int i = 0; i < 6; ++i)
+    want.SetFromDouble(i, c.GetAsDouble(i) ? x.GetAsDouble(i) : y.GetAsDouble(i));
+  EXPECT_TRUE(TensorsNear(out[0], want));
+
+  // Constant bounds (clip attributes) and computed ones (maximum/minimum).
+  onnx::ModelProto m = NewModel();
+  AddInput(m, "x", {int64_t{6}});
+  AddInput(m, "hi", {});
+  AddInit(m, "lo", Tensor::Scalar<float>(-1));
+  AddNode(m, "Clip", {"x", "lo", ""}, {"a"}, "clip_const");
+  AddNode(m, "Clip", {"x", "", "hi"}, {"b"}, "clip_computed");
+  AddOutput(m, "a");
+  AddOutput(m, "b");
+  out = Interpret(Import(m).graph, {x, Tensor::Scalar<float>(0.5)});
+  EXPECT_TRUE(TensorsNear(out[0], Map(x, [](double v) { return std::max(v, -1.0); })));
+  EXPECT_TRUE(TensorsNear(out[1], Map(x, [](double v) { return std::min(v, 0.5); })));
+}
+
+TEST(OnnxImport, GemmAttributes) {
+  Tensor a = RandomTensor(DType::kFloat32, {4, 3}, 1);  // transA: A is [K, M]
+  Tensor b = RandomTensor(DType::kFloat32, {5, 4}, 2);  // transB: B is [N, K]
+  Tensor c = RandomTensor(DType::kFloat32, {5}, 3);
+  onnx::ModelProto m = NewModel();
+  AddInput(m, "a", {int64_t{4}, int64_t{3}});
+  AddInput(m, "b", {int64_t{5}, int64_t{4}});
+  AddInput(m, "c", {int64_t{5}});
+  onnx::NodeProto* n = AddNode(m, "Gemm", {"a", "b", "c"}, {"y"}, "gemm");
+  AttrInt(n, "transA", 1);
+  AttrInt(n, "transB", 1);
+  AttrFloat(n, "alpha", 0.5f);
+  AttrFloat(n, "beta", 2.0f);
+  AddOutput(m, "y");
+  std::vector<Tensor> out = Interpret(Import(m).graph, {a, b, c});
+  Tensor want = Tensor::Empty(DType::kFloat32, {3, 5});
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j) {
+      double s = 0;
+      for (int k = 0; k < 4; ++k) s += a.GetAsDouble(k * 3 + i) * b.GetAsDouble(j * 4 + k);
+      want.SetFromDouble(i * 5 + j, 0.5 * s + 2.0 * c.GetAsDouble(j));
+    }
+  EXPECT_TRUE(TensorsNear(out[0], want));
+}
+
+TEST(OnnxImport, ReshapeZeroAndMinusOneWithSymbolicBatch) {
+  onnx::ModelProto m = NewModel(14);
+  AddInput(m, "x", {std::string("batch"), int64_t{2}, int64_t{6}});
+  AddInit(m, "shape", test::MakeTensor<int64_t>({3}, {0, -1, 3}));
+  AddNode(m, "Reshape", {"x", "shape"}, {"y"}, "reshape");
+  AddOutput(m, "y");
+  ImportedModel model = Import(m);
+  EXPECT_EQ(TypeToString(model.graph->body->type), "f32[batch, 4, 3]");
+  Tensor x = RandomTensor(DType::kFloat32, {2, 2, 6}, 5);
+  std::vector<Tensor> out = Interpret(model.graph, {x});
+  EXPECT_TRUE(TensorsNear(out[0], x.Reshaped({2, 4, 3})));
+
+  // allowzero = 1: a 0 is a zero-sized dim, not a copy.
+  onnx::ModelProto z = NewModel(14);
+  AddInput(z, "x", {int64_t{0}, int64_t{3}});
+  AddInit(z, "shape", test::MakeTensor<int64_t>({2}, {3, 0}));
+  AttrInt(AddNode(z, "Reshape", {"x", "shape"}, {"y"}), "allowzero", 1);
+  AddOutput(z, "y");
+  EXPECT_EQ(TypeToString(Import(z).graph->body->type), "f32[3, 0]");
+}
+
+TEST(OnnxImport, ShapeOpsWithConstantInputs) {
+  Tensor x = RandomTensor(DType::kFloat32, {2, 3, 4}, 9);
+  onnx::ModelProto m = NewModel(13);
+  AddInput(m, "x", {int64_t{2}, int64_t{3}, int64_t{4}});
+  AddInit(m, "axes0", test::MakeTensor<int64_t>({1}, {0}));
+  AddInit(m, "starts", test::MakeTensor<int64_t>({2}, {1, 0}));
+  AddInit(m, "ends", test::MakeTensor<int64_t>({2}, {3, 100}));
+  AddInit(m, "axes", test::MakeTensor<int64_t>({2}, {1, 2}));
+  AddInit(m, "steps", test::MakeTensor<int64_t>({2}, {1, 2}));
+  AddInit(m, "idx", test::MakeTensor<int64_t>({2}, {2, 0}));
+  AttrInts(AddNode(m, "Transpose", {"x"}, {"t"}, "t"), "perm", {2, 0, 1});
+  AddNode(m, "Slice", {"x", "starts", "ends", "axes", "steps"}, {"s"}, "s");
+  AttrInt(AddNode(m, "Gather", {"x", "idx"}, {"g"}, "g"), "axis", 1);
+  AddNode(m, "Unsqueeze", {"x", "axes0"}, {"u"}, "u");
+  AddNode(m, "Squeeze", {"u", "axes0"}, {"q"}, "q");
+  AttrInt(AddNode(m, "Flatten", {"x"}, {"f"}, "f"), "axis", 2);
+  AttrInt(AddNode(m, "Concat", {"x", "x"}, {"c"}, "c"), "axis", -1);
+  AttrInt(AddNode(m, "Split", {"x"}, {"p0", "p1"}, "p"), "axis", 2);
+  AttrInt(AddNode(m, "ReduceMean", {"x"}, {"rm"}, "rm"), "keepdims", 0);
+  AddNode(m, "ReduceSum", {"x", "axes"}, {"rs"}, "rs");
+  AttrInt(AddNode(m, "Cast", {"x"}, {"k"}, "k"), "to", onnx::TensorProto::INT64);
+  for (const char* o : {"t", "s", "g", "q", "f", "c", "p0", "p1", "rm", "rs"}) AddOutput(m, o);
+  AddOutput(m, "k", onnx::TensorProto::INT64);
+  ImportedModel model = Import(m);
+  std::vector<Tensor> out = Interpret(model.graph, {x});
+  ASSERT_EQ(out.size(), 11u);
+  auto at = [&](int64_t i, int64_t j, int64_t k) { return x.GetAsDouble((i * 3 + j) * 4 + k); };
+  std::vector<std::vector<int64_t>> shapes = {{4, 2, 3}, {2, 2, 2}, {2, 2, 4}, {2, 3, 4},
+                                              {6, 4},    {2, 3, 8}, {2, 3, 2}, {2, 3, 2},
+                                              {},        {2, 1, 1}, {2, 3, 4}};
+  for (size_t i = 0; i < shapes.size(); ++i) EXPECT_EQ(out[i].shape(), shapes[i]) << i;
+  EXPECT_EQ(out[0].GetAsDouble((3 * 2 + 1) * 3 + 2), at(1, 2, 3));  // t[k][i][j] = x[i][j][k]
+  EXPECT_EQ(out[1].GetAsDouble((1 * 2 + 1) * 2 + 1), at(1, 2, 2));  // s = x[:, 1:3, 0::2]
+  EXPECT_EQ(out[2].GetAsDouble((1 * 2 + 0) * 4 + 3), at(1, 2, 3));  // g = x[:, [2, 0], :]
+  EXPECT_TRUE(TensorsNear(out[3], x));
+  EXPECT_EQ(out[5].GetAsDouble((1 * 3 + 2) * 8 + 7), at(1, 2, 3));
+  EXPECT_EQ(out[7].GetAsDouble((1 * 3 + 2) * 2 + 1), at(1, 2, 3));
+  double total = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) total += x.GetAsDouble(i);
+  EXPECT_NEAR(out[8].GetAsDouble(0), total / 24, 1e-5);
+  EXPECT_NEAR(
+      out[9].GetAsDouble(1),
+      [&] {
+        double s = 0;
+        for (int j = 0; j < 3; ++j)
+          for (int k = 0; k < 4; ++k) s += at(1, j, k);
+        return s;
+      }(),
+      1e-5);
+  EXPECT_EQ(out[10].dtype(), DType::kInt64);
+}
+
+TEST(OnnxImport, LayerNormalizationOpset17AndBatchNormalization) {
+  Tensor x = RandomTensor(DType::kFloat32, {2, 3, 4}, 1);
+  Tensor scale = RandomTensor(DType::kFloat32, {4}, 2);
+  Tensor bias = RandomTensor(DType::kFloat32, {4}, 3);
+  onnx::ModelProto m = NewModel(17);
+  AddInput(m, "x", {std::string("n"), int64_t{3}, int64_t{4}});
+  AddInit(m, "scale", scale);
+  AddInit(m, "bias", bias);
+  AttrFloat(AddNode(m, "LayerNormalization", {"x", "scale", "bias"}, {"y"}, "ln"), "epsilon",
+            1e-3f);
+  AddOutput(m, "y");
+  std::vector<Tensor> out = Interpret(Import(m).graph, {x});
+  Tensor want = Tensor::Empty(DType::kFloat32, {2, 3, 4});
+  for (int r = 0; r < 6; ++r) {
+    double mean = 0, var = 0;
+    for (int k = 0; k < 4; ++k) mean += x.GetAsDouble(r * 4 + k) / 4;
+    for (int k = 0; k < 4; ++k) var += std::pow(x.GetAsDouble(r * 4 + k) - mean, 2) / 4;
+    for (int k = 0; k < 4; ++k)
+      want.SetFromDouble(r * 4 + k, (x.GetAsDouble(r * 4 + k) - mean) /
+                                            std::sqrt(var + static_cast<double>(1e-3f)) *
+                                            scale.GetAsDouble(k) +
+                                        bias.GetAsDouble(k));
+  }
+  EXPECT_TRUE(TensorsNear(out[0], want, 1e-4, 1e-4));
+
+  // LayerNormalization does not exist before opset 17: the checker says so.
+  onnx::ModelProto old = m;
+  old.mutable_opset_import(0)->set_version(13);
+  Error e = ImportError(old);
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(e.what(), HasSubstr("LayerNormalization"));
+
+  Tensor bx = RandomTensor(DType::kFloat32, {2, 3, 2}, 4);
+  Tensor s = RandomTensor(DType::kFloat32, {3}, 5), b = RandomTensor(DType::kFloat32, {3}, 6);
+  Tensor mu = RandomTensor(DType::kFloat32, {3}, 7),
+         var = RandomTensor(DType::kFloat32, {3}, 8, 0.5, 2);
+  out = RunModel(OneNode("BatchNormalization", {bx, s, b, mu, var}, 15), {bx, s, b, mu, var});
+  Tensor bwant = Tensor::Empty(DType::kFloat32, {2, 3, 2});
+  for (int64_t i = 0; i < 12; ++i) {
+    int64_t ch = (i / 2) % 3;
+    bwant.SetFromDouble(i, (bx.GetAsDouble(i) - mu.GetAsDouble(ch)) /
+                                   std::sqrt(var.GetAsDouble(ch) + 1e-5) * s.GetAsDouble(ch) +
+                               b.GetAsDouble(ch));
+  }
+  EXPECT_TRUE(TensorsNear(out[0], bwant, 1e-4, 1e-4));
+}
+
+TEST(OnnxImport, ConstantNodesAndTypedFieldInitializers) {
+  onnx::ModelProto m = NewModel();
+  AddInput(m, "x", {int64_t{3}});
+  onnx::NodeProto* c = AddNode(m, "Constant", {}, {"k"}, "k");
+  onnx::AttributeProto* a = c->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+  a->mutable_t()->add_dims(3);
+  for (float v : {1.f, 2.f, 3.f}) a->mutable_t()->add_float_data(v);
+  onnx::TensorProto* init = m.mutable_graph()->add_initializer();
+  init->set_name("w");
+  init->set_data_type(onnx::TensorProto::DOUBLE);
+  init->add_dims(3);
+  for (double v : {10., 20., 30.}) init->add_double_data(v);
+  AddNode(m, "Mul", {"x", "k"}, {"y"});
+  AttrInt(AddNode(m, "Cast", {"w"}, {"wf"}), "to", onnx::TensorProto::FLOAT);
+  AddNode(m, "Add", {"y", "wf"}, {"z"});
+  AddOutput(m, "z");
+  std::vector<Tensor> out = RunModel(m, {test::MakeTensor<float>({3}, {1, 1, 2})});
+  EXPECT_TRUE(TensorsNear(out[0], test::MakeTensor<float>({3}, {11, 22, 36})));
+}
+
+TEST(OnnxImport, SupportedOpsListIsSortedAndCoversTheTable) {
+  std::vector<std::string> ops = SupportedOnnxOps();
+  EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
+  for (const char* op : {"Add", "Gemm", "LayerNormalization", "Constant", "Split", "Where"})
+    EXPECT_NE(std::find(ops.begin(), ops.end(), op), ops.end()) << op;
+}
+
+// --- Malformed models: each error names what is at fault -----------------------------------
+
+TEST(OnnxImportErrors, CheckerFailureIsInvalidArgumentWithTheCheckersMessage) {
+  onnx::ModelProto m = OneNode("Relu", {Tensor::Empty(DType::kFloat32, {2})});
+  m.set_ir_version(0);
+  Error e = ImportError(m);
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(e.what(), HasSubstr("ONNX checker rejected the model"));
+  EXPECT_THAT(e.what(), HasSubstr("ir_version"));
+}
+
+TEST(OnnxImportErrors, EveryTruncationOfAModelFailsCleanly) {
+  std::string bytes =
+      Bytes(Mlp(RandomTensor(DType::kFloat32, {8, 4}, 1), RandomTensor(DType::kFloat32, {8}, 2),
+                RandomTensor(DType::kFloat32, {8, 10}, 3), RandomTensor(DType::kFloat32, {10}, 4)));
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    try {
+      ImportOnnxBuffer(bytes.data(), n);
+    } catch (const Error&) {
+      continue;  // any kiln::Error is fine; a crash, another exception or UB is not
+    }
+  }
+  Error e = ErrorOf([&] { ImportOnnxBuffer(bytes.data(), bytes.size() - 7); });
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(e.what(), HasSubstr("truncated or corrupt"));
+  EXPECT_EQ(ErrorOf([] { ImportOnnxBuffer(nullptr, 0); }).code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(OnnxImportErrors, RawDataLengthMustMatchTheShape) {
+  for (int delta : {-4, 4}) {
+    onnx::ModelProto m = OneNode("Add", {Tensor::Empty(DType::kFloat32, {3})});
+    m.mutable_graph()->mutable_node(0)->add_input("w");
+    onnx::TensorProto w = ToProto("w", Tensor::Empty(DType::kFloat32, {3}));
+    w.mutable_raw_data()->resize(12 + delta);
+    *m.mutable_graph()->add_initializer() = w;
+    Error e = ImportError(m);
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(e.what(), HasSubstr(StrCat("initializer 'w': raw_data has ", 12 + delta,
+                                           " bytes but shape [3] of f32 needs 12")));
+  }
+}
+
+TEST(OnnxImportErrors, NegativeAndOverflowingDims) {
+  onnx::ModelProto m = OneNode("Add", {Tensor::Empty(DType::kFloat32, {3})});
+  m.mutable_graph()->mutable_node(0)->add_input("w");
+  onnx::TensorProto* w = m.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(-3);
+  Error e = ImportError(m);
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(e.what(), HasSubstr("initializer 'w'"));
+  EXPECT_THAT(e.what(), HasSubstr("-3"));
+
+  w->set_dims(0, int64_t{1} << 40);
+  w->add_dims(int64_t{1} << 40);
+  e = ImportError(m);
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(e.what(), HasSubstr("initializer 'w'"));
+
+  // 2^40 elements that fit in int64 but have no data: rejected before any allocation.
+  w->mutable_dims()->RemoveLast();
+  w->set_raw_data("abcd");
+  e = ImportError(m);
+  EXPECT_THAT(e.what(), HasSubstr("initializer 'w': raw_data has 4 bytes"));
+
+  onnx::ModelProto neg = NewModel();
+  AddInput(neg, "x", {int64_t{-2}});
+  AddNode(neg, "Relu", {"x"}, {"y"});
+  AddOutput(neg, "y");
+  e = ImportError(neg);
+  EXPECT_THAT(e.what(), HasSubstr("'x'"));
+}
+
+TEST(OnnxImportErrors, CycleAndUndefinedInputNameTheNode) {
+  onnx::ModelProto m = NewModel();
+  AddInput(m, "x", {int64_t{2}});
+  AddNode(m, "Add", {"x", "b"}, {"a"}, "n1");
+  AddNode(m, "Relu", {"a"}, {"b"}, "n2");
+  AddOutput(m, "b");
+  Error e = ImportError(m);
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(e.what(), HasSubstr("the graph has a cycle through node 'n1' (Add)"));
+
+  onnx::ModelProto u = NewModel();
+  AddInput(u, "x", {int64_t{2}});
+  AddNode(u, "Add", {"x", "ghost"}, {"y"});
+  AddOutput(u, "y");
+  e = ImportError(u);
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(e.what(), HasSubstr("node 'Add_0' (Add) uses undefined value 'ghost'"));
+}
+
+TEST(OnnxImportErrors, UnsupportedOpNamesOpTypeNodeAndOpset) {
+  onnx::ModelProto m = NewModel(13);
+  AddInput(m, "x", {int64_t{1}, int64_t{1}, int64_t{4}, int64_t{4}});
+  AddInit(m, "w", Tensor::Empty(DType::kFloat32, {1, 1, 3, 3}));
+  AddNode(m, "Conv", {"x", "w"}, {"y"}, "conv1");
+  AddOutput(m, "y");
+  Error e = ImportError(m);
+  EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+  EXPECT_THAT(e.what(), HasSubstr("unsupported ONNX op 'Conv' (node 'conv1', opset 13)"));
+}
+
+TEST(OnnxImportErrors, UnsupportedOpset) {
+  for (int64_t opset : {11, 18}) {
+    onnx::ModelProto m = OneNode("Relu", {Tensor::Empty(DType::kFloat32, {2})}, opset);
+    Error e = ImportError(m);
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_THAT(e.what(), HasSubstr(StrCat("unsupported ONNX opset ", opset)));
+  }
+}
+
+TEST(OnnxImportErrors, TypeErrorNamesTheNode) {
+  onnx::ModelProto m = NewModel();
+  AddInput(m, "x", {std::string("batch"), int64_t{784}});
+  AddInit(m, "w", Tensor::Empty(DType::kFloat32, {512, 10}));
+  AddNode(m, "MatMul", {"x", "w"}, {"y"}, "fc1");
+  AddOutput(m, "y");
+  Error e = ImportError(m);
+  EXPECT_EQ(e.code(), ErrorCode::kTypeError);
+  EXPECT_THAT(e.what(), HasSubstr("'fc1'"));
+}
+
+// A folder with a model's external weights, and one outside it.
+class OnnxExternalData : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / StrCat("kiln_onnx_ext_",
+                                               ::testing::UnitTest::GetInstance()->random_seed(),
+                                               "_", ::getpid());
+    fs::create_directories(root_ / "model");
+    fs::create_directories(root_ / "outside");
+    std::vector<float> w = {1, 2, 3, 4};
+    for (const fs::path& p : {root_ / "model" / "w.bin", root_ / "outside" / "w.bin"}) {
+      std::ofstream f(p, std::ios::binary);
+      f.write("pad!", 4);  // the tensor starts at offset 4
+      f.write(reinterpret_cast<const char*>(w.data()), 16);
+    }
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  onnx::ModelProto WithExternal(const std::string& location, int64_t offset = 4,
+                                int64_t length = 16) {
+    onnx::ModelProto m = NewModel();
+    AddInput(m, "x", {int64_t{4}});
+    onnx::TensorProto* w = m.mutable_graph()->add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::FLOAT);
+    w->add_dims(4);
+    w->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto add = [&](const char* k, const std::string& v) {
+      onnx::StringStringEntryProto* e = w->add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    };
+    add("location", location);
+    add("offset", std::to_string(offset));
+    add("length", std::to_string(length));
+    AddNode(m, "Add", {"x", "w"}, {"y"});
+    AddOutput(m, "y");
+    return m;
+  }
+
+  std::string Message(const onnx::ModelProto& m) {
+    Error e = ImportError(m, (root_ / "model").string());
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    return e.what();
+  }
+
+  fs::path root_;
+};
+
+TEST_F(OnnxExternalData, ReadsARangeOfAFileInTheModelFolder) {
+  ImportedModel model = Import(WithExternal("w.bin"), (root_ / "model").string());
+  std::vector<Tensor> out = Interpret(model.graph, {test::MakeTensor<float>({4}, {0, 0, 0, 1})});
+  EXPECT_TRUE(TensorsNear(out[0], test::MakeTensor<float>({4}, {1, 2, 3, 5})));
+  // Through a file: the base folder is the model's own.
+  std::string bytes = Bytes(WithExternal("w.bin"));
+  fs::path file = root_ / "model" / "m.onnx";
+  std::ofstream(file, std::ios::binary).write(bytes.data(), bytes.size());
+  EXPECT_EQ(ImportOnnxFile(file.string()).name, "test_graph");
+}
+
+TEST_F(OnnxExternalData, RejectsDotDotAbsoluteAndEscapingSymlinks) {
+  EXPECT_THAT(Message(WithExternal("../outside/w.bin")), HasSubstr("contains '..'"));
+  EXPECT_THAT(Message(WithExternal((root_ / "outside" / "w.bin").string())),
+              HasSubstr("is an absolute path"));
+  fs::create_directory_symlink(root_ / "outside", root_ / "model" / "link");
+  EXPECT_THAT(Message(WithExternal("link/w.bin")),
+              HasSubstr("resolves outside the model's folder"));
+  EXPECT_THAT(Message(WithExternal("w.bin", 8, 16)), HasSubstr("lies outside 'w.bin' (20 bytes)"));
+  EXPECT_THAT(Message(WithExternal("w.bin", 0, 8)), HasSubstr("external data length 8"));
+  EXPECT_THAT(Message(WithExternal("missing.bin")), HasSubstr("does not exist"));
+  EXPECT_THAT(ImportError(WithExternal("w.bin")).what(), HasSubstr("no base folder is known"));
+}
+
+// --- The ONNX backend test suite -------------------------------------------------------------
+
+const char kNodeData[] = "/usr/share/libonnx-testdata/data/node/";
+
+// Imports case `name`, runs it on input_N.pb and compares with output_N.pb. The suite feeds
+// shapes, axes and indices as graph inputs, which kiln needs at import time, so integer inputs
+// become initializers (the op still runs on the same data).
+::testing::AssertionResult RunBackendCase(const std::string& name) {
+  fs::path dir = fs::path(kNodeData) / name;
+  fs::path data = dir / "test_data_set_0";
+  onnx::ModelProto m;
+  {
+    std::ifstream f(dir / "model.onnx", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (!m.ParseFromString(bytes)) return ::testing::AssertionFailure() << "unparsable";
+  }
+  std::vector<Tensor> inputs, want;
+  onnx::GraphProto* g = m.mutable_graph();
+  for (int i = 0; i < g->input_size(); ++i) {
+    Tensor t = ReadOnnxTensorFile((data / StrCat("input_", i, ".pb")).string());
+    if (t.dtype() == DType::kInt64 || t.dtype() == DType::kInt32)
+      *g->add_initializer() = ToProto(g->input(i).name(), t);
+    else
+      inputs.push_back(t);
+  }
+  ImportedModel model = Import(m);
+  for (size_t i = 0; i < model.output_names.size(); ++i)
+    want.push_back(ReadOnnxTensorFile((data / StrCat("output_", i, ".pb")).string()));
+  std::vector<Tensor> got = Interpret(model.graph, inputs);
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "output count";
+  for (size_t i = 0; i < got.size(); ++i) {
+    ::testing::AssertionResult r = TensorsNear(got[i], want[i], 1e-4, 1e-4);
+    if (!r) return ::testing::AssertionFailure() << "output " << i << ": " << r.message();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(OnnxBackendNodeCases, ImportAndMatchTheirOutputs) {
+  if (!fs::exists(kNodeData)) GTEST_SKIP() << "libonnx-testdata is not installed";
+  const char* cases[] = {
+      "test_add",
+      "test_add_bcast",
+      "test_relu",
+      "test_matmul_2d",
+      "test_matmul_4d",
+      "test_gemm_all_attributes",
+      "test_gemm_default_scalar_bias",
+      "test_gemm_transposeA",
+      "test_softmax_axis_0",
+      "test_softmax_default_axis",
+      "test_logsoftmax_axis_1",
+      "test_reshape_negative_dim",
+      "test_reshape_zero_and_negative_dim",
+      "test_reshape_allowzero_reordered",
+      "test_transpose_all_permutations_3",
+      "test_flatten_negative_axis1",
+      "test_squeeze_negative_axes",
+      "test_unsqueeze_unsorted_axes",
+      "test_concat_3d_axis_negative_2",
+      "test_split_variable_parts_2d",
+      "test_split_equal_parts_default_axis",
+      "test_gather_negative_indices",
+      "test_slice_neg_steps",
+      "test_slice_default_axes",
+      "test_cast_FLOAT_to_DOUBLE",
+      "test_cast_FLOAT16_to_FLOAT",
+      "test_dropout_default",
+      "test_reduce_mean_do_not_keepdims_random",
+      "test_reduce_sum_negative_axes_keepdims_random",
+      "test_reduce_sum_empty_axes_input_noop_random",
+      "test_reduce_max_keepdims_random",
+      "test_reduce_min_default_axes_keepdims_random",
+      "test_layer_normalization_4d_axis_negative_2",
+      "test_layer_normalization_default_axis",
+      "test_batchnorm_epsilon",
+      "test_where_long_example",
+      "test_equal_bcast",
+      "test_less",
+      "test_greater_equal_bcast",
+      "test_min_two_inputs",
+      "test_max_example",
+      "test_clip",
+      "test_clip_default_int8_min",
+      "test_expand_dim_changed",
+      "test_erf",
+      "test_pow_types_float32_int64",
+      "test_leakyrelu",
+      "test_sum_example",
+      "test_mean_example",
+      "test_constant",
+      "test_softmax_example_expanded",
+  };
+  for (const char* name : cases) {
+    SCOPED_TRACE(name);
+    try {
+      EXPECT_TRUE(RunBackendCase(name));
+    } catch (const Error& e) {
+      ADD_FAILURE() << "kiln::Error: " << e.what();
+    }
+  }
+}
+
+// Every node case of the suite: each either imports and matches, or is rejected as
+// kUnsupported (an op, opset or dtype kiln lacks); anything else is a failure.
+TEST(OnnxBackendNodeCases, SweepOfTheWholeSuite) {
+  if (!fs::exists(kNodeData)) GTEST_SKIP() << "libonnx-testdata is not installed";
+  int passed = 0, unsupported = 0;
+  std::vector<std::string> failed;
+  std::vector<fs::path> dirs{fs::directory_iterator(kNodeData), fs::directory_iterator()};
+  std::sort(dirs.begin(), dirs.end());
+  for (const fs::path& dir : dirs) {
+    std::string name = dir.filename().string();
+    try {
+      ::testing::AssertionResult r = RunBackendCase(name);
+      if (r)
+        ++passed;
+      else
+        failed.push_back(StrCat(name, ": ", r.message()));
+    } catch (const Error& e) {
+      // Unsupported ops, opsets and dtypes; and test data that is a sequence or an optional,
+      // not a TensorProto (ReadOnnxTensorFile rejects it, naming the file).
+      if (e.code() == ErrorCode::kUnsupported ||
+          std::string(e.what()).starts_with("ONNX tensor file"))
+        ++unsupported;
+      else
+        failed.push_back(StrCat(name, ": ", e.what()));
+    }
+  }
+  std::string report;
+  for (const std::string& f : failed) report += "\n  " + f;
+  std::printf("backend node cases: %d pass, %d unsupported, %zu fail%s\n", passed, unsupported,
+              failed.size(), report.c_str());
+  EXPECT_TRUE(failed.empty());
+  EXPECT_GE(passed, 330);
+}
+
+}  // namespace
+}  // namespace kiln
