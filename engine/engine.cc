@@ -107,6 +107,7 @@ std::shared_ptr<PassContext> Engine::MakePassContext() const {
   ctx->opt_level = options_.opt_level;
   ctx->disabled_passes = options_.disabled_passes;
   ctx->required_passes = options_.required_passes;
+  ctx->SetInstruments(options_.instruments);
   for (const auto& [key, value] : options_.pass_config) {
     try {
       ctx->SetConfig(key, value);
@@ -187,7 +188,9 @@ std::shared_ptr<const Executable> Engine::GetOrBuild(const Model& model, uint64_
     std::lock_guard<std::mutex> lock(stats_mu_);
     shape_stats_.push_back(ShapeKeyStats{exe->shape_key, exe->compile_ms, exe->plan.peak_bytes,
                                          exe->plan.naive_bytes,
-                                         static_cast<int>(exe->launches.size())});
+                                         static_cast<int>(exe->launches.size()), exe->pass_timing});
+    for (const KernelLaunch& k : exe->launches)
+      if (k.profile) profiles_.push_back(ProfileRecord{exe->shape_key, k.name, k.profile});
   }
   promise.set_value(exe);
   return exe;
@@ -248,6 +251,10 @@ EngineStats Engine::stats() const {
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     s.shapes = shape_stats_;
+    for (const ProfileRecord& r : profiles_)
+      s.kernel_profile.push_back(KernelProfileStats{
+          r.shape_key, r.kernel, r.profile->calls.load(std::memory_order_relaxed),
+          static_cast<double>(r.profile->total_ns.load(std::memory_order_relaxed)) / 1e6});
   }
   for (const ShapeKeyStats& r : s.shapes) s.compile_ms += r.compile_ms;
   return s;

@@ -33,6 +33,7 @@
 #include "engine/kernel_cache.h"
 #include "engine/model.h"
 #include "ir/attrs.h"
+#include "passes/instrument.h"
 #include "passes/pass.h"
 
 namespace kiln {
@@ -63,6 +64,14 @@ struct EngineOptions {
   // The most executables (shapes) kept per model; past it the least recently used is evicted.
   // 0: unbounded.
   int max_specializations = 0;
+  // Installed in the PassContext of every specialization's graph pipeline, after the engine's
+  // own. Compiles of different shapes run on their callers' threads, so hooks may be called
+  // from several threads at once: an instrument shared here must be thread-safe.
+  std::vector<InstrumentPtr> instruments;
+  // Profiling: each specialization records its per-pass timing (a PassTimingInstrument of its
+  // own), and dispatch times every kernel launch, accumulated per kernel (EngineStats). Off, the
+  // hit path does no timing at all.
+  bool profile = false;
 };
 
 // One compiled shape key.
@@ -72,6 +81,16 @@ struct ShapeKeyStats {
   size_t planned_peak_bytes = 0;
   size_t naive_bytes = 0;
   int kernels = 0;
+  // With EngineOptions::profile: the graph pipeline's passes, nested as PassTiming records them.
+  std::vector<PassTimingInstrument::Entry> pass_timing;
+};
+
+// With EngineOptions::profile: one kernel of one specialization, over every run so far.
+struct KernelProfileStats {
+  std::string shape_key;
+  std::string kernel;
+  uint64_t calls = 0;
+  double total_ms = 0;
 };
 
 // A snapshot of the engine's counters (each read atomically; together, approximately).
@@ -93,6 +112,7 @@ struct EngineStats {
   double compile_ms = 0;              // all specializations
   size_t planned_peak_bytes = 0;      // the largest arena among cached executables
   std::vector<ShapeKeyStats> shapes;  // every specialization built, in order (evicted ones too)
+  std::vector<KernelProfileStats> kernel_profile;  // with profile: every kernel, evicted ones too
 };
 
 class Engine {
@@ -197,6 +217,13 @@ class Engine {
       evictions_{0};
   mutable std::mutex stats_mu_;
   std::vector<ShapeKeyStats> shape_stats_;
+  // With profile: every launch's counters, kept past eviction so the totals stay whole.
+  struct ProfileRecord {
+    std::string shape_key;
+    std::string kernel;
+    std::shared_ptr<const KernelProfile> profile;
+  };
+  std::vector<ProfileRecord> profiles_;
 };
 
 // The shape key's hash of `inputs` for the model `model_id`: over each input's dtype, rank and

@@ -7,6 +7,7 @@
 // and its constants (shared with the model), so it stays valid after the model is gone.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -15,6 +16,7 @@
 
 #include "engine/memory_plan.h"
 #include "passes/compile.h"
+#include "passes/instrument.h"
 
 namespace kiln {
 
@@ -34,6 +36,13 @@ struct BufferRef {
   size_t offset = 0;   // kArena: the byte offset in the run's arena (from the memory plan)
 };
 
+// A kernel's run time, accumulated by dispatch when the engine profiles. Shared by the
+// executable (which writes it from any number of runs at once) and the engine's statistics.
+struct KernelProfile {
+  mutable std::atomic<uint64_t> calls{0};
+  mutable std::atomic<uint64_t> total_ns{0};
+};
+
 // One kernel call. Its buffer arguments are Executable::buffer_refs[first_buffer, +num_buffers)
 // in the kernel's order ([group params..., captured constants..., outputs...]); its scalar
 // arguments Executable::scalars[first_scalar, +num_scalars).
@@ -44,6 +53,7 @@ struct KernelLaunch {
   uint32_t first_buffer = 0, num_buffers = 0;
   uint32_t first_scalar = 0, num_scalars = 0;
   bool parallel = false;  // has a parallel loop: must run inside the engine's task arena
+  std::shared_ptr<const KernelProfile> profile;  // set only when the engine profiles
 };
 
 // An output that no kernel writes directly (it is an input, a constant, or a value returned
@@ -82,6 +92,7 @@ struct Executable {
   bool parallel = false;  // some launch is parallel
 
   double compile_ms = 0;  // the whole specialization, kernel cache hits included
+  std::vector<PassTimingInstrument::Entry> pass_timing;  // when the engine profiles
 };
 
 }  // namespace kiln

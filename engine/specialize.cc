@@ -107,7 +107,17 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, std::span<co
 
   try {
     Function fn = BindSymbols(model.graph(), symbols, model.constraints());
-    PassContextScope scope(MakePassContext());
+    std::shared_ptr<PassContext> ctx = MakePassContext();
+    // Profiling: a timing instrument of this compile's own, so concurrent compiles never
+    // share one (PassTiming is not thread-safe).
+    std::shared_ptr<PassTimingInstrument> timing;
+    if (options_.profile) {
+      timing = std::make_shared<PassTimingInstrument>();
+      std::vector<InstrumentPtr> all = ctx->instruments();
+      all.push_back(timing);
+      ctx->SetInstruments(std::move(all));
+    }
+    PassContextScope scope(ctx);
     IRModule m = (*graph_pipeline_)(IRModule({{"main", fn}}));
     m = (*fuse_ops_)(m);
     Function main = m.Lookup("main");
@@ -194,6 +204,7 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, std::span<co
           launch.kernel = kernel;
           launch.fn = kernel->fn;
           launch.parallel = HasParallelLoop(l.func);
+          if (options_.profile) launch.profile = std::make_shared<KernelProfile>();
           launch.first_buffer = static_cast<uint32_t>(exe->buffer_refs.size());
           if (static_cast<int>(call->args.size()) != l.num_params)
             Throw(ErrorCode::kInternal, where, ": ", call->args.size(),
@@ -268,6 +279,7 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, std::span<co
       exe->copies.push_back(OutputCopy{from, out, leaf.type.nbytes});
     }
     scope.Close();
+    if (timing) exe->pass_timing = timing->report();
   } catch (const Error& e) {
     Throw(e.code(), exe->shape_key, ": ", e.what());
   }

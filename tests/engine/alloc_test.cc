@@ -6,66 +6,9 @@
 #include <cstdlib>
 #include <new>
 
+#include "common/alloc_counter.h"
 #include "common/models.h"
 #include "engine/engine.h"
-
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<long> g_allocations{0};
-
-void* Allocate(size_t n, size_t align = 0) {
-  if (g_counting.load(std::memory_order_relaxed))
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (n == 0) n = 1;
-  void* p = align ? std::aligned_alloc(align, (n + align - 1) / align * align) : std::malloc(n);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-void* operator new(size_t n) {
-  return Allocate(n);
-}
-void* operator new[](size_t n) {
-  return Allocate(n);
-}
-void* operator new(size_t n, std::align_val_t a) {
-  return Allocate(n, static_cast<size_t>(a));
-}
-void* operator new[](size_t n, std::align_val_t a) {
-  return Allocate(n, static_cast<size_t>(a));
-}
-void* operator new(size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return Allocate(n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, size_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, size_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
 
 namespace kiln {
 namespace {
@@ -79,20 +22,15 @@ long AllocationsPerHits(Engine& engine, const Model& model, const std::vector<Te
   std::vector<Tensor> outputs;
   for (const TensorSignature& o : exe->outputs) outputs.push_back(Tensor::Empty(o.dtype, o.shape));
   engine.Run(model, inputs, outputs);  // warm: the arena pool now holds an arena for this plan
-  g_allocations = 0;
-  g_counting = true;
-  for (int i = 0; i < runs; ++i) engine.Run(model, inputs, outputs);
-  g_counting = false;
-  return g_allocations.load();
+  return test::CountAllocations([&] {
+    for (int i = 0; i < runs; ++i) engine.Run(model, inputs, outputs);
+  });
 }
 
 TEST(EngineAllocations, CounterWorks) {
-  g_allocations = 0;
-  g_counting = true;
-  auto* p = new std::vector<int>(10);
-  g_counting = false;
+  std::vector<int>* p = nullptr;
+  EXPECT_GE(test::CountAllocations([&] { p = new std::vector<int>(10); }), 2);
   delete p;
-  EXPECT_GE(g_allocations.load(), 2);
 }
 
 TEST(EngineAllocations, HitRunsAllocateNothing) {

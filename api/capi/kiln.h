@@ -1,0 +1,374 @@
+/* kiln.h: the stable C API of kiln, a JIT-compiling inference engine (SPEC.md §7).
+ *
+ * The one public header: valid C99 and C++, nothing C++ in it. Include it as "kiln.h" (the
+ * kiln_api library puts api/capi/ on its users' include path) and link kiln_api.
+ *
+ *   kiln_engine* engine = NULL;
+ *   kiln_model* model = NULL;
+ *   kiln_tensor* out = NULL;
+ *   if (kiln_engine_create(NULL, &engine) != KILN_OK ||
+ *       kiln_model_load_onnx_file("mlp.onnx", &model) != KILN_OK ||
+ *       kiln_engine_run(engine, model, 1, names, inputs, 1, NULL, &out) != KILN_OK)
+ *     fprintf(stderr, "kiln: %s\n", kiln_last_error());
+ *   ...
+ *   kiln_tensor_destroy(out);
+ *   kiln_model_destroy(model);
+ *   kiln_engine_destroy(engine);
+ *
+ * Conventions, for every function below:
+ *   - A fallible call returns a kiln_status; KILN_OK is 0, so `if (status)` tests for failure.
+ *     On failure kiln_last_error() holds a message naming what failed (the input, node, pass,
+ *     option or file), and no output parameter has been written.
+ *   - Handles are opaque. Each `*_create`/`*_load_*`/`*_build` has a `*_destroy`, which accepts
+ *     NULL and never fails. A NULL handle or output pointer where one is required is
+ *     KILN_INVALID_ARGUMENT, never a crash.
+ *   - Strings passed in are read during the call only (copied where kept). Strings returned as
+ *     `const char*` live as long as the handle they came from; strings returned as `char*` are
+ *     the caller's, freed with kiln_string_free.
+ *   - No C++ exception ever leaves a kiln function.
+ *
+ * ABI growth: this header only grows. Functions, enumerators (status codes, dtypes) and
+ * handle types are appended, never changed or removed, and enumerator values never change.
+ * Options are opaque handles with setters (no structs cross the boundary), so new options are
+ * new setter functions.
+ *
+ * Threading, per handle type (also stated at each type):
+ *   kiln_engine        thread-safe: any number of threads may run models through one engine.
+ *   kiln_model         immutable once made: thread-safe, shared by any number of runs.
+ *   kiln_tensor        not synchronized: any number of threads may read one (e.g. as a run's
+ *                      input) at once; writing it (as a run's output, copy_from_host) needs
+ *                      exclusive use.
+ *   kiln_options, kiln_attrs, kiln_graph_builder
+ *                      not synchronized: one thread at a time.
+ *   kiln_last_error    per thread.
+ */
+#ifndef KILN_H_
+#define KILN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_VERSION_MAJOR 0
+#define KILN_VERSION_MINOR 1
+#define KILN_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------------------------------- */
+/* Status, errors, version                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Append-only; the values mirror kiln::ErrorCode (ir/error.h) one to one. */
+typedef enum kiln_status {
+  KILN_OK = 0,
+  KILN_INVALID_ARGUMENT = 1, /* a bad argument: NULL handle, unknown input, wrong shape */
+  KILN_NOT_FOUND = 2,        /* a name that does not exist: op, pass, config key, file */
+  KILN_UNSUPPORTED = 3,      /* valid, but kiln cannot do it (yet): an ONNX op, a target */
+  KILN_TYPE_ERROR = 4,       /* the graph does not type-check; the node is named */
+  KILN_COMPILE_ERROR = 5,    /* a pass or the code generator failed; the pass is named */
+  KILN_OUT_OF_MEMORY = 6,
+  KILN_CANCELLED = 7,
+  KILN_INTERNAL = 8, /* a kiln bug */
+  KILN_PARSE_ERROR = 9
+} kiln_status;
+
+/* The message of the last call that failed on this thread ("" if none has). Calls that succeed
+ * leave it as it was. Valid until the next failing call on this thread. */
+const char* kiln_last_error(void);
+/* "KILN_OK", "KILN_INVALID_ARGUMENT", ...; "KILN_UNKNOWN_STATUS" for other values. */
+const char* kiln_status_name(kiln_status status);
+
+/* The library's version (may differ from the KILN_VERSION_* this header was compiled with).
+ * Any pointer may be NULL. */
+void kiln_version(int* major, int* minor, int* patch);
+const char* kiln_version_string(void); /* "0.1.0" */
+
+/* Frees a string kiln returned as `char*`; NULL is allowed. */
+void kiln_string_free(char* s);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Data types                                                                                */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Append-only. Values are stored in row-major order, in the host's byte order. KILN_F16 is
+ * IEEE binary16, KILN_BF16 the top half of an f32, KILN_BOOL one byte (0 or 1). */
+typedef enum kiln_dtype {
+  KILN_F32 = 0,
+  KILN_F16 = 1,
+  KILN_BF16 = 2,
+  KILN_F64 = 3,
+  KILN_I8 = 4,
+  KILN_I16 = 5,
+  KILN_I32 = 6,
+  KILN_I64 = 7,
+  KILN_U8 = 8,
+  KILN_BOOL = 9
+} kiln_dtype;
+
+/* "f32", "i64", ...; NULL for a value that is not a kiln_dtype. */
+const char* kiln_dtype_name(kiln_dtype dtype);
+/* Bytes per element; 0 for a value that is not a kiln_dtype. */
+size_t kiln_dtype_size(kiln_dtype dtype);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Tensors: dense, row-major, host memory                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Threading: not synchronized; many threads may read one at once, a writer needs it alone. */
+typedef struct kiln_tensor kiln_tensor;
+
+/* A zero-filled tensor whose memory kiln owns (64-byte aligned). `shape` may be NULL when
+ * rank is 0 (a scalar). A negative dim or a size that overflows is KILN_INVALID_ARGUMENT. */
+kiln_status kiln_tensor_create(kiln_dtype dtype, size_t rank, const int64_t* shape,
+                               kiln_tensor** out);
+/* A tensor over the caller's buffer, without copying: `nbytes` must be exactly the tensor's
+ * size, and `data` aligned to the element size. The caller keeps ownership: the buffer must
+ * outlive the tensor and every run that uses it, and kiln never frees it. Runs read (inputs)
+ * or write (outputs) the buffer directly. */
+kiln_status kiln_tensor_wrap(kiln_dtype dtype, size_t rank, const int64_t* shape, void* data,
+                             size_t nbytes, kiln_tensor** out);
+/* A serialized ONNX TensorProto (an ONNX test case's input_0.pb), copied into a new tensor.
+ * Errors name the file. */
+kiln_status kiln_tensor_read_onnx_pb(const char* path, kiln_tensor** out);
+void kiln_tensor_destroy(kiln_tensor* tensor);
+
+kiln_status kiln_tensor_dtype(const kiln_tensor* tensor, kiln_dtype* out);
+kiln_status kiln_tensor_rank(const kiln_tensor* tensor, size_t* out);
+/* Writes the rank dims to `dims`, which holds `capacity` entries; too small is an error. */
+kiln_status kiln_tensor_shape(const kiln_tensor* tensor, size_t capacity, int64_t* dims);
+kiln_status kiln_tensor_num_elements(const kiln_tensor* tensor, int64_t* out);
+kiln_status kiln_tensor_nbytes(const kiln_tensor* tensor, size_t* out);
+/* The data pointer (the caller's buffer for a wrapped tensor); valid while the tensor lives.
+ * NULL for a tensor with no elements. */
+kiln_status kiln_tensor_data(const kiln_tensor* tensor, void** out);
+/* Copies exactly the tensor's size in bytes; a different `nbytes` is an error. */
+kiln_status kiln_tensor_copy_from_host(kiln_tensor* tensor, const void* src, size_t nbytes);
+kiln_status kiln_tensor_copy_to_host(const kiln_tensor* tensor, void* dst, size_t nbytes);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Models                                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+/* A graph with symbolic input shapes (`x: f32[batch, 784]`) and its weights.
+ * Threading: immutable once made; thread-safe. A model may be destroyed while an engine still
+ * holds executables compiled from it (they keep what they need). */
+typedef struct kiln_model kiln_model;
+
+/* ONNX models, through kiln's importer. Unsupported ops are KILN_UNSUPPORTED naming the op and
+ * the node; a malformed file KILN_INVALID_ARGUMENT naming the file. */
+kiln_status kiln_model_load_onnx_file(const char* path, kiln_model** out);
+/* A model in memory; it cannot use external data (tensors stored in other files). */
+kiln_status kiln_model_load_onnx_buffer(const void* data, size_t size, kiln_model** out);
+void kiln_model_destroy(kiln_model* model);
+
+/* The model's name; lives as long as the model. */
+kiln_status kiln_model_name(const kiln_model* model, const char** out);
+kiln_status kiln_model_num_inputs(const kiln_model* model, size_t* out);
+kiln_status kiln_model_num_outputs(const kiln_model* model, size_t* out);
+/* Names live as long as the model. An index out of range is KILN_INVALID_ARGUMENT. */
+kiln_status kiln_model_input_name(const kiln_model* model, size_t index, const char** out);
+kiln_status kiln_model_output_name(const kiln_model* model, size_t index, const char** out);
+/* The element type and rank of an input or output; either pointer may be NULL. */
+kiln_status kiln_model_input_type(const kiln_model* model, size_t index, kiln_dtype* dtype,
+                                  size_t* rank);
+kiln_status kiln_model_output_type(const kiln_model* model, size_t index, kiln_dtype* dtype,
+                                   size_t* rank);
+/* Dim `dim` of an input or output: a constant sets *value and sets *symbol to NULL; a symbolic
+ * dim sets *value to -1 and *symbol to its text (`batch`, or an expression like `batch * 2`),
+ * which lives as long as the model. Either pointer may be NULL. */
+kiln_status kiln_model_input_dim(const kiln_model* model, size_t index, size_t dim, int64_t* value,
+                                 const char** symbol);
+kiln_status kiln_model_output_dim(const kiln_model* model, size_t index, size_t dim, int64_t* value,
+                                  const char** symbol);
+/* The model's graph as kiln text IR (ir/text.h); large weights print as `meta[i]`. */
+kiln_status kiln_model_print(const kiln_model* model, char** out_text);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Graph building                                                                            */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Operator attributes by name, typed. Threading: one thread at a time. */
+typedef struct kiln_attrs kiln_attrs;
+kiln_status kiln_attrs_create(kiln_attrs** out);
+void kiln_attrs_destroy(kiln_attrs* attrs);
+/* Setting a name again replaces its value. Checked against the op's schema when used. */
+kiln_status kiln_attrs_set_int(kiln_attrs* attrs, const char* name, int64_t value);
+kiln_status kiln_attrs_set_float(kiln_attrs* attrs, const char* name, double value);
+kiln_status kiln_attrs_set_string(kiln_attrs* attrs, const char* name, const char* value);
+kiln_status kiln_attrs_set_ints(kiln_attrs* attrs, const char* name, const int64_t* values,
+                                size_t count);
+kiln_status kiln_attrs_set_floats(kiln_attrs* attrs, const char* name, const double* values,
+                                  size_t count);
+kiln_status kiln_attrs_set_dtype(kiln_attrs* attrs, const char* name, kiln_dtype value);
+kiln_status kiln_attrs_set_bool(kiln_attrs* attrs, const char* name, int value);
+
+/* Builds a graph value by value; a model is made from it by kiln_graph_builder_build, which
+ * type-checks it. Threading: one thread at a time. */
+typedef struct kiln_graph_builder kiln_graph_builder;
+/* A value in one builder: an input, a constant, an op's result. Meaningless in another. */
+typedef uint32_t kiln_value;
+
+kiln_status kiln_graph_builder_create(const char* model_name, kiln_graph_builder** out);
+void kiln_graph_builder_destroy(kiln_graph_builder* builder);
+/* An input of type dtype[dims]: dim i is symbolic, named dim_names[i], when dim_names is not
+ * NULL and dim_names[i] is not NULL (dims[i] is then ignored); else the constant dims[i] >= 0.
+ * Names must be unique among the inputs. */
+kiln_status kiln_graph_builder_add_input(kiln_graph_builder* builder, const char* name,
+                                         kiln_dtype dtype, size_t rank, const int64_t* dims,
+                                         const char* const* dim_names, kiln_value* out);
+/* A constant holding a copy of the tensor's values (the tensor may be destroyed after). */
+kiln_status kiln_graph_builder_add_constant(kiln_graph_builder* builder, const kiln_tensor* value,
+                                            const char* name, kiln_value* out);
+/* A call of the op `op` (`matmul`, `add`, `softmax`, ...) on `args`; `attrs` may be NULL, and
+ * is copied. `node_name` (may be NULL) names the node in error messages. An unknown op is
+ * KILN_NOT_FOUND; a wrong argument count or a bad attribute KILN_INVALID_ARGUMENT naming both. */
+kiln_status kiln_graph_builder_add_op(kiln_graph_builder* builder, const char* op, size_t num_args,
+                                      const kiln_value* args, const kiln_attrs* attrs,
+                                      const char* node_name, kiln_value* out);
+/* Field `index` of a value that is a tuple (an op with several results, e.g. `split`). */
+kiln_status kiln_graph_builder_get_item(kiln_graph_builder* builder, kiln_value tuple, int index,
+                                        kiln_value* out);
+/* Marks `value` as the next output of the model, under `name` (unique among the outputs). */
+kiln_status kiln_graph_builder_add_output(kiln_graph_builder* builder, kiln_value value,
+                                          const char* name);
+/* The model of the graph built so far; type errors are KILN_TYPE_ERROR naming the node. The
+ * builder stays usable (later additions do not change models already built). */
+kiln_status kiln_graph_builder_build(kiln_graph_builder* builder, kiln_model** out);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Passes and instruments                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Where a custom graph pass leaves its result. Valid only during the callback. */
+typedef struct kiln_pass_result kiln_pass_result;
+/* The module that replaces the pass's input, as text IR (copied). Not calling it leaves the
+ * module unchanged. */
+kiln_status kiln_pass_result_set_text(kiln_pass_result* result, const char* module_text);
+/* A message for the error that a callback's non-OK return raises (copied). */
+kiln_status kiln_pass_result_set_error(kiln_pass_result* result, const char* message);
+
+/* A custom graph pass: receives the module as text IR (ir/text.h; weights larger than 64
+ * elements print as `meta[i]`, which the replacement text may use too). Return KILN_OK to go
+ * on; any other status fails the compile with that status and a message naming the pass.
+ * Threading: engines compile different shapes at once on their callers' threads, so the
+ * callback may run on several threads at once. */
+typedef kiln_status (*kiln_graph_pass_fn)(const char* module_text, kiln_pass_result* result,
+                                          void* user_data);
+
+/* Registers a graph pass under `name` in the process-wide pass registry, so pipeline strings
+ * (kiln_options_set_pipeline) and required/disabled pass lists can name it. It runs at
+ * `opt_level` and above, after the passes in `required` (NULL when num_required is 0). A name
+ * already registered is KILN_INVALID_ARGUMENT. Registrations last for the process; `user_data`
+ * must stay valid that long. Thread-safe. */
+kiln_status kiln_register_graph_pass(const char* name, int opt_level, size_t num_required,
+                                     const char* const* required, kiln_graph_pass_fn fn,
+                                     void* user_data);
+
+/* The registered passes, sorted by name; thread-safe. A pass registered between calls may
+ * shift the indices. The strings are the caller's (kiln_string_free); `required` is the
+ * required passes joined by ','. Any output pointer may be NULL. */
+kiln_status kiln_pass_count(size_t* out);
+kiln_status kiln_pass_info(size_t index, char** name, int* opt_level, char** required);
+
+/* Called before or after each pass of a compile (the graph passes; then, for each kernel not
+ * found in the kernel cache, the loop passes that lower it), with the pass name, and the
+ * module as text IR when the instrument asked for it (NULL otherwise). A pass that the opt
+ * level or the disabled list skips gets no call. Threading: as kiln_graph_pass_fn. */
+typedef void (*kiln_pass_hook)(const char* pass_name, const char* module_text, void* user_data);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Engine options                                                                            */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Threading: one thread at a time. An engine copies its options when created. */
+typedef struct kiln_options kiln_options;
+kiln_status kiln_options_create(kiln_options** out);
+void kiln_options_destroy(kiln_options* options);
+
+/* `llvm` (the host CPU, the default), `llvm -mcpu=znver3 -mattr=+avx2,+fma`, or JSON. */
+kiln_status kiln_options_set_target(kiln_options* options, const char* target);
+kiln_status kiln_options_set_opt_level(kiln_options* options, int opt_level); /* default 2 */
+/* Kernel threads; 0 (the default) uses every core. */
+kiln_status kiln_options_set_num_threads(kiln_options* options, int num_threads);
+/* A directory for the disk kernel cache, so a new process starts warm; NULL or "" for none.
+ * Created owner-only if missing; an existing one must be the user's, mode 0700. */
+kiln_status kiln_options_set_cache_dir(kiln_options* options, const char* dir);
+kiln_status kiln_options_set_cache_max_bytes(kiln_options* options, uint64_t max_bytes);
+/* Passes never run / always run, by registered name (appended to a list). */
+kiln_status kiln_options_disable_pass(kiln_options* options, const char* pass);
+kiln_status kiln_options_require_pass(kiln_options* options, const char* pass);
+/* PassContext configuration by registered key (`loop.vectorize_width`, ...). */
+kiln_status kiln_options_set_config_int(kiln_options* options, const char* key, int64_t value);
+kiln_status kiln_options_set_config_float(kiln_options* options, const char* key, double value);
+kiln_status kiln_options_set_config_string(kiln_options* options, const char* key,
+                                           const char* value);
+kiln_status kiln_options_set_config_bool(kiln_options* options, const char* key, int value);
+/* The most shapes compiled per model; past it the least recently used goes. 0: unbounded. */
+kiln_status kiln_options_set_max_specializations(kiln_options* options, int max);
+/* The graph pipeline as a pipeline string (`InferType,FoldConstant,MyPass`); NULL or "" for
+ * the default. Checked now: a syntax error or an unknown pass is KILN_INVALID_ARGUMENT
+ * naming it. */
+kiln_status kiln_options_set_pipeline(kiln_options* options, const char* pipeline);
+/* Profiling: per-pass compile times and per-kernel run times in the engine's statistics.
+ * Off by default (then runs do no timing). */
+kiln_status kiln_options_set_profiling(kiln_options* options, int enabled);
+/* Adds an instrument to every compile of engines made from these options. `before` and/or
+ * `after` may be NULL. `with_ir` nonzero passes the module text to the hooks (costly).
+ * `user_data` must outlive those engines. */
+kiln_status kiln_options_add_instrument(kiln_options* options, kiln_pass_hook before,
+                                        kiln_pass_hook after, int with_ir, void* user_data);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Engines and runs                                                                          */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Compiles each model once per set of input shapes and runs it.
+ * Threading: thread-safe; many threads may run one model at once with different shapes (a
+ * shape being compiled is compiled once; other callers wait). Destroy it only after its runs
+ * have returned. */
+typedef struct kiln_engine kiln_engine;
+
+/* `options` may be NULL (defaults); they are copied. Bad options are reported here, naming
+ * the option. */
+kiln_status kiln_engine_create(const kiln_options* options, kiln_engine** out);
+void kiln_engine_destroy(kiln_engine* engine);
+
+/* Runs `model` on the inputs.
+ *   Inputs: input_names[i] names the model input that inputs[i] feeds; every model input must
+ *   be given exactly once. input_names may be NULL: the inputs are then in model order.
+ *   Outputs: output_names[j] names the model output that goes to outputs[j] (a subset of the
+ *   outputs, in any order); output_names may be NULL: all outputs, in model order. A slot
+ *   outputs[j] that is NULL receives a new tensor (the caller's, to destroy); a non-NULL one
+ *   is written in place and must have the output's dtype and shape.
+ * Errors name the input or output with the expected and given types; on failure no slot is
+ * written (in-place outputs may hold partial results). When every output is given in place,
+ * in model order, the run on a compiled shape writes straight into them. */
+kiln_status kiln_engine_run(kiln_engine* engine, const kiln_model* model, size_t num_inputs,
+                            const char* const* input_names, const kiln_tensor* const* inputs,
+                            size_t num_outputs, const char* const* output_names,
+                            kiln_tensor** outputs);
+
+/* Compiles `model` for these inputs' shapes without running it (same arguments as a run's
+ * inputs). */
+kiln_status kiln_engine_prepare(kiln_engine* engine, const kiln_model* model, size_t num_inputs,
+                                const char* const* input_names, const kiln_tensor* const* inputs);
+
+/* The engine's statistics as a JSON object, the caller's to free with kiln_string_free:
+ *   {"runs", "hits", "misses", "specializations", "compile_errors", "evictions",
+ *    "cached_executables", "kernel_compiles", "kernel_cache_hits", "disk_hits",
+ *    "disk_rejections", "disk_rejections_by_reason": {reason: n}, "compile_ms",
+ *    "planned_peak_bytes",
+ *    "shapes": [{"shape_key", "compile_ms", "kernels", "planned_peak_bytes", "naive_bytes",
+ *                "passes": [{"name", "calls", "total_ms", "self_ms", "children": [...]}]}],
+ *    "kernels": [{"shape_key", "kernel", "calls", "total_ms"}]}
+ * "passes" and "kernels" are filled when profiling is on (empty otherwise). Keys are only
+ * added over versions. */
+kiln_status kiln_engine_stats_json(const kiln_engine* engine, char** out_json);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KILN_H_ */

@@ -1,0 +1,695 @@
+// `kiln`: the command-line tool (SPEC.md §8), written over the C API alone (kiln.h), as any
+// application would be.
+//
+//   kiln run MODEL [--shape NAME=1x784 ...] [--input NAME=FILE.pb ...] [--iters N] [--warmup N]
+//            [--threads N] [--opt-level N] [--disable-pass P] [--cache-dir D]
+//            [--print-ir after=PASS|all] [--time-passes] [--stats]
+//   kiln types MODEL
+//   kiln passes
+//   kiln test-onnx [--rtol R] [--atol A] CASE_DIR...
+//
+// Exit status: 0 success, 1 a failure (a model that does not load or run, a test case that
+// fails), 2 bad usage.
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln.h"
+
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+const char kUsage[] =
+    "usage:\n"
+    "  kiln run MODEL [--shape NAME=1x784 ...] [--input NAME=FILE.pb ...] [--iters N]\n"
+    "           [--warmup N] [--threads N] [--opt-level N] [--disable-pass P] [--cache-dir D]\n"
+    "           [--print-ir after=PASS|all] [--time-passes] [--stats]\n"
+    "  kiln types MODEL\n"
+    "  kiln passes\n"
+    "  kiln test-onnx [--rtol R] [--atol A] CASE_DIR...\n";
+
+// Bad usage: thrown by argument parsing, caught in main (exit 2).
+struct UsageError {
+  std::string message;
+};
+// A failure reported through the C API: the message is kiln_last_error() with context.
+struct Failure {
+  std::string message;
+};
+
+void Check(kiln_status s, const std::string& what) {
+  if (s != KILN_OK) throw Failure{what + ": " + kiln_last_error()};
+}
+
+// Owning wrappers, so every path out of a command destroys what it created.
+struct TensorDeleter {
+  void operator()(kiln_tensor* t) const { kiln_tensor_destroy(t); }
+};
+struct ModelDeleter {
+  void operator()(kiln_model* m) const { kiln_model_destroy(m); }
+};
+struct EngineDeleter {
+  void operator()(kiln_engine* e) const { kiln_engine_destroy(e); }
+};
+struct OptionsDeleter {
+  void operator()(kiln_options* o) const { kiln_options_destroy(o); }
+};
+using TensorPtr = std::unique_ptr<kiln_tensor, TensorDeleter>;
+using ModelPtr = std::unique_ptr<kiln_model, ModelDeleter>;
+using EnginePtr = std::unique_ptr<kiln_engine, EngineDeleter>;
+using OptionsPtr = std::unique_ptr<kiln_options, OptionsDeleter>;
+
+int64_t ParseInt(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end || errno) throw UsageError{flag + ": '" + text + "' is not a number"};
+  return v;
+}
+
+double ParseDouble(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end) throw UsageError{flag + ": '" + text + "' is not a number"};
+  return v;
+}
+
+// `1x784` -> {1, 784}
+std::vector<int64_t> ParseShape(const std::string& flag, const std::string& text) {
+  std::vector<int64_t> dims;
+  size_t start = 0;
+  for (;;) {
+    size_t x = text.find('x', start);
+    std::string part = text.substr(start, x == std::string::npos ? std::string::npos : x - start);
+    int64_t d = ParseInt(flag, part);
+    if (d < 0) throw UsageError{flag + ": dim " + part + " is negative"};
+    dims.push_back(d);
+    if (x == std::string::npos) break;
+    start = x + 1;
+  }
+  return dims;
+}
+
+// `NAME=VALUE` -> {NAME, VALUE}
+std::pair<std::string, std::string> SplitAssignment(const std::string& flag,
+                                                    const std::string& text) {
+  size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    throw UsageError{flag + " wants NAME=VALUE, got '" + text + "'"};
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+// ---- types ------------------------------------------------------------------------------
+
+struct IoType {
+  std::string name;
+  kiln_dtype dtype = KILN_F32;
+  std::vector<int64_t> dims;         // -1 where symbolic
+  std::vector<std::string> symbols;  // "" where constant
+};
+
+IoType GetIoType(const kiln_model* model, size_t i, bool input) {
+  IoType t;
+  const char* name = nullptr;
+  size_t rank = 0;
+  Check(input ? kiln_model_input_name(model, i, &name) : kiln_model_output_name(model, i, &name),
+        "model");
+  Check(input ? kiln_model_input_type(model, i, &t.dtype, &rank)
+              : kiln_model_output_type(model, i, &t.dtype, &rank),
+        "model");
+  t.name = name;
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t value = 0;
+    const char* symbol = nullptr;
+    Check(input ? kiln_model_input_dim(model, i, d, &value, &symbol)
+                : kiln_model_output_dim(model, i, d, &value, &symbol),
+          "model");
+    t.dims.push_back(value);
+    t.symbols.push_back(symbol ? symbol : "");
+  }
+  return t;
+}
+
+std::string TypeString(const IoType& t) {
+  std::string s = std::string(kiln_dtype_name(t.dtype)) + "[";
+  for (size_t d = 0; d < t.dims.size(); ++d)
+    s += (d ? ", " : "") + (t.symbols[d].empty() ? std::to_string(t.dims[d]) : t.symbols[d]);
+  return s + "]";
+}
+
+std::string ShapeString(const kiln_tensor* t) {
+  kiln_dtype dtype = KILN_F32;
+  size_t rank = 0;
+  Check(kiln_tensor_dtype(t, &dtype), "tensor");
+  Check(kiln_tensor_rank(t, &rank), "tensor");
+  std::vector<int64_t> dims(rank);
+  Check(kiln_tensor_shape(t, rank, dims.data()), "tensor");
+  std::string s = std::string(kiln_dtype_name(dtype)) + "[";
+  for (size_t d = 0; d < rank; ++d) s += (d ? ", " : "") + std::to_string(dims[d]);
+  return s + "]";
+}
+
+ModelPtr LoadModel(const std::string& path) {
+  kiln_model* m = nullptr;
+  Check(kiln_model_load_onnx_file(path.c_str(), &m), "cannot load '" + path + "'");
+  return ModelPtr(m);
+}
+
+std::vector<IoType> ModelIo(const kiln_model* model, bool input) {
+  size_t n = 0;
+  Check(input ? kiln_model_num_inputs(model, &n) : kiln_model_num_outputs(model, &n), "model");
+  std::vector<IoType> v;
+  for (size_t i = 0; i < n; ++i) v.push_back(GetIoType(model, i, input));
+  return v;
+}
+
+// ---- element access for printing, random inputs and comparison ---------------------------
+
+float HalfToFloat(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  if (exp == 0) return (sign ? -1.0f : 1.0f) * std::ldexp(static_cast<float>(mant), -24);
+  uint32_t bits =
+      exp == 31 ? sign | 0x7f800000u | (mant << 13) : sign | ((exp + 112) << 23) | (mant << 13);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t FloatToHalf(float f) {  // for random inputs in [-1, 1]: normal range, truncated
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  uint32_t sign = (bits >> 16) & 0x8000u;
+  int exp = static_cast<int>((bits >> 23) & 0xff) - 127 + 15;
+  if (exp <= 0) return static_cast<uint16_t>(sign);
+  return static_cast<uint16_t>(sign | (exp << 10) | ((bits >> 13) & 0x3ff));
+}
+
+double GetElement(const void* data, kiln_dtype dtype, int64_t i) {
+  switch (dtype) {
+    case KILN_F32:
+      return static_cast<const float*>(data)[i];
+    case KILN_F16:
+      return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
+    case KILN_BF16: {
+      uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(data)[i]) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    }
+    case KILN_F64:
+      return static_cast<const double*>(data)[i];
+    case KILN_I8:
+      return static_cast<const int8_t*>(data)[i];
+    case KILN_I16:
+      return static_cast<const int16_t*>(data)[i];
+    case KILN_I32:
+      return static_cast<const int32_t*>(data)[i];
+    case KILN_I64:
+      return static_cast<double>(static_cast<const int64_t*>(data)[i]);
+    case KILN_U8:
+      return static_cast<const uint8_t*>(data)[i];
+    case KILN_BOOL:
+      return static_cast<const uint8_t*>(data)[i] ? 1 : 0;
+  }
+  return 0;
+}
+
+void FillRandom(kiln_tensor* t, std::mt19937& rng) {
+  kiln_dtype dtype = KILN_F32;
+  int64_t n = 0;
+  void* data = nullptr;
+  Check(kiln_tensor_dtype(t, &dtype), "tensor");
+  Check(kiln_tensor_num_elements(t, &n), "tensor");
+  Check(kiln_tensor_data(t, &data), "tensor");
+  std::uniform_real_distribution<float> real(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> small(0, 9);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (dtype) {
+      case KILN_F32:
+        static_cast<float*>(data)[i] = real(rng);
+        break;
+      case KILN_F16:
+        static_cast<uint16_t*>(data)[i] = FloatToHalf(real(rng));
+        break;
+      case KILN_BF16: {
+        float f = real(rng);
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        static_cast<uint16_t*>(data)[i] = static_cast<uint16_t>(bits >> 16);
+        break;
+      }
+      case KILN_F64:
+        static_cast<double*>(data)[i] = real(rng);
+        break;
+      case KILN_I8:
+        static_cast<int8_t*>(data)[i] = static_cast<int8_t>(small(rng));
+        break;
+      case KILN_I16:
+        static_cast<int16_t*>(data)[i] = static_cast<int16_t>(small(rng));
+        break;
+      case KILN_I32:
+        static_cast<int32_t*>(data)[i] = small(rng);
+        break;
+      case KILN_I64:
+        static_cast<int64_t*>(data)[i] = small(rng);
+        break;
+      case KILN_U8:
+        static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(small(rng));
+        break;
+      case KILN_BOOL:
+        static_cast<uint8_t*>(data)[i] = small(rng) & 1;
+        break;
+    }
+  }
+}
+
+// `[0.125, -1, 3.5, ...]`: the first `limit` values.
+std::string FirstValues(const kiln_tensor* t, int64_t limit) {
+  kiln_dtype dtype = KILN_F32;
+  int64_t n = 0;
+  void* data = nullptr;
+  Check(kiln_tensor_dtype(t, &dtype), "tensor");
+  Check(kiln_tensor_num_elements(t, &n), "tensor");
+  Check(kiln_tensor_data(t, &data), "tensor");
+  std::string s = "[";
+  for (int64_t i = 0; i < std::min(n, limit); ++i) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s%.6g", i ? ", " : "", GetElement(data, dtype, i));
+    s += buf;
+  }
+  return s + (n > limit ? ", ...]" : "]");
+}
+
+// ---- kiln run -----------------------------------------------------------------------------
+
+// --print-ir and --time-passes: C hooks over the pass instrument protocol. The CLI runs on one
+// thread, so they need no locks.
+struct PassObserver {
+  std::string print_after;  // "" none, "all", or a pass name
+  bool time = false;
+  struct Open {
+    std::string pass;
+    std::chrono::steady_clock::time_point start;
+  };
+  std::vector<Open> open;
+  std::vector<std::string> order;                        // first-run order
+  std::map<std::string, std::pair<int, double>> totals;  // calls, ms (inclusive)
+};
+
+void BeforePass(const char* pass, const char*, void* user_data) {
+  auto* o = static_cast<PassObserver*>(user_data);
+  if (o->time) o->open.push_back({pass, std::chrono::steady_clock::now()});
+}
+
+void AfterPass(const char* pass, const char* module_text, void* user_data) {
+  auto* o = static_cast<PassObserver*>(user_data);
+  if (o->time && !o->open.empty()) {
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                          o->open.back().start)
+                    .count();
+    o->open.pop_back();
+    auto [it, fresh] = o->totals.try_emplace(pass, 0, 0.0);
+    if (fresh) o->order.push_back(pass);
+    it->second.first += 1;
+    it->second.second += ms;
+  }
+  if (module_text && (o->print_after == "all" || o->print_after == pass))
+    std::printf("// IR after %s\n%s\n", pass, module_text);
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size()))) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
+int RunCommand(const std::vector<std::string>& args) {
+  std::string model_path;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::map<std::string, std::string> input_files;
+  int64_t iters = 10, warmup = 2;
+  bool stats = false;
+  PassObserver observer;
+  OptionsPtr options;
+  {
+    kiln_options* o = nullptr;
+    Check(kiln_options_create(&o), "options");
+    options.reset(o);
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
+      return args[++i];
+    };
+    if (a == "--shape") {
+      auto [name, text] = SplitAssignment(a, value());
+      shapes[name] = ParseShape(a, text);
+    } else if (a == "--input") {
+      auto [name, file] = SplitAssignment(a, value());
+      input_files[name] = file;
+    } else if (a == "--iters") {
+      iters = ParseInt(a, value());
+      if (iters < 1) throw UsageError{"--iters must be at least 1"};
+    } else if (a == "--warmup") {
+      warmup = ParseInt(a, value());
+      if (warmup < 0) throw UsageError{"--warmup must not be negative"};
+    } else if (a == "--threads") {
+      int64_t n = ParseInt(a, value());
+      if (kiln_options_set_num_threads(options.get(), static_cast<int>(n)))
+        throw UsageError{kiln_last_error()};
+    } else if (a == "--opt-level") {
+      int64_t n = ParseInt(a, value());
+      if (kiln_options_set_opt_level(options.get(), static_cast<int>(n)))
+        throw UsageError{kiln_last_error()};
+    } else if (a == "--disable-pass") {
+      if (kiln_options_disable_pass(options.get(), value().c_str()))
+        throw UsageError{kiln_last_error()};
+    } else if (a == "--cache-dir") {
+      Check(kiln_options_set_cache_dir(options.get(), value().c_str()), "--cache-dir");
+    } else if (a == "--print-ir") {
+      const std::string& v = value();
+      if (v.rfind("after=", 0) != 0 || v.size() == 6)
+        throw UsageError{"--print-ir wants after=PASS or after=all, got '" + v + "'"};
+      observer.print_after = v.substr(6);
+    } else if (a == "--time-passes") {
+      observer.time = true;
+    } else if (a == "--stats") {
+      stats = true;
+    } else if (!a.empty() && a[0] == '-') {
+      throw UsageError{"kiln run: unknown option '" + a + "'"};
+    } else if (model_path.empty()) {
+      model_path = a;
+    } else {
+      throw UsageError{"kiln run: more than one model given ('" + model_path + "', '" + a + "')"};
+    }
+  }
+  if (model_path.empty()) throw UsageError{"kiln run: no MODEL given"};
+  if (!observer.print_after.empty() || observer.time)
+    Check(kiln_options_add_instrument(options.get(), BeforePass, AfterPass,
+                                      !observer.print_after.empty(), &observer),
+          "instrument");
+  if (stats) Check(kiln_options_set_profiling(options.get(), 1), "profiling");
+
+  ModelPtr model = LoadModel(model_path);
+  std::vector<IoType> inputs = ModelIo(model.get(), true);
+  for (const auto& [name, shape] : shapes)
+    if (std::none_of(inputs.begin(), inputs.end(), [&](const IoType& t) { return t.name == name; }))
+      throw UsageError{"--shape " + name + ": the model has no input '" + name + "'"};
+
+  // The inputs: from files, else random of the model's shape (symbolic dims from --shape).
+  std::mt19937 rng(0);
+  std::vector<TensorPtr> owned;
+  for (const IoType& in : inputs) {
+    kiln_tensor* t = nullptr;
+    auto file = input_files.find(in.name);
+    if (file != input_files.end()) {
+      Check(kiln_tensor_read_onnx_pb(file->second.c_str(), &t), "--input " + in.name);
+      owned.emplace_back(t);
+      continue;
+    }
+    std::vector<int64_t> dims = in.dims;
+    auto given = shapes.find(in.name);
+    if (given != shapes.end()) {
+      if (given->second.size() != dims.size())
+        throw UsageError{"--shape " + in.name + ": the input has rank " +
+                         std::to_string(dims.size()) + " (" + TypeString(in) + ")"};
+      dims = given->second;
+    } else {
+      for (size_t d = 0; d < dims.size(); ++d)
+        if (!in.symbols[d].empty())
+          throw UsageError{"input '" + in.name + "' (" + TypeString(in) +
+                           ") has the symbolic dim '" + in.symbols[d] +
+                           "': give its shape with --shape " + in.name + "=..."};
+    }
+    Check(kiln_tensor_create(in.dtype, dims.size(), dims.data(), &t), "input '" + in.name + "'");
+    owned.emplace_back(t);
+    FillRandom(t, rng);
+  }
+  for (const auto& [name, file] : input_files)
+    if (std::none_of(inputs.begin(), inputs.end(), [&](const IoType& t) { return t.name == name; }))
+      throw UsageError{"--input " + name + ": the model has no input '" + name + "'"};
+
+  EnginePtr engine;
+  {
+    kiln_engine* e = nullptr;
+    Check(kiln_engine_create(options.get(), &e), "engine");
+    engine.reset(e);
+  }
+  std::vector<const kiln_tensor*> in_ptrs;
+  for (const TensorPtr& t : owned) in_ptrs.push_back(t.get());
+  std::vector<IoType> outputs = ModelIo(model.get(), false);
+  std::vector<kiln_tensor*> out_ptrs(outputs.size(), nullptr);
+  std::vector<TensorPtr> out_owned;
+
+  // The first run compiles; later runs write into the same outputs, in place.
+  auto t0 = std::chrono::steady_clock::now();
+  Check(kiln_engine_run(engine.get(), model.get(), in_ptrs.size(), nullptr, in_ptrs.data(),
+                        out_ptrs.size(), nullptr, out_ptrs.data()),
+        "run");
+  double first_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (kiln_tensor* t : out_ptrs) out_owned.emplace_back(t);
+  auto run_once = [&] {
+    Check(kiln_engine_run(engine.get(), model.get(), in_ptrs.size(), nullptr, in_ptrs.data(),
+                          out_ptrs.size(), nullptr, out_ptrs.data()),
+          "run");
+  };
+  for (int64_t i = 0; i < warmup; ++i) run_once();
+  std::vector<double> ms;
+  for (int64_t i = 0; i < iters; ++i) {
+    auto s = std::chrono::steady_clock::now();
+    run_once();
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
+  }
+
+  for (size_t j = 0; j < outputs.size(); ++j)
+    std::printf("%s: %s = %s\n", outputs[j].name.c_str(), ShapeString(out_ptrs[j]).c_str(),
+                FirstValues(out_ptrs[j], 8).c_str());
+  std::printf("compile + first run: %.3f ms\n", first_ms);
+  std::printf("latency over %lld runs: p50 %.4f ms, p90 %.4f ms, p99 %.4f ms\n",
+              static_cast<long long>(iters), Percentile(ms, 50), Percentile(ms, 90),
+              Percentile(ms, 99));
+  if (observer.time) {
+    std::printf("pass timing (inclusive):\n");
+    for (const std::string& p : observer.order)
+      std::printf("  %-32s %5d calls %10.3f ms\n", p.c_str(), observer.totals[p].first,
+                  observer.totals[p].second);
+  }
+  if (stats) {
+    char* json = nullptr;
+    Check(kiln_engine_stats_json(engine.get(), &json), "stats");
+    std::printf("%s\n", json);
+    kiln_string_free(json);
+  }
+  return 0;
+}
+
+// ---- kiln types, kiln passes ----------------------------------------------------------------
+
+int TypesCommand(const std::vector<std::string>& args) {
+  if (args.size() != 1 || args[0].empty() || args[0][0] == '-')
+    throw UsageError{"kiln types takes exactly one MODEL"};
+  ModelPtr model = LoadModel(args[0]);
+  const char* name = nullptr;
+  Check(kiln_model_name(model.get(), &name), "model");
+  std::printf("model %s\ninputs:\n", name);
+  for (const IoType& t : ModelIo(model.get(), true))
+    std::printf("  %s: %s\n", t.name.c_str(), TypeString(t).c_str());
+  std::printf("outputs:\n");
+  for (const IoType& t : ModelIo(model.get(), false))
+    std::printf("  %s: %s\n", t.name.c_str(), TypeString(t).c_str());
+  return 0;
+}
+
+int PassesCommand(const std::vector<std::string>& args) {
+  if (!args.empty()) throw UsageError{"kiln passes takes no arguments"};
+  size_t n = 0;
+  Check(kiln_pass_count(&n), "passes");
+  std::printf("%-28s %-9s %s\n", "pass", "opt_level", "requires");
+  for (size_t i = 0; i < n; ++i) {
+    char* name = nullptr;
+    char* required = nullptr;
+    int level = 0;
+    Check(kiln_pass_info(i, &name, &level, &required), "passes");
+    std::printf("%-28s %-9d %s\n", name, level, *required ? required : "-");
+    kiln_string_free(name);
+    kiln_string_free(required);
+  }
+  return 0;
+}
+
+// ---- kiln test-onnx -----------------------------------------------------------------------
+
+// Compares one output; "" when it matches, else the reason.
+std::string Compare(const kiln_tensor* got, const kiln_tensor* want, double rtol, double atol) {
+  std::string got_type = ShapeString(got), want_type = ShapeString(want);
+  if (got_type != want_type) return "got " + got_type + ", expected " + want_type;
+  kiln_dtype dtype = KILN_F32;
+  int64_t n = 0;
+  void* g = nullptr;
+  void* w = nullptr;
+  Check(kiln_tensor_dtype(got, &dtype), "tensor");
+  Check(kiln_tensor_num_elements(got, &n), "tensor");
+  Check(kiln_tensor_data(got, &g), "tensor");
+  Check(kiln_tensor_data(want, &w), "tensor");
+  for (int64_t i = 0; i < n; ++i) {
+    double a = GetElement(g, dtype, i), b = GetElement(w, dtype, i);
+    if (std::isnan(a) && std::isnan(b)) continue;
+    if (a == b) continue;  // equal infinities too
+    if (!(std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "element %lld: got %.9g, expected %.9g",
+                    static_cast<long long>(i), a, b);
+      return buf;
+    }
+  }
+  return "";
+}
+
+// Runs one case dir; "" when it passes, else the reason.
+std::string RunCase(const std::filesystem::path& dir, double rtol, double atol) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) return "not a directory";
+  ModelPtr model = LoadModel((dir / "model.onnx").string());
+  std::vector<fs::path> sets;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0)
+      sets.push_back(e.path());
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) return "no test_data_set_* directory";
+  std::vector<IoType> inputs = ModelIo(model.get(), true);
+  std::vector<IoType> outputs = ModelIo(model.get(), false);
+  EnginePtr engine;
+  {
+    kiln_engine* e = nullptr;
+    Check(kiln_engine_create(nullptr, &e), "engine");
+    engine.reset(e);
+  }
+  for (const fs::path& set : sets) {
+    const std::string where = set.filename().string();
+    auto read_all = [&](const char* prefix) {
+      std::vector<TensorPtr> v;
+      for (int k = 0;; ++k) {
+        fs::path file = set / (prefix + std::to_string(k) + ".pb");
+        if (!fs::exists(file)) break;
+        kiln_tensor* t = nullptr;
+        Check(kiln_tensor_read_onnx_pb(file.string().c_str(), &t), where);
+        v.emplace_back(t);
+      }
+      return v;
+    };
+    std::vector<TensorPtr> in = read_all("input_");
+    std::vector<TensorPtr> want = read_all("output_");
+    if (in.size() != inputs.size())
+      return where + ": " + std::to_string(in.size()) + " input files for a model of " +
+             std::to_string(inputs.size()) + " inputs";
+    if (want.size() != outputs.size())
+      return where + ": " + std::to_string(want.size()) + " output files for a model of " +
+             std::to_string(outputs.size()) + " outputs";
+    std::vector<const kiln_tensor*> in_ptrs;
+    for (const TensorPtr& t : in) in_ptrs.push_back(t.get());
+    std::vector<kiln_tensor*> out_ptrs(outputs.size(), nullptr);
+    Check(kiln_engine_run(engine.get(), model.get(), in_ptrs.size(), nullptr, in_ptrs.data(),
+                          out_ptrs.size(), nullptr, out_ptrs.data()),
+          where);
+    std::vector<TensorPtr> got;
+    for (kiln_tensor* t : out_ptrs) got.emplace_back(t);
+    for (size_t j = 0; j < got.size(); ++j) {
+      std::string why = Compare(got[j].get(), want[j].get(), rtol, atol);
+      if (!why.empty()) return where + ": output '" + outputs[j].name + "': " + why;
+    }
+  }
+  return "";
+}
+
+int TestOnnxCommand(const std::vector<std::string>& args) {
+  double rtol = 1e-3, atol = 1e-5;
+  std::vector<std::string> dirs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
+      return args[++i];
+    };
+    if (a == "--rtol") {
+      rtol = ParseDouble(a, value());
+    } else if (a == "--atol") {
+      atol = ParseDouble(a, value());
+    } else if (!a.empty() && a[0] == '-') {
+      throw UsageError{"kiln test-onnx: unknown option '" + a + "'"};
+    } else {
+      dirs.push_back(a);
+    }
+  }
+  if (dirs.empty()) throw UsageError{"kiln test-onnx: no CASE_DIR given"};
+  if (rtol < 0 || atol < 0) throw UsageError{"kiln test-onnx: tolerances must not be negative"};
+  int passed = 0, failed = 0;
+  for (const std::string& d : dirs) {
+    std::filesystem::path dir(d);
+    std::string name = dir.filename().string();
+    if (name.empty()) name = dir.parent_path().filename().string();  // `case/`
+    std::string why;
+    // A bad case fails with its reason; nothing in one case stops the others.
+    try {
+      why = RunCase(dir, rtol, atol);
+    } catch (const Failure& f) {
+      why = f.message;
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (why.empty()) {
+      ++passed;
+      std::printf("PASS %s\n", name.c_str());
+    } else {
+      ++failed;
+      std::printf("FAIL %s: %s\n", name.c_str(), why.c_str());
+    }
+    std::fflush(stdout);
+  }
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed ? kExitFailure : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? kExitUsage : 0;
+  }
+  std::string command = args[0];
+  args.erase(args.begin());
+  try {
+    if (command == "run") return RunCommand(args);
+    if (command == "types") return TypesCommand(args);
+    if (command == "passes") return PassesCommand(args);
+    if (command == "test-onnx") return TestOnnxCommand(args);
+    throw UsageError{"unknown command '" + command + "'"};
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "kiln: %s\n%s", e.message.c_str(), kUsage);
+    return kExitUsage;
+  } catch (const Failure& f) {
+    std::fprintf(stderr, "kiln: %s\n", f.message.c_str());
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln: %s\n", e.what());
+    return kExitFailure;
+  }
+}

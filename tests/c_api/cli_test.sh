@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# The `kiln` tool run as a user would: types, run, passes, test-onnx (passing, failing and
+# broken cases) and bad usage. Usage: cli_test.sh KILN_BINARY ONNX_NODE_DIR WORK_DIR
+# Prints one line per failed check; exits non-zero on any.
+set -u
+KILN=$1
+NODE=$2
+WORK=$3
+failures=0
+
+fail() {
+  echo "cli_test: FAILED: $*" >&2
+  failures=$((failures + 1))
+}
+
+# expect_output DESCRIPTION EXPECTED_RC PATTERN... -- COMMAND...: runs COMMAND, checks its exit
+# status and that its stdout+stderr contains every PATTERN (fixed strings).
+expect_output() {
+  local what=$1 want_rc=$2
+  shift 2
+  local patterns=()
+  while [ "$1" != "--" ]; do
+    patterns+=("$1")
+    shift
+  done
+  shift
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ "$rc" != "$want_rc" ]; then
+    fail "$what: exit status $rc, expected $want_rc; output:"$'\n'"$out"
+    return
+  fi
+  for p in "${patterns[@]}"; do
+    if ! grep -qF -- "$p" <<<"$out"; then
+      fail "$what: no '$p' in the output:"$'\n'"$out"
+    fi
+  done
+}
+
+rm -rf "$WORK"
+mkdir -p "$WORK"
+
+# A small MLP with a symbolic batch: x: f32[batch, 4] -> probs: f32[batch, 3]; and a broken
+# copy of a real case whose expected output is wrong.
+/usr/bin/python3 - "$WORK" "$NODE" <<'EOF' || fail "python3 (onnx) could not write the test models"
+import os, shutil, sys
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, TensorProto
+
+work, node = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(0)
+w = numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "w")
+b = numpy_helper.from_array(rng.standard_normal((3,)).astype(np.float32), "b")
+graph = helper.make_graph(
+    [helper.make_node("MatMul", ["x", "w"], ["h"], name="fc"),
+     helper.make_node("Add", ["h", "b"], ["hb"], name="bias"),
+     helper.make_node("Relu", ["hb"], ["r"], name="act"),
+     helper.make_node("Softmax", ["r"], ["probs"], name="softmax", axis=-1)],
+    "mlp",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+    [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 3])],
+    initializer=[w, b])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+onnx.save(model, os.path.join(work, "mlp.onnx"))
+x = numpy_helper.from_array(rng.standard_normal((2, 4)).astype(np.float32), "x")
+with open(os.path.join(work, "x.pb"), "wb") as f:
+    f.write(x.SerializeToString())
+
+# test_relu with a wrong expected output.
+wrong = os.path.join(work, "test_relu_wrong")
+shutil.copytree(os.path.join(node, "test_relu"), wrong)
+out_pb = os.path.join(wrong, "test_data_set_0", "output_0.pb")
+t = onnx.TensorProto()
+with open(out_pb, "rb") as f:
+    t.ParseFromString(f.read())
+a = numpy_helper.to_array(t).copy()
+a.flat[0] += 1.0
+with open(out_pb, "wb") as f:
+    f.write(numpy_helper.from_array(a, t.name).SerializeToString())
+EOF
+
+# A case whose model file is truncated, and one with no test data.
+mkdir -p "$WORK/test_truncated" "$WORK/test_no_data"
+cp -r "$NODE/test_relu/test_data_set_0" "$WORK/test_truncated/"
+head -c 20 "$NODE/test_relu/model.onnx" >"$WORK/test_truncated/model.onnx"
+cp "$NODE/test_relu/model.onnx" "$WORK/test_no_data/"
+
+MLP=$WORK/mlp.onnx
+
+expect_output "types" 0 "inputs:" "x: f32[batch, 4]" "outputs:" "probs: f32[batch, 3]" \
+  -- "$KILN" types "$MLP"
+
+expect_output "run --shape" 0 "probs: f32[3, 3] = [" "compile + first run:" "p50" "p90" "p99" \
+  -- "$KILN" run "$MLP" --shape x=3x4 --iters 5 --warmup 1
+
+expect_output "run --input" 0 "probs: f32[2, 3] = [" \
+  -- "$KILN" run "$MLP" --input "x=$WORK/x.pb" --iters 2 --threads 1 --opt-level 1
+
+expect_output "run with profiling and IR" 0 "// IR after FuseOps" "pass timing" "InferType" \
+  '"hits":' '"kernels":[{' -- "$KILN" run "$MLP" --shape x=1x4 --print-ir after=FuseOps \
+  --time-passes --stats --disable-pass FoldConstant --iters 3
+
+expect_output "run --print-ir after=all" 0 "// IR after InferType" "def @main" \
+  -- "$KILN" run "$MLP" --shape x=2x4 --print-ir after=all --iters 1
+
+mkdir -p -m 700 "$WORK/cache"
+expect_output "run --cache-dir" 0 "probs: f32[4, 3]" \
+  -- "$KILN" run "$MLP" --shape x=4x4 --cache-dir "$WORK/cache" --iters 1
+
+expect_output "run without --shape" 2 "input 'x'" "symbolic dim 'batch'" "--shape x=" \
+  -- "$KILN" run "$MLP"
+
+expect_output "run with a wrong rank" 2 "--shape x: the input has rank 2" \
+  -- "$KILN" run "$MLP" --shape x=3x4x5
+
+expect_output "run on a missing file" 1 "/nonexistent.onnx" \
+  -- "$KILN" run /nonexistent.onnx
+
+expect_output "passes" 0 "opt_level" "FuseOps" "FoldConstant" "InferType" -- "$KILN" passes
+
+expect_output "test-onnx on real cases" 0 "PASS test_add" "PASS test_relu" "2 passed, 0 failed" \
+  -- "$KILN" test-onnx "$NODE/test_add" "$NODE/test_relu"
+out=$("$KILN" test-onnx "$NODE/test_add" "$NODE/test_relu" 2>&1)
+if [ "$(tail -n 1 <<<"$out")" != "2 passed, 0 failed" ]; then
+  fail "test-onnx: the last line is not '2 passed, 0 failed':"$'\n'"$out"
+fi
+
+expect_output "test-onnx on broken cases" 1 "PASS test_relu" \
+  "FAIL test_relu_wrong: test_data_set_0: output 'y': element 0" \
+  "FAIL test_truncated: cannot load" "FAIL test_no_data: no test_data_set_* directory" \
+  "FAIL does_not_exist: not a directory" "1 passed, 4 failed" \
+  -- "$KILN" test-onnx --rtol 1e-3 --atol 1e-5 "$NODE/test_relu" "$WORK/test_relu_wrong" \
+  "$WORK/test_truncated" "$WORK/test_no_data" "$WORK/does_not_exist"
+
+expect_output "no command" 2 "usage:" -- "$KILN"
+expect_output "unknown command" 2 "unknown command 'frobnicate'" "usage:" -- "$KILN" frobnicate
+expect_output "run with no model" 2 "no MODEL given" -- "$KILN" run
+expect_output "unknown flag" 2 "unknown option '--bogus'" -- "$KILN" run "$MLP" --bogus
+expect_output "bad number" 2 "--iters: 'many' is not a number" -- "$KILN" run "$MLP" --iters many
+expect_output "bad --shape" 2 "--shape wants NAME=VALUE" -- "$KILN" run "$MLP" --shape 3x4
+expect_output "bad --print-ir" 2 "--print-ir wants after=PASS" \
+  -- "$KILN" run "$MLP" --print-ir before=all
+expect_output "unknown pass" 2 "unknown pass 'NoSuchPass'" \
+  -- "$KILN" run "$MLP" --disable-pass NoSuchPass
+expect_output "test-onnx with no dirs" 2 "no CASE_DIR" -- "$KILN" test-onnx --rtol 1e-2
+expect_output "types with no model" 2 "exactly one MODEL" -- "$KILN" types
+
+if [ "$failures" != 0 ]; then
+  echo "cli_test: $failures failures"
+  exit 1
+fi
+echo "cli_test: all checks passed"
