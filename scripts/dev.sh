@@ -47,8 +47,20 @@ asan_tests() {
     ctest --test-dir "$asan" --output-on-failure -j2 -R '^onnx_import/'
 }
 
+# The main job: the kiln CLI on a small ONNX MLP with a symbolic batch, generated once by
+# scripts/make_mlp_onnx.py (Debian's python3-onnx; /usr/bin/python3, which has it).
+main_job() {
+  local model="$build/models/mlp.onnx"
+  if [ ! -f "$model" ]; then
+    mkdir -p "$build/models"
+    /usr/bin/python3 scripts/make_mlp_onnx.py "$model"
+  fi
+  "$build/api/kiln" types "$model"
+  "$build/api/kiln" run "$model" --shape x=3x64 --iters 100 --warmup 10
+}
+
 case "$mode" in
-  run) "$build/api/kiln-demo" ;;
+  run) main_job ;;
   test)
     ctest --test-dir "$build" --output-on-failure -j2
     asan_tests
