@@ -72,8 +72,13 @@ std::string DiskKernelStore::TargetDescription(const CodegenOptions& codegen) {
 std::string DiskKernelStore::KeyText(const KernelKey& key) {
   // Constants of more than 64 elements print as meta[i] and are keyed by content hash; smaller
   // ones are in the text in full.
+  // Names are left out, as the in-memory key's structural equality leaves them out: groups that
+  // differ only in names share one kernel there (which of them compiles it first is a race
+  // when groups compile in parallel), so they must share one entry here.
   std::vector<Tensor> meta;
-  std::string group = Print(key.group, PrintOptions{}, &meta);
+  PrintOptions print;
+  print.anonymous = true;
+  std::string group = Print(key.group, print, &meta);
   std::string text = StrCat("kiln kernel\nkiln=", key.kiln_version, "\nllvm=", LLVMVersion(),
                             "\ntarget=", key.target, "\nmachine=", TargetDescription(key.codegen),
                             "\ncodegen=", CodegenFingerprint(key.codegen),

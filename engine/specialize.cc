@@ -10,7 +10,10 @@
 // leaves nothing half-built in any cache.
 #include <cctype>
 #include <chrono>
+#include <exception>
 #include <unordered_map>
+
+#include <tbb/parallel_for_each.h>
 
 #include "engine/engine.h"
 #include "ir/error.h"
@@ -122,6 +125,47 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, std::span<co
     m = (*fuse_ops_)(m);
     Function main = m.Lookup("main");
 
+    // Every fused group's kernel, compiled before the walk below that wires them up. A cold
+    // shape's time is mostly LLVM compiling one group after another, so the groups compile in
+    // parallel on the engine's arena (bounded by num_threads), unless instruments watch the
+    // passes: they expect passes one at a time, in order (and PassTiming is not thread-safe).
+    struct GroupCompile {
+      Function fn;
+      std::string name;
+      std::shared_ptr<const CompiledKernel> kernel;
+      std::exception_ptr error;
+    };
+    std::vector<GroupCompile> groups;
+    std::unordered_map<const ExprNode*, size_t> group_of;
+    for (const Expr& e : PostOrder(main->body)) {
+      const CallNode* call = e->kind == ExprKind::kCall ? AsCall(e) : nullptr;
+      if (!call || !call->fn || !AsFunction(call->fn)) continue;
+      group_of[e.get()] = groups.size();
+      groups.push_back({std::static_pointer_cast<const FunctionNode>(call->fn), KernelName(e->name),
+                        nullptr, nullptr});
+    }
+    auto compile = [&](GroupCompile& g) {
+      try {
+        g.kernel =
+            kernels_.GetOrCompile(KernelKey::Make(g.fn, options_.target, codegen_, pipeline_hash_),
+                                  [&] { return CompileKernel(g.fn, g.name, codegen_); });
+      } catch (...) {
+        g.error = std::current_exception();  // rethrown where the walk reaches the group
+      }
+    };
+    if (groups.size() > 1 && ctx->instruments().empty()) {
+      arena_.execute([&] {
+        tbb::parallel_for_each(groups.begin(), groups.end(), [&](GroupCompile& g) {
+          // The current PassContext is per thread: each task enters one of its own, made from
+          // the same options, so passes on workers see the engine's configuration.
+          PassContextScope task_scope(MakePassContext());
+          compile(g);
+        });
+      });
+    } else {
+      for (GroupCompile& g : groups) compile(g);
+    }
+
     std::unordered_map<const VarNode*, uint32_t> param_index;
     for (size_t i = 0; i < main->params.size(); ++i) param_index[main->params[i].get()] = i;
     std::unordered_map<const ExprNode*, std::vector<Leaf>> leaves;
@@ -188,14 +232,14 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, std::span<co
           const std::string where = StrCat("kernel '", e->name, "'");
           const int step = static_cast<int>(exe->launches.size());
 
-          Function group_fn = std::static_pointer_cast<const FunctionNode>(call->fn);
-          std::shared_ptr<const CompiledKernel> kernel;
-          try {
-            kernel = kernels_.GetOrCompile(
-                KernelKey::Make(group_fn, options_.target, codegen_, pipeline_hash_),
-                [&] { return CompileKernel(group_fn, KernelName(e->name), codegen_); });
-          } catch (const Error& err) {
-            Throw(err.code(), where, ": ", err.what());
+          const GroupCompile& compiled = groups.at(group_of.at(e.get()));
+          std::shared_ptr<const CompiledKernel> kernel = compiled.kernel;
+          if (compiled.error) {
+            try {
+              std::rethrow_exception(compiled.error);
+            } catch (const Error& err) {
+              Throw(err.code(), where, ": ", err.what());
+            }
           }
           const LoweredKernel& l = kernel->lowered;
 

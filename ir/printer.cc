@@ -268,7 +268,7 @@ class Printer {
   // A scope's result is written in place of a reference when no name is needed for it.
   bool InlineResult(const ExprNode* n) const {
     if (n->kind == ExprKind::kVar || n->kind == ExprKind::kConstant) return false;
-    return uses_.at(n) == 1 && n->name.empty() && !ShowType(n);
+    return uses_.at(n) == 1 && Unnamed(n) && !ShowType(n);
   }
 
   void PrintScope(const ExprNode* scope, const ExprNode* result, const std::string& indent,
@@ -287,8 +287,10 @@ class Printer {
     out += indent + (!result ? "<null>" : inline_result ? Rhs(result, indent) : Ref(result)) + "\n";
   }
 
+  bool Unnamed(const ExprNode* n) const { return n->name.empty() || options_.anonymous; }
+
   std::string AssignName(const ExprNode* n) {
-    bool counter = n->name.empty();
+    bool counter = Unnamed(n);
     std::string name;
     if (counter) {
       while (taken_.count(std::to_string(counter_))) ++counter_;

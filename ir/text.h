@@ -76,6 +76,10 @@ struct PrintOptions {
   size_t max_inline_constant = 64;
   // Print the `type` of bound nodes. Var annotations and return types always print.
   bool show_types = true;
+  // Print every node as if it had no name (`%0`, `%1`, ...), so functions that differ only in
+  // their names print alike: the text identifies a computation (the disk cache keys kernels by
+  // it, as the in-memory cache's structural equality ignores names). Does not round-trip names.
+  bool anonymous = false;
 };
 
 // `meta`, when given, is appended to; the indices printed refer to positions in it.

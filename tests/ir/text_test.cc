@@ -184,6 +184,25 @@ TEST(Text, PrintsGraphBuiltInCpp) {
   ExpectRoundTrip(m);
 }
 
+// Anonymous printing numbers every node, so graphs that differ only in names print alike.
+TEST(Text, AnonymousPrintingLeavesNamesOut) {
+  auto graph = [](const std::string& in, const std::string& mid, const std::string& w) {
+    Var x = MakeVar(in, F32({Sym("n"), 4}));
+    Expr c = MakeConstant(Tensor::FromVector<float>({4}, {1, 2, 3, 4}), w);
+    Expr a = MakeCall("test_add", {x, c}, {}, mid);
+    return MakeFunction({x}, MakeCall("test_relu", {a}, {}, mid + ".act"));
+  };
+  Function f = graph("x", "fc1", "fc1.w"), g = graph("input", "layer", "w");
+  PrintOptions anonymous;
+  anonymous.anonymous = true;
+  EXPECT_EQ(Print(f, anonymous), Print(g, anonymous));
+  EXPECT_NE(Print(f), Print(g));
+  EXPECT_EQ(Print(f, anonymous), R"(fn(%0: f32[n, 4]) {
+  %1 = test_add(%0, const(f32[4], [1.0, 2.0, 3.0, 4.0]))
+  test_relu(%1)
+})");
+}
+
 TEST(Text, ModuleWithSeveralFunctions) {
   ExpectCanonical(R"(def @a(%x: f32[2]) {
   test_relu(%x)
