@@ -752,6 +752,12 @@ class FunctionEmitter {
         return CallLibm(f64 ? "tanh" : "tanhf", args);
       case Intrinsic::kErf:
         return CallLibm(f64 ? "erf" : "erff", args);
+      case Intrinsic::kAsin:
+        return CallLibm(f64 ? "asin" : "asinf", args);
+      case Intrinsic::kAcos:
+        return CallLibm(f64 ? "acos" : "acosf", args);
+      case Intrinsic::kAtan:
+        return CallLibm(f64 ? "atan" : "atanf", args);
     }
     Fail("unknown intrinsic");
   }

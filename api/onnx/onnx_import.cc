@@ -37,7 +37,9 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace fs = std::filesystem;
 
-constexpr int64_t kMinOpset = 13;
+// Opsets 1-12 import op by op: each converter says the oldest opset whose semantics it
+// implements (op_table.h), and a node older than that is refused naming op, node and opset.
+constexpr int64_t kMinOpset = 1;
 constexpr int64_t kMaxOpset = 17;
 
 template <typename Message>
@@ -472,20 +474,30 @@ ImportedModel Import(onnx::ModelProto& model, const std::string& base_dir,
     const std::string& label = labels[k];
     std::vector<Expr> outs;
     if (!node.domain().empty() && node.domain() != "ai.onnx") {
+      // Each node's semantics come from its own domain's opset; kiln maps the default domain's
+      // ops only, so any other domain's node is refused whatever its version.
+      int64_t version = -1;
+      for (const onnx::OperatorSetIdProto& id : model.opset_import())
+        if (id.domain() == node.domain()) version = id.version();
       Throw(ErrorCode::kUnsupported, "unsupported ONNX op '", node.domain(), ".", node.op_type(),
-            "' (node ", Quoted(label), ")");
+            "' (node ", Quoted(label), ", domain opset ", version,
+            "; kiln imports only the default domain)");
     } else if (node.op_type() == "Constant") {
       outs.push_back(MakeConstant(ConstantValue(node, label, base_dir), label));
     } else {
-      Converter convert = FindConverter(node.op_type());
-      if (!convert)
+      OpConverter op = FindConverter(node.op_type());
+      if (!op.convert)
         Throw(ErrorCode::kUnsupported, "unsupported ONNX op '", node.op_type(), "' (node ",
               Quoted(label), ", opset ", opset, ")");
+      if (opset < op.oldest_opset)
+        Throw(ErrorCode::kUnsupported, "unsupported ONNX op '", node.op_type(), "' (node ",
+              Quoted(label), ", opset ", opset, "): kiln implements its semantics from opset ",
+              op.oldest_opset, " on");
       std::vector<Expr> ins;
       for (const std::string& in : node.input())
         ins.push_back(in.empty() ? nullptr : values.at(in));  // defined: TopologicalOrder
       NodeContext ctx(node, std::move(ins), label, opset, &types);
-      outs = convert(ctx);
+      outs = op.convert(ctx);
     }
     for (int i = 0; i < node.output_size(); ++i) {
       if (node.output(i).empty()) continue;

@@ -4,7 +4,11 @@
 //
 // What the importer guarantees (SPEC.md §7, issue 6): graph inputs with `dim_param` become
 // symbolic dims (`batch`); initializers become constants; each ONNX op maps onto kiln ops
-// through one table (op_table.cc), attributes converted and defaulted there. Every malformed
+// through one table (op_table.cc), attributes converted and defaulted there. Default-domain
+// opsets 1 to 17 import; each node is converted with its opset's semantics (older attribute
+// forms, legacy broadcasting, Softmax's 2-D coercion), and an op whose old semantics kiln does
+// not implement is kUnsupported naming the op, the node and the opset. Other domains
+// (ai.onnx.ml, ai.onnx.preview.training) are kUnsupported. Every malformed
 // input is a kiln::Error whose message names the thing at fault (the node name and op type, the
 // initializer, the file), never a crash or an out-of-bounds read.
 //

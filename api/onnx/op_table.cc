@@ -1,13 +1,19 @@
 // The ONNX op table: one converter per ONNX op type, from the node's inputs and attributes
 // to kiln calls. Adding an ONNX op is one function here and one table line. Attribute
-// defaults are ONNX's (opsets 13-17); semantics that kiln's op already shares with ONNX
-// (Reshape's 0/-1, Slice's clamping, Gemm) are passed through, not re-implemented.
+// defaults are ONNX's; semantics that kiln's op already shares with ONNX (Reshape's 0/-1,
+// Slice's clamping, Gemm) are passed through, not re-implemented.
+//
+// Opsets: each table line says the oldest default-domain opset its converter implements; the
+// converter branches on ctx.opset() where the op changed since (attributes that became inputs,
+// legacy broadcasting before opset 7, Softmax's 2-D coercion before 13). Older opsets are
+// refused by the importer, never converted with the newer meaning.
 #include <algorithm>
 #include <cmath>
 #include <map>
 
 #include "api/onnx/op_table.h"
 #include "ir/op.h"
+#include "onnx/defs/schema.h"
 
 namespace kiln::onnx_import {
 
@@ -193,9 +199,28 @@ Outs Unary(const NodeContext& c) {
   return {c.Call(kOp, {c.In(0)})};
 }
 
+// Before opset 7 the binary ops broadcast only when `broadcast` is set, and then only B onto
+// A: B's dims line up with A's from `axis`, or with A's trailing dims when there is no axis
+// (numpy's rule). Unsqueezing B's missing trailing dims leaves the rest to kiln's numpy
+// broadcasting. Without `broadcast` the shapes must match, where broadcasting is the identity.
+Expr LegacyBroadcastB(const NodeContext& c, const Expr& a, const Expr& b) {
+  if (c.opset() >= 7 || c.Int("broadcast", 0) == 0 || !c.HasAttr("axis")) return b;
+  const int rank_a = c.RankOf(a), rank_b = c.RankOf(b);
+  int64_t axis = c.Int("axis");
+  if (axis < 0) axis += rank_a;
+  if (axis < 0 || axis + rank_b > rank_a)
+    c.Invalid(StrCat("axis ", c.Int("axis"), " does not place B (rank ", rank_b,
+                     ") inside A (rank ", rank_a, ")"));
+  std::vector<int64_t> trailing;
+  for (int64_t k = rank_b; k < rank_a - axis; ++k) trailing.push_back(k);
+  if (trailing.empty()) return b;
+  return c.Call("unsqueeze", {b}, {{"axes", trailing}});
+}
+
 template <const char* kOp>
 Outs Binary(const NodeContext& c) {
-  return {c.Call(kOp, {c.In(0), c.In(1)})};
+  Expr a = c.In(0);
+  return {c.Call(kOp, {a, LegacyBroadcastB(c, a, c.In(1))})};
 }
 
 // Min/Max/Sum: a left fold of a binary kiln op over one or more inputs.
@@ -267,7 +292,7 @@ Outs Mean(const NodeContext& c) {
 
 // ONNX lets the exponent have another dtype; kiln's pow takes one dtype, the base's.
 Outs Pow(const NodeContext& c) {
-  Expr base = c.In(0), exponent = c.In(1);
+  Expr base = c.In(0), exponent = LegacyBroadcastB(c, base, c.In(1));
   DType dt = c.DTypeOf(base);
   if (c.DTypeOf(exponent) != dt) exponent = c.Call("cast", {exponent}, {{"dtype", dt}});
   return {c.Call("pow", {base, exponent})};
@@ -277,41 +302,16 @@ Outs Mod(const NodeContext& c) {
   return {c.Call("mod", {c.In(0), c.In(1)}, {{"fmod", c.Int("fmod", 0)}})};
 }
 
-// x < 0 ? alpha * x : x
-Outs LeakyRelu(const NodeContext& c) {
-  Expr x = c.In(0);
-  DType dt = c.DTypeOf(x);
-  Expr neg = c.Call("less", {x, c.Scalar(0, dt)});
-  return {c.Call("where", {neg, c.Call("mul", {x, c.Scalar(c.Float("alpha", 0.01), dt)}), x})};
-}
-
-// x < 0 ? alpha * (exp(x) - 1) : x
-Outs Elu(const NodeContext& c) {
-  Expr x = c.In(0);
-  DType dt = c.DTypeOf(x);
-  Expr neg = c.Call("less", {x, c.Scalar(0, dt)});
-  Expr em1 = c.Call("sub", {c.Call("exp", {x}), c.Scalar(1, dt)});
-  return {c.Call("where", {neg, c.Call("mul", {em1, c.Scalar(c.Float("alpha", 1.0), dt)}), x})};
-}
-
-// clip(alpha * x + beta, 0, 1)
-Outs HardSigmoid(const NodeContext& c) {
-  Expr x = c.In(0);
-  DType dt = c.DTypeOf(x);
-  Expr lin = c.Call("add", {c.Call("mul", {x, c.Scalar(c.Float("alpha", 0.2), dt)}),
-                            c.Scalar(c.Float("beta", 0.5), dt)});
-  return {c.Call("clip", {lin}, {{"min", 0.0}, {"max", 1.0}})};
-}
-
-// log(exp(x) + 1)
-Outs Softplus(const NodeContext& c) {
-  Expr x = c.In(0);
-  return {c.Call("log", {c.Call("add", {c.Call("exp", {x}), c.Scalar(1, c.DTypeOf(x))})})};
-}
-
 // Constant bounds become clip's attributes (one fused elementwise op); computed ones compose.
+// Before opset 11 the bounds are optional float attributes.
 Outs Clip(const NodeContext& c) {
   Expr x = c.In(0);
+  if (c.opset() < 11) {
+    Attrs a;
+    if (c.HasAttr("min")) a.Set("min", c.Float("min"));
+    if (c.HasAttr("max")) a.Set("max", c.Float("max"));
+    return {c.Call("clip", {x}, a)};
+  }
   std::optional<double> lo = c.ConstScalar(1), hi = c.ConstScalar(2);
   bool lo_computed = c.OptIn(1) && !lo, hi_computed = c.OptIn(2) && !hi;
   if (!lo_computed && !hi_computed) {
@@ -325,9 +325,29 @@ Outs Clip(const NodeContext& c) {
   return {x};
 }
 
+// Before opset 13 (Softmax-1/11, LogSoftmax-1/11) x is coerced to 2-D at `axis` (default 1),
+// [d0*...*d(axis-1), d(axis)*...*dn], and normalized over the second dim: jointly over every
+// axis from `axis` on. Composed from keepdims reductions over those axes, which needs no
+// reshape and so no static dims; with axis = rank there is nothing to reduce (each element
+// alone: softmax 1, log_softmax 0), which noop_with_empty_axes gives.
 template <const char* kOp>
 Outs Softmax(const NodeContext& c) {
-  return {c.Call(kOp, {c.In(0)}, {{"axis", c.Int("axis", -1)}})};
+  Expr x = c.In(0);
+  if (c.opset() >= 13) return {c.Call(kOp, {x}, {{"axis", c.Int("axis", -1)}})};
+  const int rank = c.RankOf(x);
+  int64_t axis = c.Int("axis", 1);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis > rank)
+    c.Invalid(StrCat("axis ", c.Int("axis", 1), " is out of range for rank ", rank));
+  if (axis == rank - 1) return {c.Call(kOp, {x}, {{"axis", int64_t{-1}}})};
+  std::vector<int64_t> axes;
+  for (int64_t a = axis; a < rank; ++a) axes.push_back(a);
+  Attrs reduce{{"axes", axes}, {"keepdims", true}, {"noop_with_empty_axes", true}};
+  Expr shifted = c.Call("sub", {x, c.Call("max", {x}, reduce)});
+  Expr e = c.Call("exp", {shifted});
+  Expr sum = c.Call("sum", {e}, reduce);
+  if (std::string(kOp) == "log_softmax") return {c.Call("sub", {shifted, c.Call("log", {sum})})};
+  return {c.Call("div", {e, sum})};
 }
 
 Outs Gemm(const NodeContext& c) {
@@ -340,9 +360,11 @@ Outs Gemm(const NodeContext& c) {
                   {"transB", c.Int("transB", 0) != 0}})};
 }
 
+// The shape is an attribute before opset 5; allowzero exists from 14 (default 0 before).
 Outs Reshape(const NodeContext& c) {
-  return {c.Call("reshape", {c.In(0)},
-                 {{"shape", c.ConstInts(1, "shape")}, {"allowzero", c.Int("allowzero", 0) != 0}})};
+  std::vector<int64_t> shape = c.opset() < 5 ? c.Ints("shape") : c.ConstInts(1, "shape");
+  return {
+      c.Call("reshape", {c.In(0)}, {{"shape", shape}, {"allowzero", c.Int("allowzero", 0) != 0}})};
 }
 
 Outs Transpose(const NodeContext& c) {
@@ -353,14 +375,19 @@ Outs Flatten(const NodeContext& c) {
   return {c.Call("flatten", {c.In(0)}, {{"axis", c.Int("axis", 1)}})};
 }
 
+// Squeeze/Unsqueeze take their axes as an attribute before opset 13, an input from 13 on.
 Outs Squeeze(const NodeContext& c) {
   std::vector<int64_t> axes;
-  if (c.OptIn(1)) axes = c.ConstInts(1, "axes");
+  if (c.opset() < 13)
+    axes = c.Ints("axes", std::vector<int64_t>{});
+  else if (c.OptIn(1))
+    axes = c.ConstInts(1, "axes");
   return {c.Call("squeeze", {c.In(0)}, {{"axes", axes}})};
 }
 
 Outs Unsqueeze(const NodeContext& c) {
-  return {c.Call("unsqueeze", {c.In(0)}, {{"axes", c.ConstInts(1, "axes")}})};
+  std::vector<int64_t> axes = c.opset() < 13 ? c.Ints("axes") : c.ConstInts(1, "axes");
+  return {c.Call("unsqueeze", {c.In(0)}, {{"axes", axes}})};
 }
 
 Outs Expand(const NodeContext& c) {
@@ -370,14 +397,20 @@ Outs Expand(const NodeContext& c) {
 Outs Concat(const NodeContext& c) {
   std::vector<Expr> args;
   for (int i = 0; i < c.num_inputs(); ++i) args.push_back(c.In(i));
-  return {c.Call("concat", args, {{"axis", c.Int("axis")}})};
+  // Concat-1's axis is optional with default 1; required from opset 4 on.
+  int64_t axis = c.opset() < 4 ? c.Int("axis", 1) : c.Int("axis");
+  return {c.Call("concat", args, {{"axis", axis}})};
 }
 
-// kiln's split returns a tuple; each ONNX output is one field.
+// kiln's split returns a tuple; each ONNX output is one field. The sizes are an input from
+// opset 13 on, the `split` attribute in opsets 2-12, and either in opset 1; without them the
+// parts are equal, one per output.
 Outs Split(const NodeContext& c) {
   Attrs a{{"axis", c.Int("axis", 0)}};
-  if (c.OptIn(1))
+  if ((c.opset() >= 13 || c.opset() == 1) && c.OptIn(1))
     a.Set("split", c.ConstInts(1, "split"));
+  else if (c.opset() < 13 && c.HasAttr("split"))
+    a.Set("split", c.Ints("split"));
   else
     a.Set("num_outputs", int64_t{c.num_outputs()});
   Expr parts = c.Call("split", {c.In(0)}, a);
@@ -386,7 +419,13 @@ Outs Split(const NodeContext& c) {
   return outs;
 }
 
+// Before opset 10 starts, ends and axes are attributes, and there are no steps.
 Outs Slice(const NodeContext& c) {
+  if (c.opset() < 10) {
+    Attrs a{{"starts", c.Ints("starts")}, {"ends", c.Ints("ends")}};
+    if (c.HasAttr("axes")) a.Set("axes", c.Ints("axes"));
+    return {c.Call("slice", {c.In(0)}, a)};
+  }
   Attrs a{{"starts", c.ConstInts(1, "starts")}, {"ends", c.ConstInts(2, "ends")}};
   if (c.OptIn(3)) a.Set("axes", c.ConstInts(3, "axes"));
   if (c.OptIn(4)) a.Set("steps", c.ConstInts(4, "steps"));
@@ -397,15 +436,29 @@ Outs Gather(const NodeContext& c) {
   return {c.Call("gather", {c.In(0), c.In(1)}, {{"axis", c.Int("axis", 0)}})};
 }
 
+// Cast-1 names the target type as a string ("FLOAT"); from opset 6 on it is the enum value.
 Outs Cast(const NodeContext& c) {
-  int64_t to = c.Int("to");
+  int64_t to = 0;
+  if (c.opset() < 6) {
+    const std::string name = c.String("to");
+    onnx::TensorProto::DataType parsed;
+    if (!onnx::TensorProto::DataType_Parse(name, &parsed))
+      c.Invalid(StrCat("'to' names no ONNX data type: \"", name, "\""));
+    to = parsed;
+  } else {
+    to = c.Int("to");
+  }
   std::optional<DType> dt = DTypeFromOnnx(static_cast<int32_t>(to));
   if (!dt) c.Unsupported(StrCat("cast to ", OnnxTypeName(static_cast<int32_t>(to))));
   return {c.Call("cast", {c.In(0)}, {{"dtype", *dt}})};
 }
 
 // Inference only: the output is the input; the mask output would need training semantics.
+// From opset 7 to 11 the runtime decides the mode (ratio is an attribute); before 7, is_test
+// (default 0) selects it in the model, and training mode would drop values.
 Outs Dropout(const NodeContext& c) {
+  if (c.opset() < 7 && c.Int("is_test", 0) == 0)
+    c.Unsupported("is_test = 0 (training mode) is not supported");
   if (c.OptIn(2)) {
     std::optional<double> training = c.ConstScalar(2);
     if (!training || *training != 0) c.Unsupported("training_mode must be a constant false");
@@ -418,7 +471,7 @@ template <const char* kOp>
 Outs Reduce(const NodeContext& c) {
   std::vector<int64_t> axes = c.Ints("axes", std::vector<int64_t>{});
   // ReduceSum takes its axes as an input from opset 13 on (the others from opset 18).
-  if (c.op_type() == "ReduceSum" && c.OptIn(1)) axes = c.ConstInts(1, "axes");
+  if (c.op_type() == "ReduceSum" && c.opset() >= 13 && c.OptIn(1)) axes = c.ConstInts(1, "axes");
   return {c.Call(kOp, {c.In(0)},
                  {{"axes", axes},
                   {"keepdims", c.Int("keepdims", 1) != 0},
@@ -458,8 +511,14 @@ Outs LayerNormalization(const NodeContext& c) {
   return outs;
 }
 
+// Before opset 9, spatial = 0 (per-activation statistics, shaped like one sample) is a
+// different computation; before opset 7, is_test = 0 (the default) normalizes with the batch's
+// own statistics.
 Outs BatchNormalization(const NodeContext& c) {
   if (c.Int("training_mode", 0) != 0) c.Unsupported("training_mode is not supported");
+  if (c.opset() < 9 && c.Int("spatial", 1) == 0) c.Unsupported("spatial = 0 is not supported");
+  if (c.opset() < 7 && c.Int("is_test", 0) == 0)
+    c.Unsupported("is_test = 0 (training mode) is not supported");
   for (int i = 1; i < c.num_outputs(); ++i)
     if (c.OutputRequested(i)) c.Unsupported("the running statistics outputs are not supported");
   return {c.Call("batch_norm", {c.In(0), c.In(1), c.In(2), c.In(3), c.In(4)},
@@ -475,87 +534,158 @@ Outs Range(const NodeContext& c) {
       {{"start", *start}, {"limit", *limit}, {"delta", *delta}, {"dtype", c.DTypeOf(c.In(0))}})};
 }
 
-// Sorted by ONNX op type; ConverterNames() relies on the map's order.
-const std::map<std::string, Converter>& Table() {
-  static const std::map<std::string, Converter> table = {
-      {"Abs", Unary<kAbs>},
-      {"Add", Binary<kAdd>},
-      {"And", Binary<kAnd>},
-      {"ArgMax", ArgReduce<kArgmax>},
-      {"ArgMin", ArgReduce<kArgmin>},
-      {"BatchNormalization", BatchNormalization},
-      {"Cast", Cast},
-      {"Ceil", Unary<kCeil>},
-      {"Clip", Clip},
-      {"Concat", Concat},
-      {"Cos", Unary<kCos>},
-      {"Div", Binary<kDiv>},
-      {"Dropout", Dropout},
-      {"Elu", Elu},
-      {"Equal", Binary<kEqual>},
-      {"Erf", Unary<kErf>},
-      {"Exp", Unary<kExp>},
-      {"Expand", Expand},
-      {"Flatten", Flatten},
-      {"Floor", Unary<kFloor>},
-      {"Gather", Gather},
-      {"Gemm", Gemm},
-      {"Greater", Binary<kGreater>},
-      {"GreaterOrEqual", Binary<kGreaterEqual>},
-      {"HardSigmoid", HardSigmoid},
-      {"Identity", Identity},
-      {"LayerNormalization", LayerNormalization},
-      {"LeakyRelu", LeakyRelu},
-      {"Less", Binary<kLess>},
-      {"LessOrEqual", Binary<kLessEqual>},
-      {"Log", Unary<kLog>},
-      {"LogSoftmax", Softmax<kLogSoftmax>},
-      {"MatMul", Binary<kMatmul>},
-      {"Max", Fold<kMaximum>},
-      {"Mean", Mean},
-      {"Min", Fold<kMinimum>},
-      {"Mod", Mod},
-      {"Mul", Binary<kMul>},
-      {"Neg", Unary<kNeg>},
-      {"Not", Unary<kNot>},
-      {"Or", Binary<kOr>},
-      {"Pow", Pow},
-      {"Range", Range},
-      {"Reciprocal", Unary<kReciprocal>},
-      {"ReduceL2", Reduce<kL2>},
-      {"ReduceMax", Reduce<kMax>},
-      {"ReduceMean", Reduce<kMean>},
-      {"ReduceMin", Reduce<kMin>},
-      {"ReduceProd", Reduce<kProd>},
-      {"ReduceSum", Reduce<kSum>},
-      {"Relu", Unary<kRelu>},
-      {"Reshape", Reshape},
-      {"Round", Unary<kRound>},
-      {"Sigmoid", Unary<kSigmoid>},
-      {"Sign", Unary<kSign>},
-      {"Sin", Unary<kSin>},
-      {"Slice", Slice},
-      {"Softmax", Softmax<kSoftmax>},
-      {"Softplus", Softplus},
-      {"Split", Split},
-      {"Sqrt", Unary<kSqrt>},
-      {"Squeeze", Squeeze},
-      {"Sub", Binary<kSub>},
-      {"Sum", Fold<kAdd>},
-      {"Tanh", Unary<kTanh>},
-      {"Transpose", Transpose},
-      {"Unsqueeze", Unsqueeze},
-      {"Where", Where},
-      {"Xor", Binary<kXor>},
+// The converters of this file, by ONNX op type, with the oldest opset each implements. An op
+// whose every version means the same is listed from opset 1 (the checker rejects it before
+// it exists); the others say so at their converter.
+const std::map<std::string, OpConverter>& CoreTable() {
+  static const std::map<std::string, OpConverter> table = {
+      {"Abs", {Unary<kAbs>, 1}},
+      {"Add", {Binary<kAdd>, 1}},
+      {"And", {Binary<kAnd>, 1}},
+      {"ArgMax", {ArgReduce<kArgmax>, 1}},
+      {"ArgMin", {ArgReduce<kArgmin>, 1}},
+      {"BatchNormalization", {BatchNormalization, 1}},
+      {"Cast", {Cast, 1}},
+      {"Ceil", {Unary<kCeil>, 1}},
+      {"Clip", {Clip, 1}},
+      {"Concat", {Concat, 1}},
+      {"Cos", {Unary<kCos>, 7}},
+      {"Div", {Binary<kDiv>, 1}},
+      {"Dropout", {Dropout, 1}},
+      {"Equal", {Binary<kEqual>, 1}},
+      {"Erf", {Unary<kErf>, 9}},
+      {"Exp", {Unary<kExp>, 1}},
+      {"Expand", {Expand, 8}},
+      {"Flatten", {Flatten, 1}},
+      {"Floor", {Unary<kFloor>, 1}},
+      {"Gather", {Gather, 1}},
+      {"Gemm", {Gemm, 1}},
+      {"Greater", {Binary<kGreater>, 1}},
+      {"GreaterOrEqual", {Binary<kGreaterEqual>, 12}},
+      {"Identity", {Identity, 1}},
+      {"LayerNormalization", {LayerNormalization, 17}},
+      {"Less", {Binary<kLess>, 1}},
+      {"LessOrEqual", {Binary<kLessEqual>, 12}},
+      {"Log", {Unary<kLog>, 1}},
+      {"LogSoftmax", {Softmax<kLogSoftmax>, 1}},
+      {"MatMul", {Binary<kMatmul>, 1}},
+      {"Max", {Fold<kMaximum>, 1}},
+      {"Mean", {Mean, 1}},
+      {"Min", {Fold<kMinimum>, 1}},
+      {"Mod", {Mod, 10}},
+      {"Mul", {Binary<kMul>, 1}},
+      {"Neg", {Unary<kNeg>, 1}},
+      {"Not", {Unary<kNot>, 1}},
+      {"Or", {Binary<kOr>, 1}},
+      {"Pow", {Pow, 1}},
+      {"Range", {Range, 11}},
+      {"Reciprocal", {Unary<kReciprocal>, 1}},
+      {"ReduceL2", {Reduce<kL2>, 1}},
+      {"ReduceMax", {Reduce<kMax>, 1}},
+      {"ReduceMean", {Reduce<kMean>, 1}},
+      {"ReduceMin", {Reduce<kMin>, 1}},
+      {"ReduceProd", {Reduce<kProd>, 1}},
+      {"ReduceSum", {Reduce<kSum>, 1}},
+      {"Relu", {Unary<kRelu>, 1}},
+      {"Reshape", {Reshape, 1}},
+      {"Round", {Unary<kRound>, 11}},
+      {"Sigmoid", {Unary<kSigmoid>, 1}},
+      {"Sign", {Unary<kSign>, 9}},
+      {"Sin", {Unary<kSin>, 7}},
+      {"Slice", {Slice, 1}},
+      {"Softmax", {Softmax<kSoftmax>, 1}},
+      {"Split", {Split, 1}},
+      {"Sqrt", {Unary<kSqrt>, 1}},
+      {"Squeeze", {Squeeze, 1}},
+      {"Sub", {Binary<kSub>, 1}},
+      {"Sum", {Fold<kAdd>, 1}},
+      {"Tanh", {Unary<kTanh>, 1}},
+      {"Transpose", {Transpose, 1}},
+      {"Unsqueeze", {Unsqueeze, 1}},
+      {"Where", {Where, 9}},
+      {"Xor", {Binary<kXor>, 1}},
   };
+  return table;
+}
+
+// The oldest opset of each family converter (converter_families.def) that has been checked
+// against ONNX's changelog; those files are opset-agnostic, so the knowledge lives here. An
+// op not listed gets SameSchemaSince(). Pad-1 calls its pads `paddings`; PRelu before 7
+// broadcasts its slope per channel; Tile-1 takes `tiles` and `axis` inputs.
+const std::map<std::string, int64_t>& FamilyOldestOpsets() {
+  static const std::map<std::string, int64_t> oldest = {
+      {"Acos", 7},
+      {"Acosh", 9},
+      {"Asin", 7},
+      {"Asinh", 9},
+      {"Atan", 7},
+      {"Atanh", 9},
+      {"AveragePool", 1},
+      {"Celu", 12},
+      {"Conv", 1},
+      {"Cosh", 9},
+      {"Elu", 1},
+      {"DepthToSpace", 1},  // mode since 11, defaulting to DCR, DepthToSpace-1's layout
+      {"GlobalAveragePool", 1},
+      {"GlobalMaxPool", 1},
+      {"HardSigmoid", 1},
+      {"HardSwish", 14},
+      {"IsInf", 10},
+      {"IsNaN", 9},
+      {"LeakyRelu", 1},
+      {"MaxPool", 1},  // storage_order (8), ceil_mode and dilations (10) default as before
+      {"PRelu", 7},
+      {"Pad", 2},  // value/pads attributes before 11: the converter branches
+      {"ReduceL1", 1},
+      {"ReduceLogSum", 1},
+      {"ReduceLogSumExp", 1},
+      {"ReduceSumSquare", 1},
+      {"Selu", 1},
+      {"Sinh", 9},
+      {"Softplus", 1},
+      {"Softsign", 1},
+      {"SpaceToDepth", 1},
+      {"Tan", 7},
+      {"ThresholdedRelu", 10},
+      {"Tile", 6},
+      {"Trilu", 14},
+  };
+  return oldest;
+}
+
+// The first opset whose schema of `op` is the one in force at opset 13: the opsets from there
+// to 13 define the op identically, so a converter written for opset 13 is right for them
+// (ConvTranspose-11, GatherElements-11). 13 when ONNX has no such op at 13.
+int64_t SameSchemaSince(const std::string& op) {
+  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(op, 13, "");
+  return schema ? schema->SinceVersion() : 13;
+}
+
+// Every family's converters (converter_families.def), sorted by op type: ConverterNames() relies
+// on the map's order. An op type in two families is a bug, caught on first use.
+const std::map<std::string, OpConverter>& Table() {
+  static const std::map<std::string, OpConverter> table = [] {
+    std::map<std::string, OpConverter> all = CoreTable();
+    auto add = [&all](const std::map<std::string, Converter>& family) {
+      for (const auto& [op, fn] : family) {
+        auto it = FamilyOldestOpsets().find(op);
+        OpConverter entry{fn, it == FamilyOldestOpsets().end() ? SameSchemaSince(op) : it->second};
+        KILN_CHECK(all.emplace(op, entry).second, "ONNX op '", op, "' has two converters");
+      }
+    };
+#define KILN_ONNX_FAMILY(F) add(F##Converters());
+#include "api/onnx/converter_families.def"
+#undef KILN_ONNX_FAMILY
+    return all;
+  }();
   return table;
 }
 
 }  // namespace
 
-Converter FindConverter(const std::string& op_type) {
+OpConverter FindConverter(const std::string& op_type) {
   auto it = Table().find(op_type);
-  return it == Table().end() ? nullptr : it->second;
+  return it == Table().end() ? OpConverter{} : it->second;
 }
 
 std::vector<std::string> ConverterNames() {

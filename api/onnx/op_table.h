@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -100,8 +101,22 @@ class NodeContext {
 // trailing ones are not produced; the importer reports a requested one as unsupported).
 using Converter = std::vector<Expr> (*)(const NodeContext& ctx);
 
-// nullptr when the op type is not in the table.
-Converter FindConverter(const std::string& op_type);
+// Converter families beyond op_table.cc's own, one file each (converter_families.def).
+#define KILN_ONNX_FAMILY(F) const std::map<std::string, Converter>& F##Converters();
+#include "api/onnx/converter_families.def"
+#undef KILN_ONNX_FAMILY
+
+// Every converter handles its op from opset 13 to 17, and back to the oldest default-domain
+// opset whose semantics of the op it implements (branching on NodeContext::opset() where the
+// op changed). The importer refuses a node whose model imports an older opset, so an old
+// semantic is never read with a new meaning.
+struct OpConverter {
+  Converter convert = nullptr;
+  int64_t oldest_opset = 13;
+};
+
+// convert is nullptr when the op type is not in the table.
+OpConverter FindConverter(const std::string& op_type);
 std::vector<std::string> ConverterNames();  // sorted
 
 }  // namespace kiln::onnx_import

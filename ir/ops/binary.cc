@@ -1,4 +1,4 @@
-// Broadcasting binary ops (arithmetic, comparisons, logic) and `where`.
+// Broadcasting binary ops (arithmetic, prelu, comparisons, logic) and `where`.
 //
 // Integer arithmetic wraps modulo 2^n, as NumPy and the generated kernels do, instead of
 // being undefined on overflow: it is done in uint64 and narrowed with static_cast.
@@ -125,6 +125,16 @@ T Remainder(T a, T b, bool c_fmod) {
     if (!c_fmod && r != T{0} && ((r < T{0}) != (b < T{0}))) r = WrapAdd(r, b);
   }
   return r;
+}
+
+// ONNX PRelu. Unsigned (and bool, which the type relation rejects) values are never negative.
+template <typename T>
+T PRelu(T x, T slope) {
+  if constexpr (std::is_signed_v<T> || std::is_floating_point_v<T>) {
+    return x < T{0} ? WrapMul(slope, x) : x;
+  } else {
+    return x;
+  }
 }
 
 // ---- Lowering (ir/lower_api.h) ----
@@ -424,6 +434,15 @@ void RegisterBinaryOps(OpRegistry& r) {
       r, "minimum", "elementwise min; NaN propagates", kNum,
       [](auto a, auto b) { return Smaller(a, b); },
       BinaryLowering([](const Expr& a, const Expr& b) { return loop::Min(a, b); }));
+
+  // ONNX PRelu: x < 0 ? slope * x : x, with the slope broadcast against x (per channel,
+  // typically). Integer products wrap; unsigned values pass through.
+  RegisterBinary<false>(
+      r, "prelu", "x < 0 ? slope * x : x; slope broadcasts", DTypeClass::kSignedOrFloat,
+      [](auto x, auto slope) { return PRelu(x, slope); },
+      BinaryLowering([](const Expr& x, const Expr& slope) {
+        return loop::Select(Cmp(BinaryOp::kLT, x, C(0, x)), loop::Mul(slope, x), x);
+      }));
 
   // The loop IR's comparisons are C++'s: false with a NaN operand, except !=.
   constexpr DTypeClass kAny = DTypeClass::kAny;

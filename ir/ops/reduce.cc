@@ -1,4 +1,5 @@
-// Reductions: sum, mean, max, min, prod, l2 over a set of axes, and argmax/argmin over one.
+// Reductions: sum, mean, max, min, prod, l2, log_sum, log_sum_exp, sum_square, l1 over a set of
+// axes, and argmax/argmin over one.
 //
 // Semantics follow ONNX (ReduceSum with `axes` as an attribute, ArgMax):
 // - `axes` empty means every axis, unless `noop_with_empty_axes`, which makes the op identity.
@@ -8,6 +9,7 @@
 // - max/min propagate NaN: a NaN anywhere in the reduced set gives NaN.
 // - argmax/argmin treat NaN as the extreme value (as NumPy does): the first NaN wins, or the
 //   last with `select_last_index`. Taking argmax over an empty axis is an error.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -107,7 +109,12 @@ T StoreAs(V v) {
   return static_cast<T>(static_cast<ops::ComputeT<T>>(v));
 }
 
-enum class ReduceKind { kSum, kMean, kMax, kMin, kProd, kL2 };
+enum class ReduceKind { kSum, kMean, kMax, kMin, kProd, kL2, kLogSum, kLogSumExp, kSumSquare, kL1 };
+
+bool TransformsElements(ReduceKind k) {
+  return k == ReduceKind::kLogSum || k == ReduceKind::kLogSumExp || k == ReduceKind::kSumSquare ||
+         k == ReduceKind::kL1;
+}
 
 template <typename T>
 void ReduceTyped(ReduceKind kind, const Tensor& x, const ReducePlan& plan, Tensor& out) {
@@ -140,6 +147,64 @@ void ReduceTyped(ReduceKind kind, const Tensor& x, const ReducePlan& plan, Tenso
       });
       return write(acc, [](double a) { return std::sqrt(a); });
     }
+    case ReduceKind::kLogSum: {
+      auto acc = Accumulate<T>(x, plan.reduced, n, 0.0, [](double a, T v) {
+        return a + static_cast<double>(static_cast<C>(v));
+      });
+      return write(acc, [](double a) { return std::log(a); });
+    }
+    case ReduceKind::kLogSumExp: {
+      // Shifted by the set's maximum so that exp cannot overflow; a non-finite maximum
+      // (inf, -inf for an empty or all -inf set, NaN) is not subtracted, since inf - inf is NaN.
+      auto m = Accumulate<T>(
+          x, plan.reduced, n, -std::numeric_limits<double>::infinity(), [](double a, T t) {
+            double v = static_cast<double>(static_cast<C>(t));
+            return std::isnan(a) || std::isnan(v) ? std::nan("") : std::max(a, v);
+          });
+      for (double& v : m)
+        if (!std::isfinite(v)) v = 0;
+      std::vector<double> acc(n, 0.0);
+      const std::vector<int64_t>& shape = x.shape();
+      std::vector<int64_t> out_strides(shape.size(), 0);
+      int64_t stride = 1;
+      for (size_t i = shape.size(); i-- > 0;) {
+        if (plan.reduced[i]) continue;
+        out_strides[i] = stride;
+        stride *= shape[i];
+      }
+      const T* data = x.data<T>();
+      std::vector<int64_t> idx;
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        ops::Unravel(i, shape, idx);
+        int64_t o = 0;
+        for (size_t d = 0; d < shape.size(); ++d) o += idx[d] * out_strides[d];
+        acc[o] += std::exp(static_cast<double>(static_cast<C>(data[i])) - m[o]);
+      }
+      for (int64_t i = 0; i < n; ++i) y[i] = StoreAs<T>(std::log(acc[i]) + m[i]);
+      return;
+    }
+    case ReduceKind::kSumSquare:
+    case ReduceKind::kL1: {
+      bool square = kind == ReduceKind::kSumSquare;
+      if constexpr (std::is_integral_v<T>) {
+        // Wrapping, as sum: |MIN| is 2^(n-1), whose low n bits are MIN again.
+        auto acc = Accumulate<T>(x, plan.reduced, n, W{0}, [square](W a, T t) {
+          W v = static_cast<W>(t);
+          if (square) return a + v * v;
+          if constexpr (std::is_signed_v<T>) {
+            if (t < T{0}) return a + (W{0} - v);
+          }
+          return a + v;
+        });
+        return write(acc, same);
+      } else {
+        auto acc = Accumulate<T>(x, plan.reduced, n, 0.0, [square](double a, T t) {
+          double d = static_cast<double>(static_cast<C>(t));
+          return a + (square ? d * d : std::fabs(d));
+        });
+        return write(acc, same);
+      }
+    }
     case ReduceKind::kMax:
     case ReduceKind::kMin: {
       bool is_max = kind == ReduceKind::kMax;
@@ -166,7 +231,9 @@ void ReduceKernel(ReduceKind kind, const std::vector<Tensor>& in, const Attrs& a
                   std::vector<Tensor>& out) {
   const Tensor& x = in[0];
   ReducePlan plan = PlanFromAttrs(attrs, x.ndim());
-  if (plan.identity) {
+  // The ops that transform each element reduce sets of one element instead of copying:
+  // log_sum(x) over no axes is log(x), l1 is |x|, sum_square x^2, log_sum_exp x.
+  if (plan.identity && !TransformsElements(kind)) {
     ops::CopyElements(x, 0, out[0], 0, x.numel());
     return;
   }
@@ -271,11 +338,70 @@ LTensor FinishAs(const LTensor& r, DType t, std::function<loop::Expr(const loop:
                  }};
 }
 
+// A reduction over no axes (noop_with_empty_axes): each element alone, in f64 for floats as
+// the reference computes it.
+LTensor LowerElementwiseReduce(ReduceKind kind, const LTensor& x) {
+  DType t = x.dtype;
+  bool wide = IsFloat(t);
+  return LTensor{t, x.shape, [x, t, kind, wide](const std::vector<loop::Expr>& idx) {
+                   loop::Expr v = wide ? ToF64(x.at(idx)) : x.at(idx);
+                   loop::Expr r = v;
+                   if (kind == ReduceKind::kLogSum) r = loop::Call(loop::Intrinsic::kLog, {v});
+                   if (kind == ReduceKind::kSumSquare) r = loop::Mul(v, v);
+                   if (kind == ReduceKind::kL1) r = loop::Call(loop::Intrinsic::kFabs, {v});
+                   // log_sum_exp of one element is the element (inf and NaN included).
+                   return loop::Cast(t, r);
+                 }};
+}
+
+// log(sum(exp(x - m))) + m with m the set's maximum (materialized, read at each element's row),
+// replaced by 0 where it is not finite, exactly as the reference; all in f64.
+LTensor LowerLogSumExp(LowerContext& ctx, const LTensor& x, const std::vector<int>& axes,
+                       bool keepdims) {
+  LTensor max = lower::ReduceAxes(ctx, x, axes, /*keepdims=*/true, loop::ReduceKind::kMax);
+  LTensor shift_src{DType::kFloat64, max.shape, [max](const std::vector<loop::Expr>& idx) {
+                      loop::Expr m = ToF64(max.at(idx));
+                      // m - m is 0 exactly when m is finite.
+                      loop::Expr finite = loop::MakeBinary(loop::BinaryOp::kEQ, loop::Sub(m, m),
+                                                           lower::Const(0, DType::kFloat64));
+                      return loop::Select(finite, m, lower::Const(0, DType::kFloat64));
+                    }};
+  LTensor shift = ctx.Materialize(shift_src, "log_sum_exp_shift");
+  auto row_of = [axes](std::vector<loop::Expr> idx) {
+    for (int a : axes) idx[a] = loop::IntImm(0);
+    return idx;
+  };
+  LTensor terms{DType::kFloat64, x.shape, [x, shift, row_of](const std::vector<loop::Expr>& idx) {
+                  loop::Expr d = loop::Sub(ToF64(x.at(idx)), shift.at(row_of(idx)));
+                  return loop::Call(loop::Intrinsic::kExp, {d});
+                }};
+  LTensor sum = lower::ReduceAxes(ctx, terms, axes, keepdims, loop::ReduceKind::kSum);
+  int rank = x.ndim();
+  DType t = x.dtype;
+  return LTensor{
+      t, sum.shape, [sum, shift, axes, keepdims, rank, t](const std::vector<loop::Expr>& idx) {
+        // The output index as an index of the keepdims-shaped shift.
+        std::vector<loop::Expr> row;
+        if (keepdims) {
+          row = idx;
+        } else {
+          size_t k = 0;
+          for (int i = 0; i < rank; ++i) {
+            bool reduced = std::find(axes.begin(), axes.end(), i) != axes.end();
+            row.push_back(reduced ? loop::IntImm(0) : idx[k++]);
+          }
+        }
+        loop::Expr r = loop::Add(loop::Call(loop::Intrinsic::kLog, {sum.at(idx)}), shift.at(row));
+        return loop::Cast(t, r);
+      }};
+}
+
 std::vector<LTensor> LowerReduce(ReduceKind kind, LowerContext& ctx, const std::vector<LTensor>& in,
                                  const Attrs& attrs) {
   const LTensor& x = in[0];
   ReducePlan plan = PlanFromAttrs(attrs, x.ndim());
-  if (plan.identity) return {x};
+  if (plan.identity && !TransformsElements(kind)) return {x};
+  if (plan.identity) return {LowerElementwiseReduce(kind, x)};
   std::vector<int> axes;
   loop::Expr count = loop::IntImm(1);  // elements per reduced set, for mean
   for (int i = 0; i < x.ndim(); ++i) {
@@ -309,6 +435,21 @@ std::vector<LTensor> LowerReduce(ReduceKind kind, LowerContext& ctx, const std::
       return {FinishAs(reduce(loop::ReduceKind::kSum, square), t, [](const loop::Expr& s) {
         return loop::Call(loop::Intrinsic::kSqrt, {s});
       })};
+    }
+    case ReduceKind::kLogSum:
+      return {FinishAs(reduce(loop::ReduceKind::kSum, ToF64), t,
+                       [](const loop::Expr& s) { return loop::Call(loop::Intrinsic::kLog, {s}); })};
+    case ReduceKind::kLogSumExp:
+      return {LowerLogSumExp(ctx, x, axes, keepdims)};
+    case ReduceKind::kSumSquare:
+    case ReduceKind::kL1: {
+      bool square = kind == ReduceKind::kSumSquare;
+      auto term = [square, wide](const loop::Expr& e) {
+        loop::Expr v = wide ? ToF64(e) : e;
+        return square ? loop::Mul(v, v) : loop::Call(loop::Intrinsic::kFabs, {v});
+      };
+      if (!wide) return {reduce(loop::ReduceKind::kSum, term)};
+      return {FinishAs(reduce(loop::ReduceKind::kSum, term), t, nullptr)};
     }
     case ReduceKind::kMax:
       // The code generators' float max propagates NaN, as the reference does.
@@ -423,6 +564,16 @@ void RegisterReduceOps(OpRegistry& r) {
                  ReduceKind::kProd, false);
   RegisterReduce(r, "l2", "sqrt(sum(x * x)) over `axes` (all when empty); floats.", ReduceKind::kL2,
                  true);
+  RegisterReduce(r, "log_sum", "log(sum(x)) over `axes` (all when empty); floats.",
+                 ReduceKind::kLogSum, true);
+  RegisterReduce(r, "log_sum_exp",
+                 "log(sum(exp(x))) over `axes`, shifted by the maximum so exp cannot overflow; "
+                 "floats.",
+                 ReduceKind::kLogSumExp, true);
+  RegisterReduce(r, "sum_square", "sum(x * x) over `axes`; floats and integers (wrapping).",
+                 ReduceKind::kSumSquare, false);
+  RegisterReduce(r, "l1", "sum(|x|) over `axes`; floats and integers (wrapping).", ReduceKind::kL1,
+                 false);
   RegisterArg(r, "argmax", "Index (i64) of the largest value along `axis`; NaN counts largest.",
               true);
   RegisterArg(r, "argmin", "Index (i64) of the smallest value along `axis`; NaN counts smallest.",

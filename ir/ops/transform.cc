@@ -1,6 +1,7 @@
 // Ops that rearrange elements without computing new values: reshape, transpose, squeeze,
-// unsqueeze, expand, flatten. They allow every dtype; kernels copy raw elements, and lowerings
-// are index maps from an output index to the input element it reads.
+// unsqueeze, expand, flatten, tile, depth_to_space, space_to_depth. They allow every dtype; kernels
+// copy raw elements, and lowerings are index maps from an output index to the input element it
+// reads.
 #include <algorithm>
 #include <optional>
 
@@ -179,6 +180,93 @@ Type FlattenRel(TypeRelContext& ctx) {
   return TensorType({ShapeNumel(outer), ShapeNumel(inner)}, x.dtype);
 }
 
+Type TileRel(TypeRelContext& ctx) {
+  const TensorTypeNode& x = ctx.tensor(0);
+  const std::vector<int64_t>& repeats = ctx.attrs().GetInts("repeats");
+  if (static_cast<int>(repeats.size()) != x.ndim())
+    ctx.Fail(StrCat("repeats ", IntsToString(repeats), " has ", repeats.size(), " entries but ",
+                    ShapeToString(x.shape), " has rank ", x.ndim()));
+  Shape out;
+  for (int i = 0; i < x.ndim(); ++i) out.push_back(x.shape[i] * repeats[i]);
+  return TensorType(std::move(out), x.dtype);
+}
+
+// Output element idx of a tile reads idx modulo the input's shape.
+void TileKernel(const std::vector<Tensor>& in, const Attrs&, std::vector<Tensor>& out) {
+  const Tensor& x = in[0];
+  ops::CopyByIndex(x, out[0], [&](const std::vector<int64_t>& idx) {
+    std::vector<int64_t> src(idx.size());
+    for (size_t a = 0; a < idx.size(); ++a) src[a] = idx[a] % x.shape()[a];
+    return ops::Ravel(src, x.shape());
+  });
+}
+
+// depth_to_space and space_to_depth move blocks between the channels and the spatial dims of
+// an NCHW tensor. For an element at (c, h, w) of the spatial-side tensor with channel count C
+// there, bh = h % b and bw = w % b pick its place in the block, and the depth-side channel is
+//   DCR: (bh * b + bw) * C + c        CRD: (c * b + bh) * b + bw
+// (space_to_depth uses DCR's order). The reference kernels use this function; the lowerings
+// spell the same formulas in loop IR.
+int64_t DepthChannel(bool dcr, int64_t c, int64_t bh, int64_t bw, int64_t b, int64_t C) {
+  return dcr ? (bh * b + bw) * C + c : (c * b + bh) * b + bw;
+}
+
+const TensorTypeNode& RequireNCHW(TypeRelContext& ctx) {
+  const TensorTypeNode& x = ctx.tensor(0);
+  if (x.ndim() != 4) ctx.Fail(StrCat("input ", ShapeToString(x.shape), " must be 4-D (NCHW)"));
+  return x;
+}
+
+// `d` divided by `b`, which must divide it (a constraint when `d` is symbolic).
+Dim ExactDiv(TypeRelContext& ctx, const Dim& d, int64_t b, const std::string& what) {
+  Dim q = FloorDiv(d, b);
+  if (d.is_const() && d.value() % b != 0)
+    ctx.Fail(StrCat(what, " (", d.value(), ") is not a multiple of ", b));
+  if (q * b != d) ctx.AssertEqual(q * b, d, StrCat(what, ", a multiple of ", b));
+  return q;
+}
+
+Type DepthToSpaceRel(TypeRelContext& ctx) {
+  const TensorTypeNode& x = RequireNCHW(ctx);
+  int64_t b = ctx.attrs().GetInt("blocksize");
+  const std::string& mode = ctx.attrs().GetString("mode");
+  if (mode != "DCR" && mode != "CRD") ctx.Fail(StrCat("mode must be DCR or CRD, got '", mode, "'"));
+  Dim c = ExactDiv(ctx, x.shape[1], b * b, StrCat("channels of ", ShapeToString(x.shape)));
+  return TensorType({x.shape[0], c, x.shape[2] * b, x.shape[3] * b}, x.dtype);
+}
+
+Type SpaceToDepthRel(TypeRelContext& ctx) {
+  const TensorTypeNode& x = RequireNCHW(ctx);
+  int64_t b = ctx.attrs().GetInt("blocksize");
+  Dim h = ExactDiv(ctx, x.shape[2], b, StrCat("height of ", ShapeToString(x.shape)));
+  Dim w = ExactDiv(ctx, x.shape[3], b, StrCat("width of ", ShapeToString(x.shape)));
+  return TensorType({x.shape[0], x.shape[1] * (b * b), h, w}, x.dtype);
+}
+
+void DepthToSpaceKernel(const std::vector<Tensor>& in, const Attrs& attrs,
+                        std::vector<Tensor>& out) {
+  const Tensor& x = in[0];
+  int64_t b = attrs.GetInt("blocksize");
+  bool dcr = attrs.GetString("mode") == "DCR";
+  int64_t c_out = out[0].shape()[1];
+  ops::CopyByIndex(x, out[0], [&](const std::vector<int64_t>& idx) {
+    int64_t ch = DepthChannel(dcr, idx[1], idx[2] % b, idx[3] % b, b, c_out);
+    return ops::Ravel({idx[0], ch, idx[2] / b, idx[3] / b}, x.shape());
+  });
+}
+
+void SpaceToDepthKernel(const std::vector<Tensor>& in, const Attrs& attrs,
+                        std::vector<Tensor>& out) {
+  const Tensor& x = in[0];
+  int64_t b = attrs.GetInt("blocksize");
+  int64_t c_in = x.shape()[1];
+  ops::CopyByIndex(x, out[0], [&](const std::vector<int64_t>& idx) {
+    // Inverse of DepthChannel's DCR order: channel = (bh * b + bw) * C + c.
+    int64_t c = idx[1] % c_in, block = idx[1] / c_in;
+    return ops::Ravel({idx[0], c, idx[2] * b + block / b, idx[3] * b + block % b}, x.shape());
+  });
+}
+
 // ---- Lowering ----
 
 std::vector<loop::Expr> OutShape(LowerContext& ctx, const Type& t) {
@@ -260,6 +348,54 @@ std::vector<LTensor> LowerExpand(LowerContext& ctx, const std::vector<LTensor>& 
                   }}};
 }
 
+// tile: each output index reads its value modulo the input extent; axes that are not repeated
+// read the index as is.
+std::vector<LTensor> LowerTile(LowerContext& ctx, const std::vector<LTensor>& in,
+                               const Attrs& attrs, const std::vector<Type>& out_types) {
+  LTensor x = in[0];
+  std::vector<int64_t> repeats = attrs.GetInts("repeats");
+  return {LTensor{x.dtype, OutShape(ctx, out_types[0]),
+                  [x, repeats](const std::vector<loop::Expr>& idx) {
+                    std::vector<loop::Expr> in_idx = idx;
+                    for (size_t a = 0; a < idx.size(); ++a) {
+                      if (repeats[a] != 1) in_idx[a] = loop::FloorMod(idx[a], x.shape[a]);
+                    }
+                    return x.at(in_idx);
+                  }}};
+}
+
+std::vector<LTensor> LowerDepthToSpace(LowerContext& ctx, const std::vector<LTensor>& in,
+                                       const Attrs& attrs, const std::vector<Type>& out_types) {
+  LTensor x = in[0];
+  const int64_t b = attrs.GetInt("blocksize");
+  const bool dcr = attrs.GetString("mode") == "DCR";
+  std::vector<loop::Expr> shape = OutShape(ctx, out_types[0]);
+  loop::Expr c_out = shape[1];
+  return {LTensor{x.dtype, shape, [x, b, dcr, c_out](const std::vector<loop::Expr>& idx) {
+                    loop::Expr B = loop::IntImm(b);
+                    loop::Expr bh = loop::FloorMod(idx[2], B), bw = loop::FloorMod(idx[3], B);
+                    auto add = [](loop::Expr a, loop::Expr c) { return loop::Add(a, c); };
+                    auto mul = [](loop::Expr a, loop::Expr c) { return loop::Mul(a, c); };
+                    loop::Expr ch = dcr ? add(mul(add(mul(bh, B), bw), c_out), idx[1])
+                                        : add(mul(add(mul(idx[1], B), bh), B), bw);
+                    return x.at({idx[0], ch, loop::FloorDiv(idx[2], B), loop::FloorDiv(idx[3], B)});
+                  }}};
+}
+
+std::vector<LTensor> LowerSpaceToDepth(LowerContext& ctx, const std::vector<LTensor>& in,
+                                       const Attrs& attrs, const std::vector<Type>& out_types) {
+  LTensor x = in[0];
+  const int64_t b = attrs.GetInt("blocksize");
+  return {LTensor{x.dtype, OutShape(ctx, out_types[0]), [x, b](const std::vector<loop::Expr>& idx) {
+                    loop::Expr B = loop::IntImm(b);
+                    loop::Expr c = loop::FloorMod(idx[1], x.shape[1]);
+                    loop::Expr block = loop::FloorDiv(idx[1], x.shape[1]);
+                    return x.at({idx[0], c,
+                                 loop::Add(loop::Mul(idx[2], B), loop::FloorDiv(block, B)),
+                                 loop::Add(loop::Mul(idx[3], B), loop::FloorMod(block, B))});
+                  }}};
+}
+
 }  // namespace
 
 void RegisterTransformOps(OpRegistry& r) {
@@ -309,6 +445,39 @@ void RegisterTransformOps(OpRegistry& r) {
       .type_rel = ExpandRel,
       .ref_kernel = ExpandKernel,
       .lower = LowerExpand,
+  });
+  auto positive = [](const AttrValue& v) {
+    return std::get<int64_t>(v) < 1 ? std::string("must be at least 1") : "";
+  };
+  r.Register(OpDef{
+      .name = "tile",
+      .doc = "ONNX Tile: repeats the input repeats[i] times along axis i.",
+      .attrs = {{"repeats", AttrKind::kInts, std::nullopt, ops::CheckNonNegativeInts()}},
+      .pattern = OpPattern::kInjective,
+      .type_rel = TileRel,
+      .ref_kernel = TileKernel,
+      .lower = LowerTile,
+  });
+  r.Register(OpDef{
+      .name = "depth_to_space",
+      .doc = "ONNX DepthToSpace on NCHW: [n, c, h, w] -> [n, c / b^2, h * b, w * b]. Mode DCR "
+             "takes the block offset from the high channel bits, CRD from the low ones.",
+      .attrs = {{"blocksize", AttrKind::kInt, std::nullopt, positive},
+                {"mode", AttrKind::kString, AttrValue{std::string("DCR")}}},
+      .pattern = OpPattern::kInjective,
+      .type_rel = DepthToSpaceRel,
+      .ref_kernel = DepthToSpaceKernel,
+      .lower = LowerDepthToSpace,
+  });
+  r.Register(OpDef{
+      .name = "space_to_depth",
+      .doc = "ONNX SpaceToDepth on NCHW: [n, c, h, w] -> [n, c * b^2, h / b, w / b], the "
+             "inverse of depth_to_space in DCR mode.",
+      .attrs = {{"blocksize", AttrKind::kInt, std::nullopt, positive}},
+      .pattern = OpPattern::kInjective,
+      .type_rel = SpaceToDepthRel,
+      .ref_kernel = SpaceToDepthKernel,
+      .lower = LowerSpaceToDepth,
   });
   r.Register(OpDef{
       .name = "flatten",

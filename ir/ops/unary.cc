@@ -1,10 +1,12 @@
 // Elementwise unary ops: the math functions, `cast` and `clip`.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numbers>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "ir/ops/op_util.h"
 
@@ -12,6 +14,8 @@ namespace kiln {
 namespace {
 
 using ops::DTypeClass;
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 // Integer results are computed in int64 and narrowed by static_cast, which wraps modulo 2^n
 // (C++20), so abs/neg of the most negative value wrap as they do in NumPy instead of
@@ -144,6 +148,12 @@ const UnaryMathOp kUnaryMathOps[] = {
      [](const Expr& x) { return Fn(loop::Intrinsic::kSin, x); }},
     {"cos", DTypeClass::kFloat, [](double x) { return std::cos(x); }, nullptr,
      [](const Expr& x) { return Fn(loop::Intrinsic::kCos, x); }},
+    {"asin", DTypeClass::kFloat, [](double x) { return std::asin(x); }, nullptr,
+     [](const Expr& x) { return Fn(loop::Intrinsic::kAsin, x); }},
+    {"acos", DTypeClass::kFloat, [](double x) { return std::acos(x); }, nullptr,
+     [](const Expr& x) { return Fn(loop::Intrinsic::kAcos, x); }},
+    {"atan", DTypeClass::kFloat, [](double x) { return std::atan(x); }, nullptr,
+     [](const Expr& x) { return Fn(loop::Intrinsic::kAtan, x); }},
     {"floor", DTypeClass::kFloat, [](double x) { return std::floor(x); }, nullptr,
      [](const Expr& x) { return Fn(loop::Intrinsic::kFloor, x); }},
     {"ceil", DTypeClass::kFloat, [](double x) { return std::ceil(x); }, nullptr,
@@ -158,6 +168,273 @@ const UnaryMathOp kUnaryMathOps[] = {
     {"not", DTypeClass::kBool, nullptr, [](int64_t x) { return int64_t{x == 0}; },
      [](const Expr& x) { return loop::Not(x); }},
 };
+
+// ---- Float functions with parameters, and the composed math functions ----
+//
+// The loop IR has no expm1, log1p or hyperbolic/inverse functions, so the lowerings below
+// compose them from exp, log, sqrt and tanh in forms that stay accurate to a few ulp where
+// the textbook formula cancels (near 0) or overflows early (large |x|). The references use
+// the <cmath> functions in double, so the tests compare the two forms.
+
+// e^x - 1 without the cancellation of exp(x) - 1 near 0 (Kahan: (u - 1) * x / log(u) with
+// u = e^x rounded, exact where u == 1; u == 0 is x = -inf or an underflow, where it is -1).
+Expr Expm1(const Expr& x) {
+  Expr u = Fn(loop::Intrinsic::kExp, x);
+  Expr um1 = loop::Sub(u, C(1, x));
+  Expr general = loop::Div(loop::Mul(um1, x), Fn(loop::Intrinsic::kLog, u));
+  Expr eq1 = loop::MakeBinary(loop::BinaryOp::kEQ, u, C(1, x));
+  Expr eq0 = loop::MakeBinary(loop::BinaryOp::kEQ, u, C(0, x));
+  // u == +inf: (inf * x) / inf would be NaN; e^x - 1 is inf there too.
+  Expr inf = loop::MakeBinary(loop::BinaryOp::kEQ, u, C(kInfinity, x));
+  return loop::Select(eq1, x, loop::Select(eq0, C(-1, x), loop::Select(inf, u, general)));
+}
+
+// log(1 + u) for u >= -1 without the cancellation of log(1 + u) near 0 (Goldberg's theorem 4:
+// log(w) * u / (w - 1) with w = 1 + u rounded, exact where w == 1). u == +inf gives +inf.
+Expr Log1p(const Expr& u) {
+  Expr w = loop::Add(C(1, u), u);
+  Expr general = loop::Mul(Fn(loop::Intrinsic::kLog, w), loop::Div(u, loop::Sub(w, C(1, u))));
+  Expr eq1 = loop::MakeBinary(loop::BinaryOp::kEQ, w, C(1, u));
+  Expr inf = loop::MakeBinary(loop::BinaryOp::kEQ, u, C(kInfinity, u));
+  return loop::Select(eq1, u, loop::Select(inf, u, general));
+}
+
+Expr Lt(const Expr& a, const Expr& b) {
+  return loop::MakeBinary(loop::BinaryOp::kLT, a, b);
+}
+Expr Gt(const Expr& a, const Expr& b) {
+  return loop::MakeBinary(loop::BinaryOp::kGT, a, b);
+}
+// -x where x < 0, else x: the sign of an odd function's result computed on |x|.
+Expr WithSignOf(const Expr& x, const Expr& r) {
+  return loop::Select(Lt(x, C(0, x)), LowerNeg(r), r);
+}
+
+// log(1 + e^x) as max(x, 0) + log1p(e^-|x|): e^x overflows for large x, where the result is x.
+double SoftplusRef(double x) {
+  return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+}
+Expr LowerSoftplus(const Expr& x) {
+  Expr pos = Gt(x, C(0, x));
+  Expr e = Fn(loop::Intrinsic::kExp, loop::Select(pos, LowerNeg(x), x));
+  return loop::Add(loop::Select(pos, x, C(0, x)), Log1p(e));
+}
+
+// clamp(alpha * x + beta, 0, 1), written so that NaN passes through.
+double HardSigmoidRef(double x, double alpha, double beta) {
+  double v = alpha * x + beta;
+  return v < 0 ? 0.0 : v > 1 ? 1.0 : v;
+}
+Expr LowerHardSigmoid(const Expr& x, double alpha, double beta) {
+  Expr v = loop::Add(loop::Mul(C(alpha, x), x), C(beta, x));
+  return loop::Select(Lt(v, C(0, v)), C(0, v), loop::Select(Gt(v, C(1, v)), C(1, v), v));
+}
+
+// sinh(|x|) for |x| > 1 as h * (h / 2) - 1 / (2 h^2) with h = e^(|x|/2), which overflows
+// only where sinh does; below that, 2t / (1 - t^2) with t = tanh(x / 2), where 1 - t^2 >= 0.78
+// and nothing cancels.
+Expr LowerSinh(const Expr& x) {
+  Expr a = Fn(loop::Intrinsic::kFabs, x);
+  Expr h = Fn(loop::Intrinsic::kExp, loop::Mul(a, C(0.5, x)));
+  Expr big =
+      loop::Sub(loop::Mul(h, loop::Mul(h, C(0.5, x))), loop::Div(C(0.5, x), loop::Mul(h, h)));
+  Expr t = Fn(loop::Intrinsic::kTanh, loop::Mul(x, C(0.5, x)));
+  Expr small = loop::Div(loop::Mul(C(2, x), t), loop::Sub(C(1, x), loop::Mul(t, t)));
+  return loop::Select(Gt(a, C(1, x)), WithSignOf(x, big), small);
+}
+
+// cosh(x) = h * (h / 2) + 1 / (2 h^2), h = e^(|x|/2): a sum of positive terms.
+Expr LowerCosh(const Expr& x) {
+  Expr a = Fn(loop::Intrinsic::kFabs, x);
+  Expr h = Fn(loop::Intrinsic::kExp, loop::Mul(a, C(0.5, x)));
+  return loop::Add(loop::Mul(h, loop::Mul(h, C(0.5, x))), loop::Div(C(0.5, x), loop::Mul(h, h)));
+}
+
+// Beyond 2^28, 1 + a^2 rounds to a^2 in every float format and the log(2a) form is exact;
+// below it a^2 cannot overflow.
+constexpr double kHugeArg = 268435456.0;
+
+// asinh(|x|) = log1p(a + a^2 / (1 + sqrt(1 + a^2))), odd.
+Expr LowerAsinh(const Expr& x) {
+  Expr a = Fn(loop::Intrinsic::kFabs, x);
+  Expr a2 = loop::Mul(a, a);
+  Expr u = loop::Add(
+      a, loop::Div(a2, loop::Add(C(1, x), Fn(loop::Intrinsic::kSqrt, loop::Add(C(1, x), a2)))));
+  Expr huge = loop::Add(Fn(loop::Intrinsic::kLog, a), C(std::numbers::ln2, x));
+  Expr r = loop::Select(Gt(a, C(kHugeArg, x)), huge, Log1p(u));
+  return WithSignOf(x, r);
+}
+
+// acosh(x) = log1p(m + sqrt(m (x + 1))), m = x - 1 (exact for x in [1, 2]).
+Expr LowerAcosh(const Expr& x) {
+  Expr m = loop::Sub(x, C(1, x));
+  Expr u = loop::Add(m, Fn(loop::Intrinsic::kSqrt, loop::Mul(m, loop::Add(x, C(1, x)))));
+  Expr huge = loop::Add(Fn(loop::Intrinsic::kLog, x), C(std::numbers::ln2, x));
+  // x < 1 is NaN; stated, since for x <= -1 the product m (x + 1) is not negative.
+  Expr nan = C(std::numeric_limits<double>::quiet_NaN(), x);
+  return loop::Select(Lt(x, C(1, x)), nan, loop::Select(Gt(x, C(kHugeArg, x)), huge, Log1p(u)));
+}
+
+// atanh(x) = log1p(2a / (1 - a)) / 2, odd; a == 1 gives +inf, a > 1 NaN (log of a negative).
+Expr LowerAtanh(const Expr& x) {
+  Expr a = Fn(loop::Intrinsic::kFabs, x);
+  Expr u = loop::Div(loop::Mul(C(2, x), a), loop::Sub(C(1, x), a));
+  return WithSignOf(x, loop::Mul(C(0.5, x), Log1p(u)));
+}
+
+// A float-only elementwise function of x and the op's float attributes, in schema order.
+struct ParamUnaryOp {
+  const char* name;
+  const char* doc;
+  std::vector<std::pair<const char*, double>> params;  // attribute name and default
+  double (*ref)(double x, const std::vector<double>& p);
+  Expr (*lower)(const Expr& x, const std::vector<double>& p);
+};
+
+constexpr double kSeluAlpha = 1.67326319217681884765625;
+constexpr double kSeluGamma = 1.05070102214813232421875;
+
+const std::vector<ParamUnaryOp>& ParamUnaryOps() {
+  using P = std::vector<double>;
+  static const std::vector<ParamUnaryOp> ops = {
+      {"leaky_relu",
+       "x < 0 ? alpha * x : x",
+       {{"alpha", 0.01}},
+       [](double x, const P& p) { return x < 0 ? p[0] * x : x; },
+       [](const Expr& x, const P& p) {
+         return loop::Select(Lt(x, C(0, x)), loop::Mul(C(p[0], x), x), x);
+       }},
+      {"elu",
+       "x < 0 ? alpha * (e^x - 1) : x",
+       {{"alpha", 1.0}},
+       [](double x, const P& p) { return x < 0 ? p[0] * std::expm1(x) : x; },
+       [](const Expr& x, const P& p) {
+         return loop::Select(Lt(x, C(0, x)), loop::Mul(C(p[0], x), Expm1(x)), x);
+       }},
+      {"selu",
+       "gamma * (x <= 0 ? alpha * (e^x - 1) : x)",
+       {{"alpha", kSeluAlpha}, {"gamma", kSeluGamma}},
+       [](double x, const P& p) { return p[1] * (x <= 0 ? p[0] * std::expm1(x) : x); },
+       [](const Expr& x, const P& p) {
+         Expr neg = loop::Mul(C(p[0], x), Expm1(x));
+         return loop::Mul(C(p[1], x), loop::Select(Gt(x, C(0, x)), x, neg));
+       }},
+      {"celu",
+       "x > 0 ? x : alpha * (e^(x / alpha) - 1); alpha != 0",
+       {{"alpha", 1.0}},
+       [](double x, const P& p) { return x > 0 ? x : p[0] * std::expm1(x / p[0]); },
+       [](const Expr& x, const P& p) {
+         Expr neg = loop::Mul(C(p[0], x), Expm1(loop::Div(x, C(p[0], x))));
+         return loop::Select(Gt(x, C(0, x)), x, neg);
+       }},
+      {"softplus",
+       "log(1 + e^x)",
+       {},
+       [](double x, const P&) { return SoftplusRef(x); },
+       [](const Expr& x, const P&) { return LowerSoftplus(x); }},
+      {"softsign",
+       "x / (1 + |x|)",
+       {},
+       [](double x, const P&) { return x / (1.0 + std::fabs(x)); },
+       [](const Expr& x, const P&) {
+         return loop::Div(x, loop::Add(C(1, x), Fn(loop::Intrinsic::kFabs, x)));
+       }},
+      {"hard_sigmoid",
+       "clamp(alpha * x + beta, 0, 1)",
+       {{"alpha", 0.2}, {"beta", 0.5}},
+       [](double x, const P& p) { return HardSigmoidRef(x, p[0], p[1]); },
+       [](const Expr& x, const P& p) { return LowerHardSigmoid(x, p[0], p[1]); }},
+      {"hard_swish",
+       "x * clamp(x / 6 + 1 / 2, 0, 1)",
+       {},
+       [](double x, const P&) { return x * HardSigmoidRef(x, 1.0 / 6, 0.5); },
+       [](const Expr& x, const P&) { return loop::Mul(x, LowerHardSigmoid(x, 1.0 / 6, 0.5)); }},
+      {"mish",
+       "x * tanh(softplus(x))",
+       {},
+       [](double x, const P&) { return x * std::tanh(SoftplusRef(x)); },
+       [](const Expr& x, const P&) {
+         return loop::Mul(x, Fn(loop::Intrinsic::kTanh, LowerSoftplus(x)));
+       }},
+      {"thresholded_relu",
+       "x > alpha ? x : 0",
+       {{"alpha", 1.0}},
+       [](double x, const P& p) { return x > p[0] ? x : 0.0; },
+       [](const Expr& x, const P& p) { return loop::Select(Gt(x, C(p[0], x)), x, C(0, x)); }},
+      {"tan",
+       "tangent",
+       {},
+       [](double x, const P&) { return std::tan(x); },
+       [](const Expr& x, const P&) {
+         return loop::Div(Fn(loop::Intrinsic::kSin, x), Fn(loop::Intrinsic::kCos, x));
+       }},
+      {"sinh",
+       "hyperbolic sine",
+       {},
+       [](double x, const P&) { return std::sinh(x); },
+       [](const Expr& x, const P&) { return LowerSinh(x); }},
+      {"cosh",
+       "hyperbolic cosine",
+       {},
+       [](double x, const P&) { return std::cosh(x); },
+       [](const Expr& x, const P&) { return LowerCosh(x); }},
+      {"asinh",
+       "inverse hyperbolic sine",
+       {},
+       [](double x, const P&) { return std::asinh(x); },
+       [](const Expr& x, const P&) { return LowerAsinh(x); }},
+      {"acosh",
+       "inverse hyperbolic cosine; NaN below 1",
+       {},
+       [](double x, const P&) { return std::acosh(x); },
+       [](const Expr& x, const P&) { return LowerAcosh(x); }},
+      {"atanh",
+       "inverse hyperbolic tangent; +-inf at +-1, NaN beyond",
+       {},
+       [](double x, const P&) { return std::atanh(x); },
+       [](const Expr& x, const P&) { return LowerAtanh(x); }},
+  };
+  return ops;
+}
+
+std::vector<double> ParamValues(const ParamUnaryOp& op, const Attrs& attrs) {
+  std::vector<double> p;
+  for (const auto& [name, def] : op.params) p.push_back(attrs.GetFloat(name));
+  return p;
+}
+
+// out[i] = f(in[i]) for a float function: computed in double, stored in the input's dtype.
+void ApplyFloat(const Tensor& in, Tensor& out, const std::function<double(double)>& f) {
+  DispatchDType(in.dtype(), [&]<typename T>() {
+    if constexpr (std::is_integral_v<T>) {
+      KILN_CHECK(false, "no integer kernel for ", DTypeName(in.dtype()));
+    } else {
+      ops::MapUnary<T, T>(in, out, [&](ops::ComputeT<T> x) { return f(static_cast<double>(x)); });
+    }
+  });
+}
+
+// isinf with the ONNX flags: which of +inf and -inf count.
+bool IsInfRef(double x, bool positive, bool negative) {
+  return (positive && x == kInfinity) || (negative && x == -kInfinity);
+}
+
+// out[i] = pred(in[i]) for a float input and a bool output.
+void ApplyFloatPredicate(const Tensor& in, Tensor& out, const std::function<bool(double)>& pred) {
+  DispatchDType(in.dtype(), [&]<typename T>() {
+    if constexpr (std::is_integral_v<T>) {
+      KILN_CHECK(false, "no integer kernel for ", DTypeName(in.dtype()));
+    } else {
+      ops::MapUnary<T, bool>(in, out,
+                             [&](ops::ComputeT<T> x) { return pred(static_cast<double>(x)); });
+    }
+  });
+}
+
+Type BoolOfFloat(TypeRelContext& ctx) {
+  ops::RequireDType(ctx, ctx.tensor(0).dtype, DTypeClass::kFloat);
+  return TensorType(ctx.tensor(0).shape, DType::kBool);
+}
 
 Type SameTypeIf(TypeRelContext& ctx, DTypeClass allowed) {
   ops::RequireDType(ctx, ctx.tensor(0).dtype, allowed);
@@ -308,6 +585,96 @@ void RegisterUnaryOps(OpRegistry& r) {
                      const std::vector<Type>&) { return std::vector<LTensor>{MapUnary(in[0], f)}; },
     });
   }
+
+  for (const ParamUnaryOp& m : ParamUnaryOps()) {
+    std::vector<AttrSpec> attrs;
+    for (const auto& [name, def] : m.params) attrs.push_back({name, AttrKind::kFloat, def, NotNaN});
+    // celu divides by alpha.
+    if (std::string(m.name) == "celu")
+      attrs[0].check = [](const AttrValue& v) -> std::string {
+        double a = std::get<double>(v);
+        return std::isnan(a) ? "must not be NaN" : a == 0 ? "must not be 0" : "";
+      };
+    r.Register(OpDef{
+        .name = m.name,
+        .doc = m.doc,
+        .attrs = std::move(attrs),
+        .pattern = OpPattern::kElementwise,
+        .type_rel = [](TypeRelContext& ctx) { return SameTypeIf(ctx, DTypeClass::kFloat); },
+        .ref_kernel =
+            [&m](const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
+              std::vector<double> p = ParamValues(m, attrs);
+              ApplyFloat(in[0], out[0], [&](double x) { return m.ref(x, p); });
+            },
+        .lower =
+            [&m](LowerContext&, const std::vector<LTensor>& in, const Attrs& attrs,
+                 const std::vector<Type>&) {
+              std::vector<double> p = ParamValues(m, attrs);
+              auto f = m.lower;
+              DType t = in[0].dtype;
+              LTensor x = in[0];
+              return std::vector<LTensor>{
+                  lower::Map(x, t, [x, f, p, t](const std::vector<Expr>& idx) {
+                    return loop::Cast(t, f(loop::Cast(ComputeDType(t), x.at(idx)), p));
+                  })};
+            },
+    });
+  }
+
+  r.Register(OpDef{
+      .name = "isnan",
+      .doc = "x is NaN; bool result",
+      .attrs = {},
+      .pattern = OpPattern::kElementwise,
+      .type_rel = BoolOfFloat,
+      .ref_kernel =
+          [](const std::vector<Tensor>& in, const Attrs&, std::vector<Tensor>& out) {
+            ApplyFloatPredicate(in[0], out[0], [](double x) { return std::isnan(x); });
+          },
+      .lower =
+          [](LowerContext&, const std::vector<LTensor>& in, const Attrs&,
+             const std::vector<Type>&) {
+            LTensor x = in[0];
+            return std::vector<LTensor>{
+                lower::Map(x, DType::kBool, [x](const std::vector<Expr>& idx) {
+                  Expr v = x.at(idx);  // a load: repeating it costs nothing
+                  return loop::MakeBinary(loop::BinaryOp::kNE, v, v);
+                })};
+          },
+  });
+
+  r.Register(OpDef{
+      .name = "isinf",
+      .doc = "x is +inf (detect_positive) or -inf (detect_negative); bool result",
+      .attrs = {{"detect_positive", AttrKind::kBool, true},
+                {"detect_negative", AttrKind::kBool, true}},
+      .pattern = OpPattern::kElementwise,
+      .type_rel = BoolOfFloat,
+      .ref_kernel =
+          [](const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
+            bool pos = attrs.GetBool("detect_positive"), neg = attrs.GetBool("detect_negative");
+            ApplyFloatPredicate(in[0], out[0],
+                                [pos, neg](double x) { return IsInfRef(x, pos, neg); });
+          },
+      .lower =
+          [](LowerContext&, const std::vector<LTensor>& in, const Attrs& attrs,
+             const std::vector<Type>&) {
+            bool pos = attrs.GetBool("detect_positive"), neg = attrs.GetBool("detect_negative");
+            LTensor x = in[0];
+            // Infinities survive the cast to f32, so comparing in ComputeDType is exact.
+            return std::vector<LTensor>{
+                lower::Map(x, DType::kBool, [x, pos, neg](const std::vector<Expr>& idx) {
+                  Expr v = loop::Cast(ComputeDType(x.dtype), x.at(idx));
+                  Expr r = loop::IntImm(0, DType::kBool);
+                  if (pos) r = loop::MakeBinary(loop::BinaryOp::kEQ, v, C(kInfinity, v));
+                  if (neg) {
+                    Expr n = loop::MakeBinary(loop::BinaryOp::kEQ, v, C(-kInfinity, v));
+                    r = pos ? loop::MakeBinary(loop::BinaryOp::kOr, r, n) : n;
+                  }
+                  return r;
+                })};
+          },
+  });
 
   r.Register(OpDef{
       .name = "gelu",

@@ -435,5 +435,20 @@ TEST(Where, RandomAgainstLoops) {
       }
 }
 
+TEST(BinaryKernels, PRelu) {
+  Tensor x = test::Floats({2, 3}, {-1, 2, -3, 4, -5, std::nanf("")});
+  Tensor slope = test::Floats({3}, {0.1f, 0.2f, 0.3f});
+  EXPECT_TRUE(test::TensorsNear(RunOpReference("prelu", {x, slope}).at(0),
+                                test::Floats({2, 3}, {-0.1f, 2, -0.9f, 4, -1, std::nanf("")})));
+  EXPECT_TRUE(test::TensorsNear(
+      RunOpReference("prelu",
+                     {test::MakeTensor<int8_t>({2}, {-100, 5}), test::MakeTensor<int8_t>({}, {3})})
+          .at(0),
+      test::MakeTensor<int8_t>({2}, {static_cast<int8_t>(-300), 5})));  // wraps
+  EXPECT_THAT(
+      test::InferError("prelu", {TensorType({2}, DType::kUInt8), TensorType({2}, DType::kUInt8)}),
+      ::testing::HasSubstr("must be a float or signed integer dtype"));
+}
+
 }  // namespace
 }  // namespace kiln

@@ -401,5 +401,33 @@ TEST(ArgReduceKernel, RandomAgainstNaiveLoops) {
   }
 }
 
+TEST(ReduceKernel, LogSumLogSumExpSumSquareL1) {
+  Tensor x = test::Floats({2, 3}, {1, 2, 3, -1, 0.5f, -2});
+  Attrs rows = {{"axes", std::vector<int64_t>{1}}, {"keepdims", false}};
+  EXPECT_TRUE(test::TensorsNear(RunOpReference("sum_square", {x}, rows).at(0),
+                                test::Floats({2}, {14, 5.25f})));
+  EXPECT_TRUE(
+      test::TensorsNear(RunOpReference("l1", {x}, rows).at(0), test::Floats({2}, {6, 3.5f})));
+  EXPECT_TRUE(test::TensorsNear(RunOpReference("log_sum", {x}, rows).at(0),
+                                test::Floats({2}, {1.79175947f, std::nanf("")})));
+  EXPECT_TRUE(test::TensorsNear(RunOpReference("log_sum_exp", {x}, rows).at(0),
+                                test::Floats({2}, {3.40760596f, 0.76636790f})));
+  // Max-shifted: no overflow.
+  EXPECT_TRUE(
+      test::TensorsNear(RunOpReference("log_sum_exp", {test::Floats({2}, {1000, 1000})}).at(0),
+                        test::Floats({1}, {1000.69314718f})));
+  // Over no axes (noop_with_empty_axes) each element is transformed alone.
+  Attrs noop = {{"noop_with_empty_axes", true}};
+  EXPECT_TRUE(test::TensorsNear(RunOpReference("l1", {x}, noop).at(0),
+                                test::Floats({2, 3}, {1, 2, 3, 1, 0.5f, 2})));
+  EXPECT_TRUE(test::TensorsNear(RunOpReference("log_sum_exp", {x}, noop).at(0), x));
+  // Integers wrap.
+  Tensor i = test::MakeTensor<int8_t>({3}, {-128, 100, 1});
+  EXPECT_TRUE(test::TensorsNear(RunOpReference("l1", {i}).at(0),
+                                test::MakeTensor<int8_t>({1}, {static_cast<int8_t>(-27)})));
+  EXPECT_THAT(test::InferError("log_sum", {TensorType({2}, DType::kInt32)}),
+              ::testing::HasSubstr("expects a float tensor"));
+}
+
 }  // namespace
 }  // namespace kiln

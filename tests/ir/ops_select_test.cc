@@ -1,4 +1,5 @@
-// Type relations and reference kernels of concat, split, slice, gather, range.
+// Type relations and reference kernels of concat, split, slice, gather, gather_elements, trilu,
+// range.
 #include <gmock/gmock.h>
 
 #include <limits>
@@ -456,6 +457,322 @@ TEST(Gather, RandomAgainstIndexArithmetic) {
   }
 }
 
+// ---------------------------------------------------------------- gather_elements
+
+TEST(GatherElements, Shapes) {
+  EXPECT_EQ(Infer("gather_elements", {F32({3, 3}), I64({2, 3})}), "f32[2, 3]");
+  EXPECT_EQ(Infer("gather_elements", {F32({3, 3}), I64({3, 7})}, {{"axis", int64_t{-1}}}),
+            "f32[3, 7]");
+  // Smaller than data off the axis is allowed when both dims are constant.
+  EXPECT_EQ(Infer("gather_elements", {F32({4, 5}), TensorType({2, 1}, DType::kInt32)},
+                  {{"axis", int64_t{1}}}),
+            "f32[2, 1]");
+}
+
+TEST(GatherElements, SymbolicDimsOffTheAxisMustBeEqual) {
+  Dim n = S("n"), m = S("m");
+  std::vector<DimConstraint> cs;
+  EXPECT_EQ(Infer("gather_elements", {F32({n, 4}), I64({m, 4})}, {{"axis", int64_t{1}}}, &cs),
+            "f32[m, 4]");
+  ASSERT_EQ(cs.size(), 1u);
+  EXPECT_THAT(cs[0].ToString(), HasSubstr("dim 0 of indices [m, 4] and data [n, 4]"));
+  cs.clear();
+  EXPECT_EQ(Infer("gather_elements", {F32({n, 4}), I64({n, 9})}, {{"axis", int64_t{1}}}, &cs),
+            "f32[n, 9]");
+  EXPECT_TRUE(cs.empty());
+}
+
+TEST(GatherElements, Errors) {
+  EXPECT_THAT(InferError("gather_elements", {F32({3, 3}), F32({3, 3})}),
+              HasSubstr("indices must be i32 or i64, got f32"));
+  EXPECT_THAT(InferError("gather_elements", {F32({3, 3}), I64({3})}),
+              HasSubstr("indices [3] must have the rank of data [3, 3]"));
+  EXPECT_THAT(InferError("gather_elements", {F32({3, 3}), I64({2, 4})}),
+              HasSubstr("dim 1 of indices [2, 4] is larger than that of data [3, 3]"));
+  EXPECT_THAT(InferError("gather_elements", {F32({3, 3}), I64({2, 3})}, {{"axis", int64_t{2}}}),
+              HasSubstr("axis 2 is out of range"));
+  EXPECT_THAT(InferError("gather_elements", {F32({}), I64({})}),
+              HasSubstr("cannot gather from a scalar"));
+}
+
+TEST(GatherElements, KernelHandValues) {
+  // The examples of the ONNX operator documentation.
+  Tensor a = MakeTensor<float>({2, 2}, {1, 2, 3, 4});
+  EXPECT_TRUE(
+      TensorsNear(RunOpReference("gather_elements", {a, MakeTensor<int64_t>({2, 2}, {0, 0, 1, 0})},
+                                 {{"axis", int64_t{1}}})[0],
+                  MakeTensor<float>({2, 2}, {1, 1, 4, 3})));
+  Tensor b = MakeTensor<float>({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  EXPECT_TRUE(TensorsNear(
+      RunOpReference("gather_elements", {b, MakeTensor<int32_t>({2, 3}, {1, 2, 0, 2, 0, 0})})[0],
+      MakeTensor<float>({2, 3}, {4, 8, 3, 7, 2, 3})));
+  // Negative indices wrap.
+  EXPECT_TRUE(TensorsNear(
+      RunOpReference("gather_elements", {b, MakeTensor<int64_t>({2, 3}, {-1, -2, 0, -2, 0, 0})})[0],
+      MakeTensor<float>({2, 3}, {7, 5, 3, 4, 2, 3})));
+  Tensor none = Tensor::Empty(DType::kInt64, {0, 3});
+  EXPECT_EQ(RunOpReference("gather_elements", {b, none})[0].shape(), (V{0, 3}));
+}
+
+TEST(GatherElements, OutOfRangeIndexIsAnErrorNotARead) {
+  Tensor data = MakeTensor<float>({3, 2}, {1, 2, 3, 4, 5, 6});
+  for (int64_t bad : V{2, -3, kMax, kMin}) {
+    EXPECT_THAT(
+        ErrorMessage([&] {
+          RunOpReference("gather_elements", {data, MakeTensor<int64_t>({1, 2}, {0, bad})},
+                         {{"axis", int64_t{1}}});
+        }),
+        HasSubstr(StrCat("index ", bad, " is out of range for axis 1 of size 2 in [3, 2]")));
+  }
+}
+
+// ---------------------------------------------------------------- scatter_elements
+
+Attrs Scatter(int64_t axis, const std::string& reduction = "none") {
+  return {{"axis", axis}, {"reduction", reduction}};
+}
+
+TEST(ScatterElements, Shapes) {
+  EXPECT_EQ(Infer("scatter_elements", {F32({3, 3}), I64({2, 3}), F32({2, 3})}), "f32[3, 3]");
+  Dim n = S("n");
+  EXPECT_EQ(Infer("scatter_elements", {F32({n, 5}), I64({n, 2}), F32({n, 2})}, Scatter(-1)),
+            "f32[n, 5]");
+}
+
+TEST(ScatterElements, Errors) {
+  EXPECT_THAT(InferError("scatter_elements", {F32({3, 3}), I64({2, 3}), F32({2, 2})}),
+              HasSubstr("updates [2, 2] must have the shape of indices [2, 3]"));
+  EXPECT_THAT(InferError("scatter_elements", {F32({3, 3}), I64({2, 3}), I64({2, 3})}),
+              HasSubstr("updates have dtype i64 but data has f32"));
+  EXPECT_THAT(InferError("scatter_elements", {F32({3, 3}), F32({2, 3}), F32({2, 3})}),
+              HasSubstr("indices must be i32 or i64, got f32"));
+  EXPECT_THAT(InferError("scatter_elements", {F32({3, 3}), I64({2, 4}), F32({2, 4})}),
+              HasSubstr("dim 1 of indices [2, 4] is larger than that of data [3, 3]"));
+  Type b = TensorType({2}, DType::kBool);
+  EXPECT_THAT(InferError("scatter_elements", {b, I64({2}), b}, Scatter(0, "add")),
+              HasSubstr("data of a add reduction must be"));
+  EXPECT_THAT(InferError("scatter_elements", {F32({2}), I64({2}), F32({2})}, Scatter(0, "max")),
+              HasSubstr("must be none, add or mul, got 'max'"));
+}
+
+TEST(ScatterElements, KernelHandValues) {
+  // The examples of the ONNX operator documentation.
+  Tensor data = MakeTensor<float>({3, 3}, std::vector<float>(9, 0));
+  Tensor idx = MakeTensor<int64_t>({2, 3}, {1, 0, 2, 0, 2, 1});
+  Tensor upd = MakeTensor<float>({2, 3}, {1.0f, 1.1f, 1.2f, 2.0f, 2.1f, 2.2f});
+  EXPECT_TRUE(
+      TensorsNear(RunOpReference("scatter_elements", {data, idx, upd})[0],
+                  MakeTensor<float>({3, 3}, {2.0f, 1.1f, 0, 1.0f, 0, 2.2f, 0, 2.1f, 1.2f})));
+  Tensor row = MakeTensor<float>({1, 5}, {1, 2, 3, 4, 5});
+  Tensor u2 = MakeTensor<float>({1, 2}, {1.1f, 2.1f});
+  EXPECT_TRUE(
+      TensorsNear(RunOpReference("scatter_elements",
+                                 {row, MakeTensor<int64_t>({1, 2}, {1, -2}), u2}, Scatter(1))[0],
+                  MakeTensor<float>({1, 5}, {1, 1.1f, 3, 2.1f, 5})));
+  // Duplicates: none keeps the last, add and mul combine all.
+  Tensor dup = MakeTensor<int64_t>({1, 2}, {1, 1});
+  EXPECT_TRUE(TensorsNear(RunOpReference("scatter_elements", {row, dup, u2}, Scatter(1))[0],
+                          MakeTensor<float>({1, 5}, {1, 2.1f, 3, 4, 5})));
+  EXPECT_TRUE(TensorsNear(RunOpReference("scatter_elements", {row, dup, u2}, Scatter(1, "add"))[0],
+                          MakeTensor<float>({1, 5}, {1, 5.2f, 3, 4, 5})));
+  EXPECT_TRUE(TensorsNear(RunOpReference("scatter_elements", {row, dup, u2}, Scatter(1, "mul"))[0],
+                          MakeTensor<float>({1, 5}, {1, 2 * 1.1f * 2.1f, 3, 4, 5})));
+}
+
+TEST(ScatterElements, OutOfRangeIndexIsAnErrorNotAWrite) {
+  Tensor data = MakeTensor<float>({3, 2}, {1, 2, 3, 4, 5, 6});
+  Tensor upd = MakeTensor<float>({1, 2}, {0, 0});
+  for (int64_t bad : V{3, -4, kMax, kMin}) {
+    EXPECT_THAT(
+        ErrorMessage([&] {
+          RunOpReference("scatter_elements", {data, MakeTensor<int64_t>({1, 2}, {0, bad}), upd});
+        }),
+        HasSubstr(StrCat("index ", bad, " is out of range for axis 0 of size 3 in [3, 2]")));
+  }
+}
+
+// ---------------------------------------------------------------- gather_nd, scatter_nd
+
+TEST(GatherNd, Shapes) {
+  EXPECT_EQ(Infer("gather_nd", {F32({2, 2}), I64({2, 2})}), "f32[2]");
+  EXPECT_EQ(Infer("gather_nd", {F32({2, 2}), I64({2, 1})}), "f32[2, 2]");
+  EXPECT_EQ(Infer("gather_nd", {F32({2, 2, 2}), I64({2, 1})}, {{"batch_dims", int64_t{1}}}),
+            "f32[2, 2]");
+  Dim n = S("n");
+  EXPECT_EQ(Infer("gather_nd", {F32({n, 3, 5}), I64({n, 7, 1})}, {{"batch_dims", int64_t{1}}}),
+            "f32[n, 7, 5]");
+}
+
+TEST(GatherNd, Errors) {
+  EXPECT_THAT(InferError("gather_nd", {F32({2, 2}), I64({2, S("m")})}),
+              HasSubstr("the last dim of indices [2, m] must be a constant"));
+  EXPECT_THAT(InferError("gather_nd", {F32({2, 2}), I64({2, 3})}),
+              HasSubstr("index tuples of length 3"));
+  EXPECT_THAT(InferError("gather_nd", {F32({2, 2}), I64({2, 1})}, {{"batch_dims", int64_t{2}}}),
+              HasSubstr("batch_dims 2 must be less than the ranks"));
+  EXPECT_THAT(InferError("gather_nd", {F32({2, 2}), I64({3, 1})}, {{"batch_dims", int64_t{1}}}),
+              HasSubstr("batch dim 0 of indices [3, 1] and data [2, 2]"));
+  EXPECT_THAT(InferError("gather_nd", {F32({2, 2}), I64({})}), HasSubstr("got a scalar"));
+}
+
+TEST(GatherNd, KernelHandValues) {
+  // The examples of the ONNX operator documentation.
+  Tensor a = MakeTensor<int32_t>({2, 2}, {0, 1, 2, 3});
+  EXPECT_TRUE(
+      TensorsNear(RunOpReference("gather_nd", {a, MakeTensor<int64_t>({2, 2}, {0, 0, 1, 1})})[0],
+                  MakeTensor<int32_t>({2}, {0, 3})));
+  EXPECT_TRUE(TensorsNear(RunOpReference("gather_nd", {a, MakeTensor<int64_t>({2, 1}, {1, 0})})[0],
+                          MakeTensor<int32_t>({2, 2}, {2, 3, 0, 1})));
+  Tensor b = MakeTensor<int32_t>({2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  EXPECT_TRUE(
+      TensorsNear(RunOpReference("gather_nd", {b, MakeTensor<int64_t>({2, 1, 2}, {0, 1, 1, 0})})[0],
+                  MakeTensor<int32_t>({2, 1, 2}, {2, 3, 4, 5})));
+  EXPECT_TRUE(TensorsNear(RunOpReference("gather_nd", {b, MakeTensor<int64_t>({2, 1}, {1, 0})},
+                                         {{"batch_dims", int64_t{1}}})[0],
+                          MakeTensor<int32_t>({2, 2}, {2, 3, 4, 5})));
+  // Negative indices wrap.
+  EXPECT_TRUE(
+      TensorsNear(RunOpReference("gather_nd", {a, MakeTensor<int64_t>({1, 2}, {-1, -2})})[0],
+                  MakeTensor<int32_t>({1}, {2})));
+  EXPECT_THAT(ErrorMessage([&] {
+                RunOpReference("gather_nd", {a, MakeTensor<int64_t>({1, 2}, {0, 2})});
+              }),
+              HasSubstr("index 2 is out of range for axis 1 of size 2 in [2, 2]"));
+}
+
+TEST(ScatterNd, Shapes) {
+  EXPECT_EQ(Infer("scatter_nd", {F32({8}), I64({4, 1}), F32({4})}), "f32[8]");
+  EXPECT_EQ(Infer("scatter_nd", {F32({4, 4, 4}), I64({2, 1}), F32({2, 4, 4})}), "f32[4, 4, 4]");
+  EXPECT_THAT(InferError("scatter_nd", {F32({4, 4, 4}), I64({2, 1}), F32({2, 4})}),
+              HasSubstr("updates [2, 4] must have shape [2, 4, 4] (indices[:-1] + data[m:])"));
+  EXPECT_THAT(InferError("scatter_nd", {F32({4}), I64({2, 2}), F32({2})}),
+              HasSubstr("index tuples of length 2"));
+}
+
+TEST(ScatterNd, KernelHandValues) {
+  // The examples of the ONNX operator documentation.
+  Tensor data = MakeTensor<float>({8}, {1, 2, 3, 4, 5, 6, 7, 8});
+  Tensor idx = MakeTensor<int64_t>({4, 1}, {4, 3, 1, 7});
+  Tensor upd = MakeTensor<float>({4}, {9, 10, 11, 12});
+  EXPECT_TRUE(TensorsNear(RunOpReference("scatter_nd", {data, idx, upd})[0],
+                          MakeTensor<float>({8}, {1, 11, 3, 10, 9, 6, 7, 12})));
+  Tensor dup = MakeTensor<int64_t>({2, 1}, {0, -8});
+  Tensor u2 = MakeTensor<float>({2}, {5, 6});
+  EXPECT_TRUE(TensorsNear(RunOpReference("scatter_nd", {data, dup, u2})[0],
+                          MakeTensor<float>({8}, {6, 2, 3, 4, 5, 6, 7, 8})));
+  EXPECT_TRUE(TensorsNear(RunOpReference("scatter_nd", {data, dup, u2}, {{"reduction", "add"}})[0],
+                          MakeTensor<float>({8}, {12, 2, 3, 4, 5, 6, 7, 8})));
+  EXPECT_TRUE(TensorsNear(RunOpReference("scatter_nd", {data, dup, u2}, {{"reduction", "mul"}})[0],
+                          MakeTensor<float>({8}, {30, 2, 3, 4, 5, 6, 7, 8})));
+  Tensor d2 = MakeTensor<float>({2, 2}, {1, 2, 3, 4});
+  EXPECT_TRUE(TensorsNear(RunOpReference("scatter_nd", {d2, MakeTensor<int64_t>({1, 1}, {1}),
+                                                        MakeTensor<float>({1, 2}, {7, 8})})[0],
+                          MakeTensor<float>({2, 2}, {1, 2, 7, 8})));
+  EXPECT_THAT(ErrorMessage([&] {
+                RunOpReference("scatter_nd", {data, MakeTensor<int64_t>({1, 1}, {8}),
+                                              MakeTensor<float>({1}, {0})});
+              }),
+              HasSubstr("index 8 is out of range for axis 0 of size 8 in [8]"));
+}
+
+// ---------------------------------------------------------------- trilu
+
+TEST(Trilu, Shapes) {
+  EXPECT_EQ(Infer("trilu", {F32({3, 4})}), "f32[3, 4]");
+  EXPECT_EQ(Infer("trilu", {F32({S("b"), 3, S("n")})}, {{"upper", false}, {"k", int64_t{-2}}}),
+            "f32[b, 3, n]");
+  EXPECT_THAT(InferError("trilu", {F32({3})}), HasSubstr("input [3] must have rank 2 or more"));
+  // k as an input: one integer element.
+  EXPECT_EQ(Infer("trilu", {F32({3, 4}), I64({})}), "f32[3, 4]");
+  EXPECT_EQ(Infer("trilu", {F32({3, 4}), TensorType({1}, DType::kInt32)}), "f32[3, 4]");
+  EXPECT_THAT(InferError("trilu", {F32({3, 4}), I64({2})}),
+              HasSubstr("k (input 1) must hold one element, got [2]"));
+  EXPECT_THAT(InferError("trilu", {F32({3, 4}), F32({})}),
+              HasSubstr("k (input 1) must be i32 or i64, got f32"));
+  EXPECT_THAT(InferError("trilu", {F32({3, 4}), I64({})}, {{"k", int64_t{1}}}),
+              HasSubstr("give k either as the attribute or as input 1, not both"));
+}
+
+TEST(Trilu, KernelHandValues) {
+  Tensor x = MakeTensor<float>({3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  auto run = [&](bool upper, int64_t k) {
+    return RunOpReference("trilu", {x}, {{"upper", upper}, {"k", k}})[0];
+  };
+  EXPECT_TRUE(
+      TensorsNear(run(true, 0), MakeTensor<float>({3, 4}, {1, 2, 3, 4, 0, 6, 7, 8, 0, 0, 11, 12})));
+  EXPECT_TRUE(
+      TensorsNear(run(true, 1), MakeTensor<float>({3, 4}, {0, 2, 3, 4, 0, 0, 7, 8, 0, 0, 0, 12})));
+  EXPECT_TRUE(TensorsNear(run(false, 0),
+                          MakeTensor<float>({3, 4}, {1, 0, 0, 0, 5, 6, 0, 0, 9, 10, 11, 0})));
+  EXPECT_TRUE(TensorsNear(run(false, -1),
+                          MakeTensor<float>({3, 4}, {0, 0, 0, 0, 5, 0, 0, 0, 9, 10, 0, 0})));
+  // k far outside the matrix: everything or nothing is kept.
+  EXPECT_TRUE(TensorsNear(run(true, -100), x));
+  EXPECT_TRUE(TensorsNear(run(false, kMax), x));
+  EXPECT_TRUE(TensorsNear(run(true, kMax), MakeTensor<float>({3, 4}, std::vector<float>(12, 0))));
+  // k as an input means the same as the attribute.
+  EXPECT_TRUE(
+      TensorsNear(RunOpReference("trilu", {x, Tensor::Scalar<int64_t>(1)})[0], run(true, 1)));
+  // Batched: every matrix is masked alike; bool zeroes to false.
+  Tensor bools = Tensor::Empty(DType::kBool, {2, 2, 2});
+  for (int i = 0; i < 8; ++i) bools.SetFromDouble(i, 1);
+  EXPECT_TRUE(
+      TensorsNear(RunOpReference("trilu", {bools})[0],
+                  MakeTensor<bool>({2, 2, 2}, {true, true, false, true, true, true, false, true})));
+}
+
+// ---------------------------------------------------------------- hardmax
+
+TEST(Hardmax, Shapes) {
+  EXPECT_EQ(Infer("hardmax", {F32({S("b"), 3, 4})}), "f32[b, 3, 4]");
+  EXPECT_EQ(Infer("hardmax", {F32({3, 4})}, {{"axis", int64_t{0}}}), "f32[3, 4]");
+  EXPECT_THAT(InferError("hardmax", {I64({3})}), HasSubstr("input must be"));
+  EXPECT_THAT(InferError("hardmax", {F32({})}), HasSubstr("got a scalar"));
+  EXPECT_THAT(InferError("hardmax", {F32({3})}, {{"axis", int64_t{1}}}),
+              HasSubstr("axis 1 is out of range"));
+}
+
+TEST(Hardmax, KernelHandValues) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Ties go to the first maximum; NaN is never the maximum; a row of NaNs is all 0.
+  Tensor x = MakeTensor<float>({4, 3}, {3, 1, 3, -1, nan, -2, nan, nan, nan, 0, 5, 4});
+  EXPECT_TRUE(TensorsNear(RunOpReference("hardmax", {x})[0],
+                          MakeTensor<float>({4, 3}, {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0})));
+  EXPECT_TRUE(TensorsNear(RunOpReference("hardmax", {x}, {{"axis", int64_t{0}}})[0],
+                          MakeTensor<float>({4, 3}, {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1})));
+}
+
+// ---------------------------------------------------------------- cumsum
+
+TEST(Cumsum, Shapes) {
+  EXPECT_EQ(Infer("cumsum", {F32({S("b"), 3})}, {{"axis", int64_t{-1}}}), "f32[b, 3]");
+  EXPECT_EQ(Infer("cumsum", {I64({5})}, {{"axis", int64_t{0}}}), "i64[5]");
+  EXPECT_THAT(InferError("cumsum", {TensorType({2}, DType::kBool)}, {{"axis", int64_t{0}}}),
+              HasSubstr("input must be"));
+  EXPECT_THAT(InferError("cumsum", {F32({})}, {{"axis", int64_t{0}}}), HasSubstr("got a scalar"));
+  EXPECT_THAT(InferError("cumsum", {F32({3})}, {{"axis", int64_t{1}}}),
+              HasSubstr("axis 1 is out of range"));
+  EXPECT_THAT(ErrorMessage([] { InferOpType("cumsum", {F32({3})}); }), HasSubstr("axis"));
+}
+
+TEST(Cumsum, KernelHandValues) {
+  // The examples of the ONNX operator documentation.
+  Tensor x = MakeTensor<float>({5}, {1, 2, 3, 4, 5});
+  auto run = [&](const Tensor& t, int64_t axis, bool exclusive, bool reverse) {
+    return RunOpReference("cumsum", {t},
+                          {{"axis", axis}, {"exclusive", exclusive}, {"reverse", reverse}})[0];
+  };
+  EXPECT_TRUE(TensorsNear(run(x, 0, false, false), MakeTensor<float>({5}, {1, 3, 6, 10, 15})));
+  EXPECT_TRUE(TensorsNear(run(x, 0, true, false), MakeTensor<float>({5}, {0, 1, 3, 6, 10})));
+  EXPECT_TRUE(TensorsNear(run(x, 0, false, true), MakeTensor<float>({5}, {15, 14, 12, 9, 5})));
+  EXPECT_TRUE(TensorsNear(run(x, 0, true, true), MakeTensor<float>({5}, {14, 12, 9, 5, 0})));
+  Tensor m = MakeTensor<int32_t>({2, 3}, {1, 2, 3, 4, 5, 6});
+  EXPECT_TRUE(
+      TensorsNear(run(m, 0, false, false), MakeTensor<int32_t>({2, 3}, {1, 2, 3, 5, 7, 9})));
+  EXPECT_TRUE(
+      TensorsNear(run(m, -1, false, false), MakeTensor<int32_t>({2, 3}, {1, 3, 6, 4, 9, 15})));
+}
+
 // ---------------------------------------------------------------- range
 
 Attrs RangeAttrs(double start, double limit, double delta, DType dt = DType::kFloat32) {
@@ -507,6 +824,16 @@ TEST(Range, Kernel) {
   EXPECT_TRUE(TensorsNear(RunOpReference("range", {}, RangeAttrs(-1, 0, 1, DType::kFloat16))[0],
                           MakeTensor<Half>({1}, {Half(-1.0f)})));
   EXPECT_EQ(RunOpReference("range", {}, RangeAttrs(3, 3, 1))[0].numel(), 0);
+}
+
+// The scatters and cumsum are lowered with reductions over whole lines (gather form), so they
+// must stay alone in their kernels.
+TEST(SelectOps, PatternsOfTheNewOps) {
+  for (const char* op : {"gather_elements", "gather_nd", "trilu"})
+    EXPECT_EQ(OpRegistry::Global().Get(op).pattern, OpPattern::kInjective) << op;
+  for (const char* op : {"scatter_elements", "scatter_nd", "cumsum"})
+    EXPECT_EQ(OpRegistry::Global().Get(op).pattern, OpPattern::kOpaque) << op;
+  EXPECT_EQ(OpRegistry::Global().Get("hardmax").pattern, OpPattern::kReduction);
 }
 
 TEST(SelectOps, UnknownAttributeIsNamed) {

@@ -1,5 +1,5 @@
 // Type relations and reference kernels of reshape, transpose, squeeze, unsqueeze, expand,
-// flatten.
+// flatten, tile, depth_to_space, space_to_depth.
 #include <gmock/gmock.h>
 
 #include <numeric>
@@ -307,6 +307,84 @@ TEST(Flatten, Kernel) {
   Tensor x = Iota({2, 3, 5});
   Tensor y = RunOpReference("flatten", {x}, {{"axis", int64_t{2}}})[0];
   EXPECT_TRUE(TensorsNear(y, x.Reshaped({6, 5})));
+}
+
+// ---------------------------------------------------------------- tile
+
+TEST(Tile, Shapes) {
+  EXPECT_EQ(Infer("tile", {F32({2, 3})}, {{"repeats", V{3, 1}}}), "f32[6, 3]");
+  EXPECT_EQ(Infer("tile", {F32({S("n"), 3})}, {{"repeats", V{2, 0}}}), "f32[n * 2, 0]");
+  EXPECT_THAT(InferError("tile", {F32({2, 3})}, {{"repeats", V{2}}}),
+              HasSubstr("repeats [2] has 1 entries but [2, 3] has rank 2"));
+  EXPECT_THAT(InferError("tile", {F32({2})}, {{"repeats", V{-1}}}),
+              HasSubstr("must not be negative"));
+}
+
+TEST(Tile, Kernel) {
+  Tensor x = Iota({2, 3});
+  EXPECT_TRUE(TensorsNear(RunOpReference("tile", {x}, {{"repeats", V{2, 2}}})[0],
+                          test::Floats({4, 6}, {0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5,  //
+                                                0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5})));
+  EXPECT_EQ(RunOpReference("tile", {x}, {{"repeats", V{0, 3}}})[0].shape(), (V{0, 9}));
+}
+
+// ---------------------------------------------------------------- depth_to_space
+
+TEST(DepthToSpace, Shapes) {
+  EXPECT_EQ(Infer("depth_to_space", {F32({1, 8, 2, 3})}, {{"blocksize", int64_t{2}}}),
+            "f32[1, 2, 4, 6]");
+  EXPECT_EQ(Infer("space_to_depth", {F32({1, 2, 4, 6})}, {{"blocksize", int64_t{2}}}),
+            "f32[1, 8, 2, 3]");
+  EXPECT_THAT(InferError("depth_to_space", {F32({1, 6, 2, 3})}, {{"blocksize", int64_t{2}}}),
+              HasSubstr("channels of [1, 6, 2, 3] (6) is not a multiple of 4"));
+  EXPECT_THAT(InferError("space_to_depth", {F32({1, 2, 4, 5})}, {{"blocksize", int64_t{2}}}),
+              HasSubstr("width of [1, 2, 4, 5] (5) is not a multiple of 2"));
+  EXPECT_THAT(InferError("depth_to_space", {F32({8, 2, 3})}, {{"blocksize", int64_t{2}}}),
+              HasSubstr("must be 4-D (NCHW)"));
+  EXPECT_THAT(InferError("depth_to_space", {F32({1, 8, 2, 3})},
+                         {{"blocksize", int64_t{2}}, {"mode", std::string("XYZ")}}),
+              HasSubstr("mode must be DCR or CRD, got 'XYZ'"));
+  EXPECT_THAT(InferError("space_to_depth", {F32({1, 2, 4, 6})}, {{"blocksize", int64_t{0}}}),
+              HasSubstr("must be at least 1"));
+}
+
+TEST(DepthToSpace, SymbolicDivisibilityIsAConstraint) {
+  std::vector<DimConstraint> cs;
+  EXPECT_EQ(
+      Infer("space_to_depth", {F32({S("n"), 3, S("h"), 4})}, {{"blocksize", int64_t{2}}}, &cs),
+      "f32[n, 12, h // 2, 2]");
+  ASSERT_EQ(cs.size(), 1u);
+  EXPECT_THAT(cs[0].ToString(), HasSubstr("height of [n, 3, h, 4], a multiple of 2"));
+}
+
+TEST(DepthToSpace, KernelHandValues) {
+  // The examples of the ONNX operator documentation: x = arange(48).reshape(1, 8, 2, 3).
+  Tensor x = Iota({1, 8, 2, 3});
+  Tensor dcr = RunOpReference("depth_to_space", {x}, {{"blocksize", int64_t{2}}})[0];
+  EXPECT_TRUE(TensorsNear(
+      dcr, test::Floats({1, 2, 4, 6},
+                        {0,  12, 1,  13, 2,  14, 24, 36, 25, 37, 26, 38, 3,  15, 4,  16,
+                         5,  17, 27, 39, 28, 40, 29, 41, 6,  18, 7,  19, 8,  20, 30, 42,
+                         31, 43, 32, 44, 9,  21, 10, 22, 11, 23, 33, 45, 34, 46, 35, 47})));
+  Tensor crd = RunOpReference("depth_to_space", {x},
+                              {{"blocksize", int64_t{2}}, {"mode", std::string("CRD")}})[0];
+  EXPECT_TRUE(TensorsNear(
+      crd, test::Floats({1, 2, 4, 6},
+                        {0,  6,  1,  7,  2,  8,  12, 18, 13, 19, 14, 20, 3,  9,  4,  10,
+                         5,  11, 15, 21, 16, 22, 17, 23, 24, 30, 25, 31, 26, 32, 36, 42,
+                         37, 43, 38, 44, 27, 33, 28, 34, 29, 35, 39, 45, 40, 46, 41, 47})));
+  // space_to_depth undoes DCR.
+  EXPECT_TRUE(
+      TensorsNear(RunOpReference("space_to_depth", {dcr}, {{"blocksize", int64_t{2}}})[0], x));
+}
+
+TEST(TransformOps, NewOpsAreInjective) {
+  for (const char* op : {"tile", "depth_to_space", "space_to_depth"})
+    EXPECT_EQ(OpRegistry::Global().Get(op).pattern, OpPattern::kInjective) << op;
+  EXPECT_THAT(ErrorMessage([] {
+                InferOpType("tile", {F32({2})}, {{"repeats", V{2}}, {"bogus", int64_t{1}}});
+              }),
+              HasSubstr("op 'tile' has no attribute 'bogus'"));
 }
 
 TEST(TransformOps, UnknownAttributeIsNamedAndPatternsAreSet) {

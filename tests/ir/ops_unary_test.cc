@@ -30,9 +30,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInff = std::numeric_limits<float>::infinity();
 
-const std::vector<std::string> kFloatOnly = {"exp",  "log",     "sqrt", "rsqrt", "reciprocal",
-                                             "tanh", "sigmoid", "gelu", "erf",   "sin",
-                                             "cos",  "floor",   "ceil", "round"};
+const std::vector<std::string> kFloatOnly = {
+    "exp", "log", "sqrt",  "rsqrt", "reciprocal", "tanh", "sigmoid", "gelu", "erf",
+    "sin", "cos", "floor", "ceil",  "round",      "asin", "acos",    "atan"};
 const std::vector<std::string> kSignedOrFloat = {"neg", "abs", "relu"};
 
 // A 1-D f32 tensor of `v`.
@@ -183,6 +183,15 @@ TEST(UnaryKernels, Trigonometry) {
                           Floats({0, 1, 0, -0.5f}), 1e-6));
   EXPECT_TRUE(TensorsNear(RunOne("cos", {Floats({0, pi / 2, pi, pi / 3})}),
                           Floats({1, 0, -1, 0.5f}), 1e-6));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("asin", {Floats({0, 1, -0.5f})}), Floats({0, pi / 2, -pi / 6}), 1e-6));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("acos", {Floats({1, 0, 0.5f})}), Floats({0, pi / 2, pi / 3}), 1e-6));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("atan", {Floats({0, 1, -1})}), Floats({0, pi / 4, -pi / 4}), 1e-6));
+  // Outside [-1, 1], asin and acos are NaN, as in C.
+  Tensor out = RunOne("asin", {Floats({2})});
+  EXPECT_TRUE(std::isnan(out.data<float>()[0]));
 }
 
 TEST(UnaryKernels, FloorCeilRoundHalfToEven) {
@@ -266,6 +275,7 @@ TEST(UnaryKernels, RandomAgainstStraightforwardMath) {
       {"erf", [](double x) { return std::erf(x); }},
       {"sin", [](double x) { return std::sin(x); }},
       {"cos", [](double x) { return std::cos(x); }},
+      {"atan", [](double x) { return std::atan(x); }},
       {"floor", [](double x) { return std::floor(x); }},
       {"ceil", [](double x) { return std::ceil(x); }},
       {"round", [](double x) { return std::nearbyint(x); }},  // default mode: half to even
@@ -419,6 +429,92 @@ TEST(Clip, RandomAgainstMinMax) {
       want.SetFromDouble(i, std::min(1.25, std::max(-0.5, x.GetAsDouble(i))));
     EXPECT_TRUE(TensorsNear(RunOne("clip", {x}, {{"min", -0.5}, {"max", 1.25}}), want, 0, 0));
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activations with parameters, tan and the hyperbolic functions, isnan/isinf.
+
+const std::vector<std::string> kComposed = {
+    "leaky_relu", "elu",          "selu",       "celu",  "softplus",
+    "softsign",   "hard_sigmoid", "hard_swish", "mish",  "thresholded_relu",
+    "tan",        "sinh",         "cosh",       "asinh", "acosh",
+    "atanh"};
+
+TEST(UnaryOps, ComposedFunctionsAreFloatOnlyElementwise) {
+  for (const std::string& n : kComposed) {
+    const OpDef* op = OpRegistry::Global().Find(n);
+    ASSERT_NE(op, nullptr) << n;
+    EXPECT_EQ(op->pattern, OpPattern::kElementwise) << n;
+    EXPECT_EQ(Infer(n, {TensorType({Dim::Symbol("n"), 3}, DType::kFloat16)}), "f16[n, 3]") << n;
+    EXPECT_THAT(test::InferError(n, {TensorType({2}, DType::kInt32)}),
+                HasSubstr("input must be a float dtype (f32, f16, bf16, f64), got i32"))
+        << n;
+  }
+  for (const char* n : {"isnan", "isinf"}) {
+    EXPECT_EQ(Infer(n, {TensorType({2, 3}, DType::kFloat64)}), "bool[2, 3]") << n;
+    EXPECT_THAT(test::InferError(n, {TensorType({2}, DType::kInt8)}),
+                HasSubstr("input must be a float dtype (f32, f16, bf16, f64), got i8"));
+  }
+}
+
+TEST(UnaryOps, ComposedFunctionAttributes) {
+  Type t = TensorType({2}, DType::kFloat32);
+  EXPECT_THAT(test::InferError("celu", {t}, {{"alpha", 0.0}}), HasSubstr("must not be 0"));
+  EXPECT_THAT(test::InferError("elu", {t}, {{"alpha", kNaN}}), HasSubstr("must not be NaN"));
+  EXPECT_THAT(test::InferError("softplus", {t}, {{"alpha", 1.0}}),
+              HasSubstr("has no attribute 'alpha'"));
+  EXPECT_THAT(test::InferError("isinf", {t}, {{"detect_positive", 1.5}}),
+              HasSubstr("attribute 'detect_positive' must be bool"));
+}
+
+TEST(UnaryKernels, ParameterizedActivations) {
+  Tensor x = Floats({-2, -0.5f, 0, 0.5f, 3, kNaNf});
+  EXPECT_TRUE(TensorsNear(RunOne("leaky_relu", {x}), Floats({-0.02f, -0.005f, 0, 0.5f, 3, kNaNf})));
+  EXPECT_TRUE(TensorsNear(RunOne("leaky_relu", {x}, {{"alpha", 0.5}}),
+                          Floats({-1, -0.25f, 0, 0.5f, 3, kNaNf})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("elu", {x}), Floats({-0.86466472f, -0.39346934f, 0, 0.5f, 3, kNaNf})));
+  EXPECT_TRUE(TensorsNear(RunOne("selu", {x}), Floats({-1.52016647f, -0.69175819f, 0, 0.52535051f,
+                                                       3.15210307f, kNaNf})));
+  EXPECT_TRUE(TensorsNear(RunOne("celu", {x}, {{"alpha", 2.0}}),
+                          Floats({-1.26424112f, -0.44239843f, 0, 0.5f, 3, kNaNf})));
+  EXPECT_TRUE(TensorsNear(RunOne("softplus", {Floats({-2, 0, 3, 1000, -1000})}),
+                          Floats({0.12692801f, 0.69314718f, 3.04858735f, 1000, 0})));
+  EXPECT_TRUE(TensorsNear(RunOne("softsign", {x}),
+                          Floats({-0.66666667f, -0.33333333f, 0, 0.33333333f, 0.75f, kNaNf})));
+  EXPECT_TRUE(TensorsNear(RunOne("hard_sigmoid", {x}), Floats({0.1f, 0.4f, 0.5f, 0.6f, 1, kNaNf})));
+  EXPECT_TRUE(TensorsNear(RunOne("hard_swish", {x}),
+                          Floats({-0.33333333f, -0.20833333f, 0, 0.29166667f, 3, kNaNf})));
+  EXPECT_TRUE(TensorsNear(RunOne("mish", {x}), Floats({-0.25250148f, -0.22074377f, 0, 0.37524521f,
+                                                       2.98653500f, kNaNf})));
+  EXPECT_TRUE(TensorsNear(RunOne("thresholded_relu", {x}), Floats({0, 0, 0, 0, 3, 0})));
+}
+
+TEST(UnaryKernels, TanAndHyperbolic) {
+  EXPECT_TRUE(
+      TensorsNear(RunOne("tan", {Floats({0, 0.5f, -1})}), Floats({0, 0.54630249f, -1.55740772f})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("sinh", {Floats({0, 1, -2})}), Floats({0, 1.17520119f, -3.62686041f})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("cosh", {Floats({0, 1, -2})}), Floats({1, 1.54308063f, 3.76219569f})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("asinh", {Floats({0, 1, -2})}), Floats({0, 0.88137359f, -1.44363548f})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("acosh", {Floats({1, 2, 0.5f})}), Floats({0, 1.31695790f, kNaNf})));
+  EXPECT_TRUE(TensorsNear(RunOne("atanh", {Floats({0, 0.5f, 1, -1, 2})}),
+                          Floats({0, 0.54930614f, kInff, -kInff, kNaNf})));
+}
+
+TEST(UnaryKernels, IsNaNIsInf) {
+  Tensor x = Floats({1, kNaNf, kInff, -kInff, 0});
+  EXPECT_TRUE(
+      TensorsNear(RunOne("isnan", {x}), MakeTensor<bool>({5}, {false, true, false, false, false})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("isinf", {x}), MakeTensor<bool>({5}, {false, false, true, true, false})));
+  EXPECT_TRUE(TensorsNear(RunOne("isinf", {x}, {{"detect_negative", false}}),
+                          MakeTensor<bool>({5}, {false, false, true, false, false})));
+  EXPECT_TRUE(TensorsNear(RunOne("isinf", {x}, {{"detect_positive", false}}),
+                          MakeTensor<bool>({5}, {false, false, false, true, false})));
 }
 
 }  // namespace

@@ -61,7 +61,8 @@ void ExpectGroupsMatch(const Function& model, const std::vector<std::string>& mu
       }
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < want.size(); ++i)
-        EXPECT_TRUE(TensorsNear(got[i], want[i], 1e-5, 1e-4)) << "size " << size << "\n" << Print(g);
+        EXPECT_TRUE(TensorsNear(got[i], want[i], 1e-5, 1e-4)) << "size " << size << "\n"
+                                                              << Print(g);
     }
     names += Print(g) + "\n";
   }
@@ -79,18 +80,25 @@ Function GemmBiasRelu() {
 Function ErfGeluChain() {
   Var x = MakeVar("x", TensorType({Dim::Symbol("batch"), 33}, DType::kFloat32));
   // 0.5 * x * (1 + erf(x / sqrt(2))), spelled out op by op.
-  Expr inner = MakeCall("erf", {MakeCall("div", {x, MakeConstant(Tensor::Scalar<float>(1.41421356f))})});
+  Expr inner =
+      MakeCall("erf", {MakeCall("div", {x, MakeConstant(Tensor::Scalar<float>(1.41421356f))})});
   Expr one_plus = MakeCall("add", {inner, MakeConstant(Tensor::Scalar<float>(1.0f))});
   Expr half_x = MakeCall("mul", {x, MakeConstant(Tensor::Scalar<float>(0.5f))});
   return MakeFunction({x}, MakeCall("mul", {half_x, one_plus}));
 }
 
-TEST(FusedGroups, GemmBiasRelu) { ExpectGroupsMatch(GemmBiasRelu(), {"gemm", "relu"}); }
-TEST(FusedGroups, ErfGeluChain) { ExpectGroupsMatch(ErfGeluChain(), {"erf"}); }
+TEST(FusedGroups, GemmBiasRelu) {
+  ExpectGroupsMatch(GemmBiasRelu(), {"gemm", "relu"});
+}
+TEST(FusedGroups, ErfGeluChain) {
+  ExpectGroupsMatch(ErfGeluChain(), {"erf"});
+}
 TEST(FusedGroups, ElementwiseChainWithReduction) {
   ExpectGroupsMatch(test::ElementwiseReductionModel(), {"sum", "exp", "relu"});
 }
-TEST(FusedGroups, Mlp) { ExpectGroupsMatch(test::MlpModel(), {"matmul", "softmax"}); }
+TEST(FusedGroups, Mlp) {
+  ExpectGroupsMatch(test::MlpModel(), {"matmul", "softmax"});
+}
 TEST(FusedGroups, EncoderLayer) {
   ExpectGroupsMatch(test::EncoderLayerModel(), {"softmax", "layer_norm", "gelu", "transpose"});
 }

@@ -301,6 +301,12 @@ double RefIntrinsic(Intrinsic fn, double a, double b, double c) {
       return std::sin(a);
     case Intrinsic::kCos:
       return std::cos(a);
+    case Intrinsic::kAsin:
+      return std::asin(a);
+    case Intrinsic::kAcos:
+      return std::acos(a);
+    case Intrinsic::kAtan:
+      return std::atan(a);
     case Intrinsic::kFloor:
       return std::floor(a);
     case Intrinsic::kCeil:
@@ -331,6 +337,7 @@ TEST(LLVMCodegen, IntrinsicsEveryFloatDType) {
     Tensor pos = test::RandomTensor(t, {n}, 3, 0.01, 4.0);
     Tensor sgn = test::RandomTensor(t, {n}, 4, -4.0, 4.0);
     Tensor third = test::RandomTensor(t, {n}, 5, -2.0, 2.0);
+    Tensor unit = test::RandomTensor(t, {n}, 6, -1.0, 1.0);  // asin and acos's domain
     for (int k = 0; k < 6; ++k) sgn.SetFromDouble(k, -2.5 + k);
     std::vector<loop::PrimFunc> funcs;
     for (Intrinsic fn : fns) {
@@ -351,7 +358,8 @@ TEST(LLVMCodegen, IntrinsicsEveryFloatDType) {
     for (Intrinsic fn : fns) {
       SCOPED_TRACE(loop::IntrinsicName(fn));
       bool positive = fn == Intrinsic::kLog || fn == Intrinsic::kSqrt || fn == Intrinsic::kPow;
-      const Tensor& a = positive ? pos : sgn;
+      bool in_unit = fn == Intrinsic::kAsin || fn == Intrinsic::kAcos;
+      const Tensor& a = positive ? pos : in_unit ? unit : sgn;
       const Tensor& b = fn == Intrinsic::kFmod ? pos : sgn;
       Tensor out = Tensor::Empty(t, {n});
       Call(mod->Lookup(std::string("fn_") + loop::IntrinsicName(fn)),

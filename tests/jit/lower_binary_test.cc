@@ -208,5 +208,11 @@ TEST(LowerBinaryTest, SymbolicDimBroadcastsWhenOneAtRunTime) {
   }
 }
 
+TEST(LowerBinaryTest, PReluMatchesReference) {
+  for (DType t : kFloats) CheckAllShapes("prelu", t, {-10, 10}, {-2, 2});
+  for (DType t : {DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64})
+    CheckAllShapes("prelu", t, {-1e6, 1e6}, {-1e3, 1e3});  // products wrap in i8/i16
+}
+
 }  // namespace
 }  // namespace kiln

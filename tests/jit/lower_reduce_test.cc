@@ -230,5 +230,41 @@ TEST(LowerReduce, ArgNaN) {
   EXPECT_TRUE(CompiledMatchesReference("argmin", {h}, ArgAttrs(1, true, true), 0, 0));
 }
 
+// log_sum needs positive sums; log_sum_exp is max-shifted, so large values must not overflow.
+TEST(LowerReduce, LogSumSumSquareL1) {
+  for (DType t : kFloatDTypes) {
+    uint64_t seed = 1;
+    for (const Case& c : ShortReduceCases()) {
+      SCOPED_TRACE(StrCat(DTypeName(t), AttrsText(c.attrs)));
+      Tensor pos = RandomTensor(t, c.shape, seed++, 0.1, 2);
+      EXPECT_TRUE(CompiledMatchesReference("log_sum", {pos}, c.attrs, 1e-6, 1e-6));
+      Tensor x = RandomTensor(t, c.shape, seed++, -1, 1);
+      for (const char* op : {"sum_square", "l1"})
+        EXPECT_TRUE(CompiledMatchesReference(op, {x}, c.attrs, 1e-6, 1e-6)) << op;
+    }
+  }
+  CheckReduceOp("sum_square", kAllDTypes);
+  CheckReduceOp("l1", kAllDTypes);
+}
+
+TEST(LowerReduce, LogSumExp) {
+  for (DType t : kFloatDTypes) {
+    uint64_t seed = 1;
+    for (const Case& c : ReduceCases()) {
+      SCOPED_TRACE(StrCat(DTypeName(t), AttrsText(c.attrs)));
+      double hi = t == DType::kFloat16 ? 1000 : 500;  // exp(500) overflows f32 unshifted
+      Tensor x = RandomTensor(t, c.shape, seed++, -hi, hi);
+      EXPECT_TRUE(CompiledMatchesReference("log_sum_exp", {x}, c.attrs, 1e-6, 1e-6));
+    }
+  }
+  // Rows with NaN, +inf, all -inf.
+  Tensor x = MakeTensor<float>({4, 3}, {1, kNaN, 2, 1, kInf, 2, -kInf, -kInf, -kInf, 0, -kInf, 1});
+  for (bool keepdims : {true, false})
+    EXPECT_TRUE(CompiledMatchesReference("log_sum_exp", {x}, Axes({1}, keepdims), 0, 0));
+  Tensor big = MakeTensor<float>({2}, {1000, 1000});
+  Tensor want = RunOpReference("log_sum_exp", {big}, {}).at(0);
+  EXPECT_NEAR(want.GetAsDouble(0), 1000 + std::log(2.0), 1e-3);
+}
+
 }  // namespace
 }  // namespace kiln

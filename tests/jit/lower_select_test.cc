@@ -1,8 +1,9 @@
-// Lowerings of the ops in ir/ops/select.cc (concat, split, slice, gather, range): each op
-// compiled, concretely and shape-generic, and compared with its reference kernel on random
-// data. Except for range, the ops only move elements, so results must match exactly (atol =
-// rtol = 0); range computes in double and converts like the reference, so it matches exactly
-// too.
+// Lowerings of the ops in ir/ops/select.cc (concat, split, slice, gather, gather_elements,
+// gather_nd, scatter_elements, scatter_nd, trilu, hardmax, cumsum, range): each op compiled,
+// concretely and shape-generic, and compared with its reference kernel on random data. Most ops
+// only move or compare elements, so results must match exactly (atol = rtol = 0); range computes in
+// double and converts like the reference, so it matches exactly too. Only cumsum and the scatters'
+// add and mul reductions sum floats in another order than the reference, within a tolerance.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -157,6 +158,314 @@ TEST(LowerSelect, Gather) {
   }
 }
 
+TEST(LowerSelect, GatherElements) {
+  struct Case {
+    V data, indices;
+    int64_t axis;
+  };
+  const Case cases[] = {
+      {{1}, {1}, 0},                // size 1
+      {{13}, {29}, 0},              // 1-D, more indices than data
+      {{13, 5}, {7, 5}, 0},         // odd sizes, outer axis
+      {{13, 5}, {13, 9}, -1},       // inner axis, negative
+      {{13, 5}, {4, 3}, 1},         // indices smaller than data off the axis
+      {{3, 7, 5}, {3, 2, 5}, 1},    // a middle axis
+      {{13, 5}, {0, 5}, 0},         // no indices: empty output
+      {{257, 1031}, {257, 3}, 1},   // large rows
+      {{300, 2}, {1 << 15, 2}, 0},  // large indices
+  };
+  for (DType t : kDTypes) {
+    for (DType it : {DType::kInt64, DType::kInt32}) {
+      for (const Case& c : cases) {
+        int axis = static_cast<int>(c.axis < 0 ? c.axis + c.data.size() : c.axis);
+        double dim = static_cast<double>(c.data[axis]);
+        Tensor data = RandomTensor(t, c.data, 3, -100, 100);
+        Tensor indices = RandomTensor(it, c.indices, 4, -dim, dim - 1);
+        // The symbolic variant only where indices and data share their other dims (the
+        // relation requires that of symbolic dims).
+        bool same = true;
+        for (size_t d = 0; d < c.data.size(); ++d)
+          same &= static_cast<int>(d) == axis || c.data[d] == c.indices[d];
+        EXPECT_TRUE(CompiledMatchesReference("gather_elements", {data, indices}, {{"axis", c.axis}},
+                                             0, 0, same))
+            << DTypeName(t) << IntsToString(c.data) << " indices " << DTypeName(it)
+            << IntsToString(c.indices) << " axis " << c.axis;
+      }
+    }
+  }
+}
+
+TEST(LowerSelect, GatherElementsOutOfRangeIndexReadsClampedElement) {
+  Tensor data = test::Floats({2, 3}, {0, 1, 2, 10, 11, 12});
+  Tensor indices = test::MakeTensor<int64_t>({2, 2}, {100, -100, -1, 1});
+  for (bool symbolic : {false, true}) {
+    std::vector<Tensor> out = RunCompiled(
+        SingleOpFunction("gather_elements", {data, indices}, {{"axis", int64_t{1}}}, symbolic),
+        {data, indices});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(test::TensorsNear(out[0], test::Floats({2, 2}, {2, 0, 12, 11}), 0, 0))
+        << (symbolic ? "symbolic" : "concrete");
+  }
+}
+
+TEST(LowerSelect, ScatterElements) {
+  struct Case {
+    V data, indices;
+    int64_t axis;
+  };
+  const Case cases[] = {
+      {{1}, {1}, 0},               // size 1
+      {{13}, {29}, 0},             // 1-D, many duplicates
+      {{13, 5}, {7, 5}, 0},        // odd sizes, outer axis
+      {{13, 5}, {13, 9}, -1},      // inner axis, more updates than the axis holds
+      {{13, 5}, {4, 3}, 1},        // indices smaller than data off the axis
+      {{3, 7, 5}, {3, 2, 5}, 1},   // a middle axis
+      {{13, 5}, {0, 5}, 0},        // no updates: the data
+      {{257, 1031}, {257, 3}, 1},  // large
+  };
+  for (const char* reduction : {"none", "add", "mul"}) {
+    const bool mul = std::string(reduction) == "mul";
+    for (DType t : kDTypes) {
+      // Sums and products are reduced in another order than the reference kernel's.
+      const double tol = t == DType::kFloat16 ? 1e-2 : IsFloat(t) ? 1e-5 : 0;
+      for (const Case& c : cases) {
+        int axis = static_cast<int>(c.axis < 0 ? c.axis + c.data.size() : c.axis);
+        double dim = static_cast<double>(c.data[axis]);
+        Tensor data = RandomTensor(t, c.data, 3, mul ? -2 : -100, mul ? 2 : 100);
+        Tensor indices = RandomTensor(DType::kInt64, c.indices, 4, -dim, dim - 1);
+        Tensor updates = RandomTensor(t, c.indices, 5, mul ? -2 : -100, mul ? 2 : 100);
+        bool same = true;
+        for (size_t d = 0; d < c.data.size(); ++d)
+          same &= static_cast<int>(d) == axis || c.data[d] == c.indices[d];
+        EXPECT_TRUE(CompiledMatchesReference(
+            "scatter_elements", {data, indices, updates},
+            {{"axis", c.axis}, {"reduction", std::string(reduction)}}, tol, tol, same))
+            << reduction << " " << DTypeName(t) << IntsToString(c.data) << " indices "
+            << IntsToString(c.indices) << " axis " << c.axis;
+      }
+    }
+  }
+}
+
+TEST(LowerSelect, ScatterElementsDropsOutOfRangeUpdates) {
+  Tensor data = test::Floats({2, 3}, {0, 1, 2, 10, 11, 12});
+  Tensor indices = test::MakeTensor<int64_t>({2, 2}, {100, -1, -100, 0});
+  Tensor updates = test::Floats({2, 2}, {-1, -2, -3, -4});
+  for (bool symbolic : {false, true}) {
+    std::vector<Tensor> out =
+        RunCompiled(SingleOpFunction("scatter_elements", {data, indices, updates},
+                                     {{"axis", int64_t{1}}}, symbolic),
+                    {data, indices, updates});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(test::TensorsNear(out[0], test::Floats({2, 3}, {0, 1, -2, -4, 11, 12}), 0, 0))
+        << (symbolic ? "symbolic" : "concrete");
+  }
+}
+
+// gather_nd and scatter_nd need the tuple length (the indices' last dim) constant, so
+// SingleOpFunction's symbolic variant, which makes every dim above 1 a symbol, does not apply:
+// this one keeps that dim constant. Compares with the reference kernel.
+::testing::AssertionResult SymbolicNdMatchesReference(const std::string& op,
+                                                      const std::vector<Tensor>& inputs,
+                                                      const Attrs& attrs, double tol) {
+  std::vector<Var> params;
+  std::vector<Expr> args;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Shape shape;
+    const V& dims = inputs[i].shape();
+    for (size_t d = 0; d < dims.size(); ++d) {
+      bool tuple_length = i == 1 && d + 1 == dims.size();
+      shape.push_back(!tuple_length && dims[d] > 1 ? Dim::Symbol(StrCat("d", dims[d]))
+                                                   : Dim(dims[d]));
+    }
+    params.push_back(MakeVar(StrCat("x", i), TensorType(shape, inputs[i].dtype())));
+    args.push_back(params.back());
+  }
+  Function fn = InferTypes(
+      MakeFunction(params, MakeCall(op, args, attrs), nullptr, Attrs{{"primitive", true}}));
+  std::vector<Tensor> got = RunCompiled(fn, inputs, "k_" + op);
+  std::vector<Tensor> want = RunOpReference(op, inputs, attrs);
+  return test::TensorsNear(got.at(0), want.at(0), tol, tol);
+}
+
+TEST(LowerSelect, GatherNd) {
+  struct Case {
+    V data, indices;
+    int64_t batch_dims;
+  };
+  const Case cases[] = {
+      {{1}, {1, 1}, 0},             // size 1
+      {{13, 5}, {7, 2}, 0},         // whole tuples: elements
+      {{13, 5}, {3, 4, 1}, 0},      // partial tuples: rows
+      {{3, 7, 5}, {3, 9, 1}, 1},    // a batch dim
+      {{3, 7, 5}, {3, 2, 2}, 1},    // batch dim and whole tuples
+      {{13, 5}, {0, 1}, 0},         // no tuples: empty output
+      {{257, 1031}, {3, 1}, 0},     // large rows
+      {{300, 2}, {1 << 14, 2}, 0},  // many tuples
+  };
+  for (DType t : kDTypes) {
+    for (DType it : {DType::kInt64, DType::kInt32}) {
+      for (const Case& c : cases) {
+        // In range, negative ones included, for the smallest dim a tuple indexes.
+        int64_t m = c.indices.back();
+        double dim = 1e9;
+        for (int64_t d = c.batch_dims; d < c.batch_dims + m; ++d)
+          dim = std::min(dim, static_cast<double>(c.data[d]));
+        Tensor data = RandomTensor(t, c.data, 3, -100, 100);
+        Tensor indices = RandomTensor(it, c.indices, 4, -dim, dim - 1);
+        Attrs attrs{{"batch_dims", c.batch_dims}};
+        EXPECT_TRUE(CompiledMatchesReference("gather_nd", {data, indices}, attrs, 0, 0,
+                                             /*also_symbolic=*/false))
+            << DTypeName(t) << IntsToString(c.data) << " indices " << DTypeName(it)
+            << IntsToString(c.indices) << " batch_dims " << c.batch_dims;
+        EXPECT_TRUE(SymbolicNdMatchesReference("gather_nd", {data, indices}, attrs, 0))
+            << "symbolic " << DTypeName(t) << IntsToString(c.data) << " indices " << DTypeName(it)
+            << IntsToString(c.indices) << " batch_dims " << c.batch_dims;
+      }
+    }
+  }
+}
+
+TEST(LowerSelect, ScatterNd) {
+  struct Case {
+    V data, indices;
+  };
+  const Case cases[] = {
+      {{1}, {1}},              // size 1, one 1-D tuple
+      {{13}, {29, 1}},         // many duplicates
+      {{13, 5}, {7, 2}},       // whole tuples: elements
+      {{13, 5}, {3, 1}},       // partial tuples: rows
+      {{3, 7, 5}, {2, 2, 2}},  // 2-D batch of tuples
+      {{13, 5}, {0, 1}},       // no updates: the data
+      {{257, 131}, {9, 1}},    // large
+  };
+  for (const char* reduction : {"none", "add", "mul"}) {
+    const bool mul = std::string(reduction) == "mul";
+    for (DType t : kDTypes) {
+      const double tol = t == DType::kFloat16 ? 1e-2 : IsFloat(t) ? 1e-5 : 0;
+      for (const Case& c : cases) {
+        int64_t m = c.indices.back();
+        double dim = 1e9;
+        for (int64_t d = 0; d < m; ++d) dim = std::min(dim, static_cast<double>(c.data[d]));
+        V ushape(c.indices.begin(), c.indices.end() - 1);
+        ushape.insert(ushape.end(), c.data.begin() + m, c.data.end());
+        Tensor data = RandomTensor(t, c.data, 3, mul ? -2 : -100, mul ? 2 : 100);
+        Tensor indices = RandomTensor(DType::kInt64, c.indices, 4, -dim, dim - 1);
+        Tensor updates = RandomTensor(t, ushape, 5, mul ? -2 : -100, mul ? 2 : 100);
+        Attrs attrs{{"reduction", std::string(reduction)}};
+        EXPECT_TRUE(CompiledMatchesReference("scatter_nd", {data, indices, updates}, attrs, tol,
+                                             tol, /*also_symbolic=*/false))
+            << reduction << " " << DTypeName(t) << IntsToString(c.data) << " indices "
+            << IntsToString(c.indices);
+        EXPECT_TRUE(SymbolicNdMatchesReference("scatter_nd", {data, indices, updates}, attrs, tol))
+            << "symbolic " << reduction << " " << DTypeName(t) << IntsToString(c.data)
+            << " indices " << IntsToString(c.indices);
+      }
+    }
+  }
+}
+
+TEST(LowerSelect, Trilu) {
+  struct Case {
+    V in;
+    bool upper;
+    int64_t k;
+  };
+  const Case cases[] = {
+      {{1, 1}, true, 0},         // size 1
+      {{13, 5}, true, 0},        // odd, wide
+      {{5, 13}, false, 0},       // odd, tall
+      {{7, 7}, true, 2},         // above the diagonal
+      {{7, 7}, false, -3},       // below it
+      {{3, 4, 9}, true, -1},     // batched
+      {{4, 6}, false, 100},      // everything kept
+      {{4, 6}, true, 100},       // nothing kept
+      {{0, 6}, true, 0},         // empty
+      {{2, 129, 257}, true, 1},  // large
+  };
+  for (const Case& c : cases) {
+    EXPECT_TRUE(MatchesForEveryDType("trilu", {c.in}, {{"upper", c.upper}, {"k", c.k}}))
+        << IntsToString(c.in) << " upper " << c.upper << " k " << c.k;
+  }
+}
+
+TEST(LowerSelect, Hardmax) {
+  struct Case {
+    V in;
+    int64_t axis;
+  };
+  const Case cases[] = {
+      {{1}, 0},          // size 1
+      {{13}, 0},         // 1-D, odd
+      {{13, 5}, -1},     // inner axis
+      {{13, 5}, 0},      // outer axis
+      {{3, 7, 5}, 1},    // a middle axis
+      {{0, 5}, 1},       // empty
+      {{257, 1031}, 1},  // large rows
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kFloat64}) {
+    for (const Case& c : cases) {
+      // Whole numbers in a small range, so rows have ties; some NaNs, and a row of them.
+      Tensor ints = RandomTensor(DType::kInt32, c.in, 5, -4, 4);
+      Tensor x = Tensor::Empty(t, c.in);
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        double v = ints.GetAsDouble(i);
+        x.SetFromDouble(i, i % 11 == 3 || (c.in.size() == 2 && i < c.in[1]) ? nan : v);
+      }
+      EXPECT_TRUE(CompiledMatchesReference("hardmax", {x}, {{"axis", c.axis}}, 0, 0))
+          << DTypeName(t) << IntsToString(c.in) << " axis " << c.axis;
+    }
+  }
+}
+
+TEST(LowerSelect, Cumsum) {
+  struct Case {
+    V in;
+    int64_t axis;
+  };
+  const Case cases[] = {
+      {{1}, 0},        // size 1
+      {{13}, 0},       // 1-D, odd
+      {{13, 5}, -1},   // inner axis
+      {{13, 5}, 0},    // outer axis
+      {{3, 7, 5}, 1},  // a middle axis
+      {{0, 5}, 1},     // empty
+      {{9, 1031}, 1},  // long lines
+  };
+  for (bool exclusive : {false, true}) {
+    for (bool reverse : {false, true}) {
+      for (DType t : kDTypes) {
+        // Floats may be summed in another order than the reference's (reversed lines are),
+        // which leaves an absolute error of about len * eps * |x| near sums that cancel;
+        // integers are exact.
+        const double rtol = t == DType::kFloat16 ? 1e-2 : IsFloat(t) ? 1e-5 : 0;
+        const double atol = t == DType::kFloat16 ? 1e-2 : IsFloat(t) ? 1e-3 : 0;
+        for (const Case& c : cases) {
+          Tensor x = RandomTensor(t, c.in, 6, -10, 10);
+          Attrs attrs{{"axis", c.axis}, {"exclusive", exclusive}, {"reverse", reverse}};
+          EXPECT_TRUE(CompiledMatchesReference("cumsum", {x}, attrs, atol, rtol))
+              << DTypeName(t) << IntsToString(c.in) << " axis " << c.axis << " exclusive "
+              << exclusive << " reverse " << reverse;
+        }
+      }
+    }
+  }
+}
+
+// k computed at run time: the second input, read once per element.
+TEST(LowerSelect, TriluKAsInput) {
+  for (int64_t k : V{-2, 0, 3}) {
+    for (DType kt : {DType::kInt64, DType::kInt32}) {
+      Tensor x = RandomTensor(DType::kFloat32, {3, 5, 7}, 7, -100, 100);
+      Tensor kin = Tensor::Empty(kt, {1});
+      kin.SetFromDouble(0, static_cast<double>(k));
+      EXPECT_TRUE(CompiledMatchesReference("trilu", {x, kin}, {{"upper", k != 0}}, 0, 0))
+          << "k " << k << " " << DTypeName(kt);
+    }
+  }
+}
+
 // ---- Reads stay in bounds ----
 //
 // Concat reads every part in every element (the arms of its selects are all evaluated) and
@@ -273,6 +582,45 @@ TEST(LowerSelect, ConcatReadsStayInBounds) {
       EXPECT_TRUE(GuardedMatchesReference(
           "concat", test::SingleOpFunction("concat", inputs, attrs, symbolic), inputs, attrs))
           << ShapesToString(c.in) << " axis " << c.axis << (symbolic ? " symbolic" : "");
+    }
+  }
+}
+
+// The index-taking ops read data at indices they loaded, and the scatters read updates at the
+// position of the last update that names an element (clamped when there is none).
+TEST(LowerSelect, IndexedOpsReadsStayInBounds) {
+  struct Case {
+    std::string op;
+    std::vector<Tensor> inputs;
+    Attrs attrs;
+  };
+  const Case cases[] = {
+      {"gather_elements",
+       {RandomTensor(DType::kFloat32, {13, 65}, 1),
+        RandomTensor(DType::kInt64, {13, 9}, 2, -65, 64)},
+       {{"axis", int64_t{1}}}},
+      {"gather_nd",
+       {RandomTensor(DType::kFloat32, {13, 65}, 1),
+        RandomTensor(DType::kInt64, {9, 2}, 2, -13, 12)},
+       {}},
+      {"scatter_elements",
+       {RandomTensor(DType::kFloat32, {13, 65}, 1),
+        RandomTensor(DType::kInt64, {13, 9}, 2, -65, 64),
+        RandomTensor(DType::kFloat32, {13, 9}, 3)},
+       {{"axis", int64_t{1}}}},
+      {"scatter_nd",
+       {RandomTensor(DType::kFloat32, {13, 65}, 1), RandomTensor(DType::kInt64, {9, 1}, 2, -13, 12),
+        RandomTensor(DType::kFloat32, {9, 65}, 3)},
+       {}},
+  };
+  for (const Case& c : cases) {
+    // The nd ops need a constant tuple length, which the all-symbolic variant would not keep.
+    const bool nd = c.op.find("_nd") != std::string::npos;
+    for (bool symbolic : {false, true}) {
+      if (symbolic && nd) continue;
+      EXPECT_TRUE(GuardedMatchesReference(
+          c.op, test::SingleOpFunction(c.op, c.inputs, c.attrs, symbolic), c.inputs, c.attrs))
+          << c.op << (symbolic ? " symbolic" : "");
     }
   }
 }

@@ -1,7 +1,7 @@
 // Lowerings of the movement ops in ir/ops/transform.cc (reshape, transpose, squeeze, unsqueeze,
-// expand, flatten): each op compiled, concretely and shape-generic, and compared with its
-// reference kernel on random data. The ops only move elements, so results must match exactly
-// (atol = rtol = 0).
+// expand, flatten, tile, depth_to_space, space_to_depth): each op compiled, concretely and
+// shape-generic, and compared with its reference kernel on random data. The ops only move elements,
+// so results must match exactly (atol = rtol = 0).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -157,6 +157,54 @@ TEST(LowerTransform, Flatten) {
   for (const Case& c : cases) {
     EXPECT_TRUE(MatchesForEveryDType("flatten", c.in, {{"axis", c.axis}}))
         << IntsToString(c.in) << " axis " << c.axis;
+  }
+}
+
+TEST(LowerTransform, Tile) {
+  struct Case {
+    V in, repeats;
+  };
+  const Case cases[] = {
+      {{1}, {1}},              // size 1
+      {{1}, {7}},              // a size-1 axis repeated
+      {{13, 5}, {3, 1}},       // odd sizes, outer axis
+      {{13, 5}, {1, 3}},       // inner axis
+      {{3, 5, 7}, {2, 3, 2}},  // every axis
+      {{4, 5}, {0, 2}},        // zero repeats: empty
+      {{0, 5}, {3, 2}},        // empty input
+      {{257, 1031}, {2, 1}},   // large
+  };
+  for (const Case& c : cases) {
+    EXPECT_TRUE(MatchesForEveryDType("tile", c.in, {{"repeats", c.repeats}}))
+        << IntsToString(c.in) << " repeats " << IntsToString(c.repeats);
+  }
+}
+
+TEST(LowerTransform, DepthToSpaceAndSpaceToDepth) {
+  struct Case {
+    V in;
+    int64_t blocksize;
+  };
+  // Shapes that suit depth_to_space (channels a multiple of b^2); space_to_depth runs on
+  // their depth_to_space output shapes, which suit it.
+  const Case cases[] = {
+      {{1, 1, 1, 1}, 1},     // size 1
+      {{1, 4, 1, 1}, 2},     // one block
+      {{2, 9, 5, 7}, 3},     // odd sizes
+      {{3, 8, 2, 3}, 2},     // batched, two output channels
+      {{1, 32, 33, 17}, 4},  // large
+      {{0, 4, 3, 3}, 2},     // empty
+  };
+  for (const Case& c : cases) {
+    for (const char* mode : {"DCR", "CRD"}) {
+      EXPECT_TRUE(MatchesForEveryDType("depth_to_space", c.in,
+                                       {{"blocksize", c.blocksize}, {"mode", std::string(mode)}}))
+          << IntsToString(c.in) << " b " << c.blocksize << " " << mode;
+    }
+    const int64_t b = c.blocksize;
+    V space = {c.in[0], c.in[1] / (b * b), c.in[2] * b, c.in[3] * b};
+    EXPECT_TRUE(MatchesForEveryDType("space_to_depth", space, {{"blocksize", b}}))
+        << IntsToString(space) << " b " << b;
   }
 }
 

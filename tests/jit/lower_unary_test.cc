@@ -89,7 +89,8 @@ TEST(LowerUnaryTest, FloatFunctionsMatchReference) {
       {"reciprocal", -10, 10, false}, {"tanh", -5, 5, false},   {"sigmoid", -20, 20, false},
       {"relu", -10, 10, true},        {"erf", -3, 3, false},    {"sin", -10, 10, false},
       {"cos", -10, 10, false},        {"floor", -10, 10, true}, {"ceil", -10, 10, true},
-      {"round", -10, 10, true},       {"sign", -10, 10, true},
+      {"round", -10, 10, true},       {"sign", -10, 10, true},  {"asin", -1, 1, false},
+      {"acos", -1, 1, false},         {"atan", -10, 10, false},
   };
   for (const FloatOpCase& c : cases) {
     for (DType t : kFloats) {
@@ -138,8 +139,8 @@ Tensor FromValues(DType t, const std::vector<double>& values, const std::vector<
 
 TEST(LowerUnaryTest, FloatSpecialValuesMatchReference) {
   const char* exact[] = {"neg", "abs", "relu", "floor", "ceil", "round", "sign"};
-  const char* approx[] = {"exp",  "log",     "sqrt", "rsqrt", "reciprocal",
-                          "tanh", "sigmoid", "erf",  "sin",   "cos"};
+  const char* approx[] = {"exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid",
+                          "erf", "sin", "cos",  "asin",  "acos",       "atan"};
   for (DType t : {DType::kFloat32, DType::kFloat64, DType::kFloat16}) {
     std::vector<std::vector<int64_t>> shapes = {{1}, {22}, {7, 9}, {0}};
     if (t == DType::kFloat32) shapes.push_back({301, 223});
@@ -255,6 +256,97 @@ TEST(LowerClipTest, MatchesReference) {
   // NaN passes through a float clip.
   Tensor x = FromValues(DType::kFloat32, SpecialValues(), {22});
   EXPECT_TRUE(CompiledMatchesReference("clip", {x}, {{"min", -1.0}, {"max", 2.0}}, 0, 0));
+}
+
+// ---- activations, trigonometric/hyperbolic functions, isnan/isinf ----
+//
+// These are composed in the loop IR from exp, log, sqrt, tanh, sin and cos (expm1 and log1p
+// by Kahan's and Goldberg's forms), so f32 results may round a few times: 4 ulp (rtol 5e-7
+// each) for f32 and f64; f16/bf16 are computed in f32 and rounded once, as the others.
+Tolerance Composed(DType t) {
+  switch (t) {
+    case DType::kFloat32:
+      return {1e-6, 2e-6};
+    case DType::kFloat64:
+      return {1e-14, 1e-14};
+    default:
+      return Approx(t);
+  }
+}
+
+TEST(LowerUnaryTest, ActivationsAndHyperbolicMatchReference) {
+  const FloatOpCase cases[] = {
+      {"leaky_relu", -10, 10, false},    {"elu", -10, 10, false},      {"selu", -10, 10, false},
+      {"celu", -10, 10, false},          {"softplus", -30, 30, false}, {"softsign", -10, 10, false},
+      {"hard_sigmoid", -5, 5, false},    {"hard_swish", -5, 5, false}, {"mish", -20, 20, false},
+      {"thresholded_relu", -3, 3, true}, {"tan", -1.5, 1.5, false},    {"sinh", -10, 10, false},
+      {"cosh", -10, 10, false},          {"asinh", -100, 100, false},  {"acosh", 1, 100, false},
+      {"atanh", -0.999, 0.999, false},
+  };
+  for (const FloatOpCase& c : cases) {
+    for (DType t : kFloats) {
+      SCOPED_TRACE(c.op);
+      CheckAllShapes(c.op, t, c.lo, c.hi, c.exact ? Exact() : Composed(t));
+    }
+  }
+  // Near 0, where the textbook forms cancel.
+  for (const char* op : {"elu", "selu", "sinh", "asinh", "atanh", "acosh"}) {
+    SCOPED_TRACE(op);
+    double lo = std::string(op) == "acosh" ? 1 : -1e-3;
+    double hi = std::string(op) == "acosh" ? 1.001 : 1e-3;
+    for (DType t : {DType::kFloat32, DType::kFloat64}) CheckAllShapes(op, t, lo, hi, Composed(t));
+  }
+}
+
+TEST(LowerUnaryTest, ActivationAttributesMatchReference) {
+  const std::pair<const char*, Attrs> cases[] = {
+      {"leaky_relu", {{"alpha", 0.3}}},
+      {"elu", {{"alpha", 2.5}}},
+      {"selu", {{"alpha", 2.0}, {"gamma", 3.0}}},
+      {"celu", {{"alpha", 0.5}}},
+      {"hard_sigmoid", {{"alpha", 0.4}, {"beta", 0.1}}},
+      {"thresholded_relu", {{"alpha", -0.5}}},
+  };
+  for (const auto& [op, attrs] : cases) {
+    for (DType t : kFloats) {
+      SCOPED_TRACE(op);
+      CheckAllShapes(op, t, -5, 5, Composed(t), attrs);
+    }
+  }
+}
+
+TEST(LowerUnaryTest, ComposedFunctionsSpecialValues) {
+  // The special values plus large arguments where sinh/cosh overflow only in the last octave
+  // and asinh/acosh switch to log(2x).
+  std::vector<double> v = SpecialValues();
+  for (double d : {89.0, -89.0, 700.0, 710.0, -710.0, 1e10, -1e10, 0.999, -0.999, 1.0001})
+    v.push_back(d);
+  for (DType t : {DType::kFloat32, DType::kFloat64}) {
+    Tensor x = FromValues(t, v, {static_cast<int64_t>(v.size())});
+    Tolerance tol = Composed(t);
+    for (const char* op :
+         {"leaky_relu", "elu", "selu", "celu", "softplus", "softsign", "hard_sigmoid", "hard_swish",
+          "mish", "thresholded_relu", "tan", "sinh", "cosh", "asinh", "acosh", "atanh"})
+      EXPECT_TRUE(CompiledMatchesReference(op, {x}, {}, tol.atol, tol.rtol))
+          << op << " " << DTypeName(t);
+    for (const char* op : {"isnan", "isinf"})
+      EXPECT_TRUE(CompiledMatchesReference(op, {x}, {}, 0, 0)) << op << " " << DTypeName(t);
+  }
+}
+
+TEST(LowerUnaryTest, IsNaNIsInfMatchReference) {
+  const Attrs flags[] = {{},
+                         {{"detect_negative", false}},
+                         {{"detect_positive", false}},
+                         {{"detect_positive", false}, {"detect_negative", false}}};
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    for (const std::vector<int64_t>& shape : kShapes) {
+      Tensor x = FromValues(t, SpecialValues(), shape);
+      EXPECT_TRUE(CompiledMatchesReference("isnan", {x}, {}, 0, 0)) << DTypeName(t);
+      for (const Attrs& a : flags)
+        EXPECT_TRUE(CompiledMatchesReference("isinf", {x}, a, 0, 0)) << DTypeName(t);
+    }
+  }
 }
 
 }  // namespace

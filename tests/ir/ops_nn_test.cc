@@ -1,0 +1,443 @@
+// The nn ops (conv, conv_transpose, max_pool, avg_pool, global pools, pad): type relations on
+// concrete and symbolic shapes (auto_pad, ceil_mode, output_shape and output_padding included),
+// errors with their messages, and the reference kernels against small hand-computed examples.
+#include <gmock/gmock.h>
+
+#include <cmath>
+#include <limits>
+
+#include "common/test_util.h"
+
+namespace kiln {
+namespace {
+
+using test::ErrorMessage;
+using test::F32;
+using test::Floats;
+using test::Infer;
+using test::InferError;
+using test::MakeTensor;
+using test::RunOne;
+using test::S;
+using test::TensorsNear;
+using ::testing::HasSubstr;
+
+using Ints = std::vector<int64_t>;
+
+// ---- type relations ----
+
+TEST(Conv, Shapes) {
+  Type x = F32({1, 1, 5, 5});
+  Type w = F32({1, 1, 3, 3});
+  EXPECT_EQ(Infer("conv", {x, w}), "f32[1, 1, 3, 3]");
+  EXPECT_EQ(Infer("conv", {x, w}, {{"pads", Ints{1, 1, 1, 1}}}), "f32[1, 1, 5, 5]");
+  EXPECT_EQ(Infer("conv", {x, w}, {{"pads", Ints{1, 0, 1, 0}}, {"strides", Ints{2, 2}}}),
+            "f32[1, 1, 3, 2]");
+  EXPECT_EQ(Infer("conv", {x, w}, {{"dilations", Ints{2, 2}}}), "f32[1, 1, 1, 1]");
+  EXPECT_EQ(Infer("conv", {x, w}, {{"auto_pad", std::string("VALID")}}), "f32[1, 1, 3, 3]");
+  // SAME: out = ceil(in / stride), whatever the kernel.
+  for (const char* same : {"SAME_UPPER", "SAME_LOWER"}) {
+    EXPECT_EQ(Infer("conv", {x, w}, {{"auto_pad", std::string(same)}}), "f32[1, 1, 5, 5]");
+    EXPECT_EQ(Infer("conv", {x, w}, {{"auto_pad", std::string(same)}, {"strides", Ints{2, 2}}}),
+              "f32[1, 1, 3, 3]");
+  }
+  // 1-D and 3-D, groups, bias.
+  EXPECT_EQ(Infer("conv", {F32({2, 4, 7}), F32({6, 2, 3}), F32({6})}, {{"group", int64_t{2}}}),
+            "f32[2, 6, 5]");
+  EXPECT_EQ(Infer("conv", {F32({1, 2, 4, 5, 6}), F32({3, 2, 1, 2, 3})}), "f32[1, 3, 4, 4, 4]");
+  EXPECT_EQ(Infer("conv",
+                  {TensorType({1, 1, 4}, DType::kFloat64), TensorType({1, 1, 2}, DType::kFloat64)}),
+            "f64[1, 1, 3]");
+}
+
+TEST(Conv, SymbolicBatch) {
+  EXPECT_EQ(
+      Infer("conv", {F32({S("n"), 3, 8, 8}), F32({4, 3, 3, 3})}, {{"pads", Ints{1, 1, 1, 1}}}),
+      "f32[n, 4, 8, 8]");
+  EXPECT_THAT(InferError("conv", {F32({1, 3, S("h"), 8}), F32({4, 3, 3, 3})}),
+              HasSubstr("spatial dims must be constants"));
+}
+
+TEST(Conv, Errors) {
+  Type x = F32({1, 4, 5, 5});
+  EXPECT_THAT(InferError("conv", {x, F32({2, 3, 3, 3})}),
+              HasSubstr("input channels [1, 4, 5, 5] must be group (1) x the weight's dim 1"));
+  EXPECT_THAT(InferError("conv", {x, F32({3, 2, 3, 3})}, {{"group", int64_t{2}}}),
+              HasSubstr("output channels 3 are not divisible by group 2"));
+  EXPECT_THAT(InferError("conv", {x, F32({2, 4, 3})}), HasSubstr("must have the input's rank 4"));
+  EXPECT_THAT(InferError("conv", {x, F32({2, 4, 3, 3})}, {{"pads", Ints{1, 1}}}),
+              HasSubstr("pads [1, 1] must have 4 values"));
+  EXPECT_THAT(InferError("conv", {x, F32({2, 4, 3, 3})}, {{"strides", Ints{1}}}),
+              HasSubstr("strides [1] must have 2 values"));
+  EXPECT_THAT(InferError("conv", {x, F32({2, 4, 3, 3})}, {{"strides", Ints{0, 1}}}),
+              HasSubstr("stride 0 and dilation 1 must be positive"));
+  EXPECT_THAT(InferError("conv", {x, F32({2, 4, 7, 3})}),
+              HasSubstr("the effective kernel 7 is larger than the padded input 5"));
+  EXPECT_THAT(InferError("conv", {x, F32({2, 4, 3, 3})}, {{"kernel_shape", Ints{2, 2}}}),
+              HasSubstr("kernel_shape [2, 2] does not match the weight [2, 4, 3, 3]"));
+  EXPECT_THAT(InferError("conv", {x, F32({2, 4, 3, 3}), F32({3})}),
+              HasSubstr("bias [3] must have the weight's M"));
+  EXPECT_THAT(InferError("conv", {x, F32({2, 4, 3, 3})},
+                         {{"auto_pad", std::string("SAME_UPPER")}, {"pads", Ints{1, 1, 1, 1}}}),
+              HasSubstr("explicit pads [1, 1, 1, 1] conflict with auto_pad SAME_UPPER"));
+  EXPECT_THAT(InferError("conv", {x, F32({2, 4, 3, 3})}, {{"auto_pad", std::string("SAME")}}),
+              HasSubstr("must be NOTSET, SAME_UPPER, SAME_LOWER or VALID"));
+  EXPECT_THAT(InferError("conv", {F32({4, 5}), F32({2, 4})}),
+              HasSubstr("input must be [N, C, *spatial] with 1 to 3 spatial dims"));
+  EXPECT_THAT(InferError("conv", {TensorType({1, 1, 4}, DType::kInt32),
+                                  TensorType({1, 1, 2}, DType::kInt32)}),
+              HasSubstr("input must be a float tensor"));
+  EXPECT_THAT(InferError("conv", {x, TensorType({2, 4, 3, 3}, DType::kFloat64)}),
+              HasSubstr("weight dtype f64 differs from the input's f32"));
+}
+
+TEST(ConvTranspose, Shapes) {
+  // Per spatial dim: out = stride * (in - 1) + output_padding + ek - pad_begin - pad_end.
+  Type x = F32({1, 1, 3, 3});
+  Type w = F32({1, 2, 3, 3});
+  EXPECT_EQ(Infer("conv_transpose", {x, w}), "f32[1, 2, 5, 5]");
+  EXPECT_EQ(Infer("conv_transpose", {x, w}, {{"strides", Ints{3, 2}}}), "f32[1, 2, 9, 7]");
+  EXPECT_EQ(
+      Infer("conv_transpose", {x, w}, {{"strides", Ints{3, 2}}, {"output_padding", Ints{1, 1}}}),
+      "f32[1, 2, 10, 8]");
+  EXPECT_EQ(Infer("conv_transpose", {x, w}, {{"pads", Ints{1, 2, 1, 2}}}), "f32[1, 2, 3, 1]");
+  EXPECT_EQ(Infer("conv_transpose", {x, w}, {{"dilations", Ints{2, 2}}}), "f32[1, 2, 7, 7]");
+  // output_shape wins over the pads (here it needs negative ones); SAME_* gives in * stride.
+  EXPECT_EQ(
+      Infer("conv_transpose", {x, w},
+            {{"strides", Ints{3, 2}}, {"output_shape", Ints{10, 8}}, {"pads", Ints{1, 1, 1, 1}}}),
+      "f32[1, 2, 10, 8]");
+  for (const char* same : {"SAME_UPPER", "SAME_LOWER"}) {
+    EXPECT_EQ(
+        Infer("conv_transpose", {x, w}, {{"auto_pad", std::string(same)}, {"strides", Ints{2, 2}}}),
+        "f32[1, 2, 6, 6]");
+    EXPECT_EQ(Infer("conv_transpose", {x, w},
+                    {{"auto_pad", std::string(same)}, {"output_shape", Ints{4, 7}}}),
+              "f32[1, 2, 4, 7]");
+  }
+  EXPECT_EQ(Infer("conv_transpose", {x, w},
+                  {{"auto_pad", std::string("VALID")}, {"strides", Ints{2, 2}}}),
+            "f32[1, 2, 7, 7]");
+  // 1-D with groups and bias (M = group x the weight's dim 1), 3-D, f64.
+  EXPECT_EQ(
+      Infer("conv_transpose", {F32({2, 4, 5}), F32({4, 3, 2}), F32({6})}, {{"group", int64_t{2}}}),
+      "f32[2, 6, 6]");
+  EXPECT_EQ(Infer("conv_transpose", {F32({1, 1, 2, 3, 4}), F32({1, 1, 2, 2, 2})}),
+            "f32[1, 1, 3, 4, 5]");
+  EXPECT_EQ(Infer("conv_transpose",
+                  {TensorType({1, 1, 4}, DType::kFloat64), TensorType({1, 3, 2}, DType::kFloat64)}),
+            "f64[1, 3, 5]");
+  EXPECT_EQ(Infer("conv_transpose", {F32({1, 2, 3}), F32({2, 1, 2})}, {{"kernel_shape", Ints{2}}}),
+            "f32[1, 1, 4]");
+}
+
+TEST(ConvTranspose, SymbolicBatch) {
+  EXPECT_EQ(Infer("conv_transpose", {F32({S("n"), 3, 4, 4}), F32({3, 2, 3, 3})},
+                  {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}),
+            "f32[n, 2, 7, 7]");
+  EXPECT_EQ(Infer("conv_transpose", {F32({1, S("c"), 4}), F32({S("c"), 2, 3})}), "f32[1, 2, 6]");
+  EXPECT_THAT(InferError("conv_transpose", {F32({1, 3, S("h"), 4}), F32({3, 2, 3, 3})}),
+              HasSubstr("spatial dims must be constants"));
+}
+
+TEST(ConvTranspose, Errors) {
+  Type x = F32({1, 4, 5, 5});
+  Type w = F32({4, 2, 3, 3});
+  EXPECT_THAT(InferError("conv_transpose", {x, F32({3, 2, 3, 3})}),
+              HasSubstr("input channels [1, 4, 5, 5] must equal the weight's dim 0 [3, 2, 3, 3]"));
+  EXPECT_THAT(
+      InferError("conv_transpose", {F32({1, 3, 5}), F32({3, 1, 3})}, {{"group", int64_t{2}}}),
+      HasSubstr("input channels 3 are not divisible by group 2"));
+  EXPECT_THAT(InferError("conv_transpose", {x, F32({4, 2, 3})}),
+              HasSubstr("must have the input's rank 4 ([C, M/group, *kernel])"));
+  EXPECT_THAT(InferError("conv_transpose", {x, w}, {{"output_shape", Ints{5}}}),
+              HasSubstr("output_shape [5] must have 2 values"));
+  EXPECT_THAT(InferError("conv_transpose", {x, w}, {{"output_padding", Ints{1}}}),
+              HasSubstr("output_padding [1] must have 2 values"));
+  EXPECT_THAT(InferError("conv_transpose", {x, w}, {{"output_padding", Ints{-1, 0}}}),
+              HasSubstr("must not be negative"));
+  EXPECT_THAT(InferError("conv_transpose", {x, w}, {{"pads", Ints{1, 1}}}),
+              HasSubstr("pads [1, 1] must have 4 values"));
+  EXPECT_THAT(InferError("conv_transpose", {x, w}, {{"strides", Ints{1, 0}}}),
+              HasSubstr("stride 0 and dilation 1 must be positive"));
+  EXPECT_THAT(
+      InferError("conv_transpose", {F32({1, 1, 3}), F32({1, 1, 2})}, {{"pads", Ints{2, 2}}}),
+      HasSubstr("spatial dim 0: the output size 0 is not positive (full size 4, pads 2, 2)"));
+  EXPECT_THAT(InferError("conv_transpose", {F32({1, 4, 5}), F32({4, 3, 2}), F32({3})},
+                         {{"group", int64_t{2}}}),
+              HasSubstr("bias [3] must have the output channels M = group (2) x the weight's dim 1 "
+                        "[4, 3, 2]"));
+  EXPECT_THAT(InferError("conv_transpose", {x, w}, {{"kernel_shape", Ints{2, 2}}}),
+              HasSubstr("kernel_shape [2, 2] does not match the weight [4, 2, 3, 3]"));
+  EXPECT_THAT(InferError("conv_transpose", {x, w},
+                         {{"auto_pad", std::string("SAME_LOWER")}, {"pads", Ints{1, 0, 0, 0}}}),
+              HasSubstr("explicit pads [1, 0, 0, 0] conflict with auto_pad SAME_LOWER"));
+  EXPECT_THAT(InferError("conv_transpose", {TensorType({1, 1, 4}, DType::kInt32),
+                                            TensorType({1, 1, 2}, DType::kInt32)}),
+              HasSubstr("input must be a float tensor"));
+  EXPECT_THAT(InferError("conv_transpose", {x, TensorType({4, 2, 3, 3}, DType::kFloat64)}),
+              HasSubstr("weight dtype f64 differs from the input's f32"));
+}
+
+TEST(Pool, Shapes) {
+  Attrs k3s2 = {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}};
+  Type x = F32({1, 2, 4, 4});
+  EXPECT_EQ(Infer("max_pool", {x}, k3s2), "f32[1, 2, 1, 1]");
+  Attrs ceil = k3s2;
+  ceil.Set("ceil_mode", true);
+  EXPECT_EQ(Infer("max_pool", {x}, ceil), "f32[1, 2, 2, 2]");
+  EXPECT_EQ(Infer("avg_pool", {x}, ceil), "f32[1, 2, 2, 2]");
+  // ceil_mode drops a last window that would start in the end padding: in 5, k 2, s 2, pads 1
+  // gives ceil(5 / 2) + 1 = 4 windows, the last starting at 6 >= 5 + 1.
+  Attrs drop = {
+      {"kernel_shape", Ints{2}}, {"strides", Ints{2}}, {"pads", Ints{1, 1}}, {"ceil_mode", true}};
+  EXPECT_EQ(Infer("max_pool", {F32({1, 1, 5})}, drop), "f32[1, 1, 3]");
+  // auto_pad.
+  Attrs same = {
+      {"kernel_shape", Ints{3}}, {"strides", Ints{2}}, {"auto_pad", std::string("SAME_LOWER")}};
+  EXPECT_EQ(Infer("avg_pool", {F32({1, 1, 5})}, same), "f32[1, 1, 3]");
+  same.Set("auto_pad", std::string("VALID"));
+  EXPECT_EQ(Infer("avg_pool", {F32({1, 1, 5})}, same), "f32[1, 1, 2]");
+  // Dilations, 3-D, symbolic batch and channels.
+  EXPECT_EQ(
+      Infer("max_pool", {F32({1, 1, 7})}, {{"kernel_shape", Ints{3}}, {"dilations", Ints{2}}}),
+      "f32[1, 1, 3]");
+  EXPECT_EQ(Infer("max_pool", {F32({S("n"), S("c"), 4, 6, 8})}, {{"kernel_shape", Ints{2, 2, 2}}}),
+            "f32[n, c, 3, 5, 7]");
+}
+
+TEST(Pool, IntegerMax) {
+  Attrs k2 = {{"kernel_shape", Ints{2}}, {"pads", Ints{1, 0}}};
+  for (DType t : {DType::kInt8, DType::kUInt8, DType::kInt16, DType::kInt32, DType::kInt64})
+    EXPECT_EQ(Infer("max_pool", {TensorType({S("n"), 2, 5}, t)}, k2),
+              StrCat(DTypeName(t), "[n, 2, 5]"));
+  EXPECT_THAT(InferError("max_pool", {TensorType({1, 1, 4}, DType::kBool)}, k2),
+              HasSubstr("input must be a float or integer tensor, got bool[1, 1, 4]"));
+  // A mean would round: avg_pool stays float-only.
+  EXPECT_THAT(InferError("avg_pool", {TensorType({1, 1, 4}, DType::kInt32)}, k2),
+              HasSubstr("input must be a float tensor"));
+}
+
+TEST(Pool, Errors) {
+  EXPECT_THAT(ErrorMessage([] {
+                InferOpType("max_pool", {F32({1, 1, 4, 4})});
+              }),
+              HasSubstr("kernel_shape"));
+  EXPECT_THAT(
+      InferError("max_pool", {F32({1, 1, 4, 4})}, {{"kernel_shape", Ints{2}}}),
+      HasSubstr("kernel_shape [2] must have 2 values (one per spatial dim of [1, 1, 4, 4])"));
+  EXPECT_THAT(InferError("avg_pool", {F32({1, 1, 4})}, {{"kernel_shape", Ints{5}}}),
+              HasSubstr("the effective kernel 5 is larger than the padded input 4"));
+  EXPECT_THAT(
+      InferError("avg_pool", {F32({1, 1, 4})}, {{"kernel_shape", Ints{2}}, {"pads", Ints{-1, 0}}}),
+      HasSubstr("must not be negative"));
+  EXPECT_THAT(InferError("max_pool", {F32({1, 1, S("w")})}, {{"kernel_shape", Ints{2}}}),
+              HasSubstr("spatial dims must be constants"));
+}
+
+TEST(GlobalPool, Shapes) {
+  EXPECT_EQ(Infer("global_avg_pool", {F32({S("n"), 3, 7, 7})}), "f32[n, 3, 1, 1]");
+  EXPECT_EQ(Infer("global_max_pool", {F32({2, 3, S("w")})}), "f32[2, 3, 1]");
+  EXPECT_THAT(InferError("global_max_pool", {F32({2, 3})}), HasSubstr("at least one spatial dim"));
+  EXPECT_THAT(InferError("global_avg_pool", {TensorType({1, 1, 2}, DType::kInt64)}),
+              HasSubstr("input must be a float tensor"));
+}
+
+TEST(Pad, Shapes) {
+  EXPECT_EQ(Infer("pad", {F32({2, 3})}, {{"pads", Ints{1, 0, 2, 3}}}), "f32[5, 6]");
+  EXPECT_EQ(Infer("pad", {F32({2, 3})}, {{"pads", Ints{0, -1, 0, -1}}}), "f32[2, 1]");
+  EXPECT_EQ(Infer("pad", {F32({S("n"), 3})}, {{"pads", Ints{1, 1, 1, 1}}}), "f32[n + 2, 5]");
+  EXPECT_EQ(Infer("pad", {TensorType({4}, DType::kInt32)},
+                  {{"pads", Ints{1, 2}}, {"mode", std::string("reflect")}}),
+            "i32[7]");
+}
+
+TEST(Pad, Errors) {
+  EXPECT_THAT(InferError("pad", {F32({2, 3})}, {{"pads", Ints{1, 1}}}),
+              HasSubstr("pads [1, 1] must have 4 values"));
+  EXPECT_THAT(InferError("pad", {F32({2})}, {{"pads", Ints{-2, -1}}}),
+              HasSubstr("crop axis 0 of [2] below size 0"));
+  EXPECT_THAT(
+      InferError("pad", {F32({3})}, {{"pads", Ints{3, 0}}, {"mode", std::string("reflect")}}),
+      HasSubstr("reflect mode pads 3, 0 of axis 0 of [3] must be smaller than its size"));
+  EXPECT_THAT(InferError("pad", {F32({0})}, {{"pads", Ints{1, 0}}, {"mode", std::string("edge")}}),
+              HasSubstr("edge mode cannot pad the empty axis 0"));
+  EXPECT_THAT(
+      InferError("pad", {F32({S("n")})}, {{"pads", Ints{1, 0}}, {"mode", std::string("edge")}}),
+      HasSubstr("axis 0 of [n] is symbolic"));
+  EXPECT_THAT(InferError("pad", {F32({2})}, {{"pads", Ints{1, 0}}, {"mode", std::string("wrap")}}),
+              HasSubstr("must be constant, reflect or edge"));
+}
+
+// ---- reference kernels ----
+
+TEST(ConvRef, TwoDimensional) {
+  Tensor x = Floats({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Tensor w = Floats({1, 1, 2, 2}, {1, 1, 1, 1});
+  EXPECT_TRUE(TensorsNear(RunOne("conv", {x, w}), Floats({1, 1, 2, 2}, {12, 16, 24, 28})));
+  // A 3x3 ones kernel with pads 1 sums each 3x3 neighbourhood; stride 2 keeps the corners.
+  Tensor w3 = Floats({1, 1, 3, 3}, std::vector<float>(9, 1.0f));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("conv", {x, w3}, {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}),
+                  Floats({1, 1, 2, 2}, {12, 16, 24, 28})));
+  EXPECT_TRUE(TensorsNear(RunOne("conv", {x, w3}, {{"auto_pad", std::string("SAME_UPPER")}}),
+                          Floats({1, 1, 3, 3}, {12, 21, 16, 27, 45, 33, 24, 39, 28})));
+}
+
+TEST(ConvRef, GroupsBiasDilation) {
+  Tensor x = Floats({1, 2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor w = Floats({2, 1, 1}, {2, 3});
+  Tensor b = Floats({2}, {1, -1});
+  EXPECT_TRUE(TensorsNear(RunOne("conv", {x, w, b}, {{"group", int64_t{2}}}),
+                          Floats({1, 2, 3}, {3, 5, 7, 11, 14, 17})));
+  // Without groups each output channel sums both input channels.
+  Tensor w2 = Floats({1, 2, 1}, {1, 10});
+  EXPECT_TRUE(TensorsNear(RunOne("conv", {x, w2}), Floats({1, 1, 3}, {41, 52, 63})));
+  Tensor x5 = MakeTensor<double>({1, 1, 5}, {1, 2, 3, 4, 5});
+  Tensor wd = MakeTensor<double>({1, 1, 2}, {1, 1});
+  EXPECT_TRUE(TensorsNear(RunOne("conv", {x5, wd}, {{"dilations", Ints{2}}}),
+                          MakeTensor<double>({1, 1, 3}, {4, 6, 8})));
+}
+
+TEST(ConvTransposeRef, OneDimensional) {
+  // Input i scatters x[i] * w[k] to i * stride + k * dilation - pad_begin.
+  Tensor x = Floats({1, 1, 3}, {1, 2, 3});
+  Tensor w = Floats({1, 1, 2}, {1, 10});
+  EXPECT_TRUE(TensorsNear(RunOne("conv_transpose", {x, w}), Floats({1, 1, 4}, {1, 12, 23, 30})));
+  EXPECT_TRUE(TensorsNear(RunOne("conv_transpose", {x, w}, {{"strides", Ints{2}}}),
+                          Floats({1, 1, 6}, {1, 10, 2, 20, 3, 30})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("conv_transpose", {x, w}, {{"strides", Ints{2}}, {"pads", Ints{1, 0}}}),
+                  Floats({1, 1, 5}, {10, 2, 20, 3, 30})));
+  EXPECT_TRUE(TensorsNear(RunOne("conv_transpose", {x, w}, {{"dilations", Ints{2}}}),
+                          Floats({1, 1, 5}, {1, 2, 13, 20, 30})));
+  // output_padding adds positions at the end that get only the bias.
+  Tensor b = Floats({1}, {5});
+  EXPECT_TRUE(TensorsNear(
+      RunOne("conv_transpose", {x, w, b}, {{"strides", Ints{2}}, {"output_padding", Ints{1}}}),
+      Floats({1, 1, 7}, {6, 15, 7, 25, 8, 35, 5})));
+}
+
+TEST(ConvTransposeRef, OutputShapeAndAutoPad) {
+  Tensor x = Floats({1, 1, 3}, {1, 2, 3});
+  Tensor w = Floats({1, 1, 2}, {1, 10});
+  Attrs s2 = {{"strides", Ints{2}}};
+  // full = 6. output_shape 7: total -1 rounds to pads (0, -1), one extra position at the end.
+  Attrs a = s2;
+  a.Set("output_shape", Ints{7});
+  EXPECT_TRUE(TensorsNear(RunOne("conv_transpose", {x, w}, a),
+                          Floats({1, 1, 7}, {1, 10, 2, 20, 3, 30, 0})));
+  // output_shape 5: total 1, the extra pad at the start (NOTSET, SAME_LOWER) or end (SAME_UPPER).
+  a.Set("output_shape", Ints{5});
+  EXPECT_TRUE(
+      TensorsNear(RunOne("conv_transpose", {x, w}, a), Floats({1, 1, 5}, {10, 2, 20, 3, 30})));
+  a.Set("auto_pad", std::string("SAME_UPPER"));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("conv_transpose", {x, w}, a), Floats({1, 1, 5}, {1, 10, 2, 20, 3})));
+  // SAME without output_shape: out = in * stride. A ones kernel of 3 makes full
+  // {1, 1, 3, 2, 5, 3, 3}; out 6 drops its last (SAME_UPPER) or first (SAME_LOWER) position.
+  Tensor w3 = Floats({1, 1, 3}, {1, 1, 1});
+  Attrs same = {{"strides", Ints{2}}, {"auto_pad", std::string("SAME_UPPER")}};
+  EXPECT_TRUE(
+      TensorsNear(RunOne("conv_transpose", {x, w3}, same), Floats({1, 1, 6}, {1, 1, 3, 2, 5, 3})));
+  same.Set("auto_pad", std::string("SAME_LOWER"));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("conv_transpose", {x, w3}, same), Floats({1, 1, 6}, {1, 3, 2, 5, 3, 3})));
+}
+
+TEST(ConvTransposeRef, ChannelsAndGroups) {
+  Tensor x = MakeTensor<double>({1, 2, 2}, {1, 2, 3, 4});
+  // w[c, m]: every output channel sums over both input channels.
+  Tensor w = MakeTensor<double>({2, 2, 1}, {1, 2, 3, 4});
+  EXPECT_TRUE(TensorsNear(RunOne("conv_transpose", {x, w}),
+                          MakeTensor<double>({1, 2, 2}, {10, 14, 14, 20})));
+  // group 2: output channel j reads input channel j only.
+  Tensor wg = MakeTensor<double>({2, 1, 1}, {2, 3});
+  EXPECT_TRUE(TensorsNear(RunOne("conv_transpose", {x, wg}, {{"group", int64_t{2}}}),
+                          MakeTensor<double>({1, 2, 2}, {2, 4, 9, 12})));
+}
+
+TEST(ConvTransposeRef, TwoDimensional) {
+  // ONNX's ConvTranspose example: 0..8 with a 3x3 ones kernel, into two channels.
+  std::vector<float> v(9);
+  for (int i = 0; i < 9; ++i) v[i] = static_cast<float>(i);
+  Tensor x = Floats({1, 1, 3, 3}, v);
+  Tensor w = Floats({1, 2, 3, 3}, std::vector<float>(18, 1.0f));
+  std::vector<float> plane = {0,  1,  3, 3,  2,  3,  8,  15, 12, 7,  9,  21, 36,
+                              27, 15, 9, 20, 33, 24, 13, 6,  13, 21, 15, 8};
+  std::vector<float> both = plane;
+  both.insert(both.end(), plane.begin(), plane.end());
+  EXPECT_TRUE(TensorsNear(RunOne("conv_transpose", {x, w}), Floats({1, 2, 5, 5}, both)));
+}
+
+TEST(PoolRef, IntegerMax) {
+  // Padding never wins, even over the lowest value; windows that are all padding cannot occur.
+  Tensor x = MakeTensor<int8_t>({1, 1, 4}, {-128, -5, 100, -7});
+  EXPECT_TRUE(
+      TensorsNear(RunOne("max_pool", {x}, {{"kernel_shape", Ints{2}}, {"pads", Ints{1, 1}}}),
+                  MakeTensor<int8_t>({1, 1, 5}, {-128, -5, 100, 100, -7})));
+  Tensor u = MakeTensor<uint8_t>({1, 1, 3}, {0, 255, 7});
+  EXPECT_TRUE(TensorsNear(RunOne("max_pool", {u}, {{"kernel_shape", Ints{2}}}),
+                          MakeTensor<uint8_t>({1, 1, 2}, {255, 255})));
+  // Compared exactly: 2^53 + 1 and 2^53 are one double.
+  const int64_t big = (int64_t{1} << 53) + 1;
+  Tensor l = MakeTensor<int64_t>({1, 1, 3}, {big - 1, big, big - 1});
+  Tensor got = RunOne("max_pool", {l}, {{"kernel_shape", Ints{2}}});
+  ASSERT_EQ(got.TypeString(), "i64[1, 1, 2]");
+  EXPECT_EQ(got.data<int64_t>()[0], big);
+  EXPECT_EQ(got.data<int64_t>()[1], big);
+}
+
+TEST(PoolRef, MaxAndAvg) {
+  std::vector<float> v(16);
+  for (int i = 0; i < 16; ++i) v[i] = static_cast<float>(i + 1);
+  Tensor x = Floats({1, 1, 4, 4}, v);
+  Attrs k2s2 = {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}};
+  EXPECT_TRUE(TensorsNear(RunOne("max_pool", {x}, k2s2), Floats({1, 1, 2, 2}, {6, 8, 14, 16})));
+  EXPECT_TRUE(
+      TensorsNear(RunOne("avg_pool", {x}, k2s2), Floats({1, 1, 2, 2}, {3.5, 5.5, 11.5, 13.5})));
+}
+
+TEST(PoolRef, PaddingCeilModeDilation) {
+  Tensor x = Floats({1, 1, 3}, {1, 2, 3});
+  Attrs a = {{"kernel_shape", Ints{3}}, {"pads", Ints{1, 1}}};
+  EXPECT_TRUE(TensorsNear(RunOne("avg_pool", {x}, a), Floats({1, 1, 3}, {1.5, 2, 2.5})));
+  Attrs include = a;
+  include.Set("count_include_pad", true);
+  EXPECT_TRUE(TensorsNear(RunOne("avg_pool", {x}, include), Floats({1, 1, 3}, {1, 2, 5.0f / 3})));
+  // Padding never wins a max, even over negative values.
+  Tensor neg = Floats({1, 1, 3}, {-1, -2, -3});
+  EXPECT_TRUE(TensorsNear(RunOne("max_pool", {neg}, a), Floats({1, 1, 3}, {-1, -1, -2})));
+  // ceil_mode: the last window hangs over the end and sees only the 5.
+  Tensor x5 = Floats({1, 1, 5}, {1, 2, 3, 4, 5});
+  Attrs c = {{"kernel_shape", Ints{2}}, {"strides", Ints{2}}, {"ceil_mode", true}};
+  EXPECT_TRUE(TensorsNear(RunOne("max_pool", {x5}, c), Floats({1, 1, 3}, {2, 4, 5})));
+  EXPECT_TRUE(TensorsNear(RunOne("avg_pool", {x5}, c), Floats({1, 1, 3}, {1.5, 3.5, 5})));
+  Tensor xd = Floats({1, 1, 5}, {1, 5, 2, 4, 3});
+  EXPECT_TRUE(
+      TensorsNear(RunOne("max_pool", {xd}, {{"kernel_shape", Ints{2}}, {"dilations", Ints{2}}}),
+                  Floats({1, 1, 3}, {2, 5, 3})));
+}
+
+TEST(GlobalPoolRef, Values) {
+  Tensor x = MakeTensor<double>({1, 2, 2}, {1, 2, 3, 5});
+  EXPECT_TRUE(TensorsNear(RunOne("global_avg_pool", {x}), MakeTensor<double>({1, 2, 1}, {1.5, 4})));
+  EXPECT_TRUE(TensorsNear(RunOne("global_max_pool", {x}), MakeTensor<double>({1, 2, 1}, {2, 5})));
+}
+
+TEST(PadRef, Modes) {
+  Tensor x = Floats({3}, {1, 2, 3});
+  Attrs a = {{"pads", Ints{2, 1}}, {"value", 9.0}};
+  EXPECT_TRUE(TensorsNear(RunOne("pad", {x}, a), Floats({6}, {9, 9, 1, 2, 3, 9})));
+  a.Set("mode", std::string("reflect"));
+  EXPECT_TRUE(TensorsNear(RunOne("pad", {x}, a), Floats({6}, {3, 2, 1, 2, 3, 2})));
+  a.Set("mode", std::string("edge"));
+  EXPECT_TRUE(TensorsNear(RunOne("pad", {x}, a), Floats({6}, {1, 1, 1, 2, 3, 3})));
+  EXPECT_TRUE(TensorsNear(RunOne("pad", {x}, {{"pads", Ints{-1, 1}}}), Floats({3}, {2, 3, 0})));
+  Tensor m = MakeTensor<int32_t>({2, 2}, {1, 2, 3, 4});
+  EXPECT_TRUE(TensorsNear(RunOne("pad", {m}, {{"pads", Ints{1, 0, 0, 1}}, {"value", -1.0}}),
+                          MakeTensor<int32_t>({3, 3}, {-1, -1, -1, 1, 2, -1, 3, 4, -1})));
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,330 @@
+// Lowering of the nn ops (conv, conv_transpose, max_pool, avg_pool, global pools, pad): each
+// compiled and compared with its reference kernel on random data, over size-1, odd and larger
+// shapes, groups, dilations, strides, explicit and automatic pads, ceil_mode, output_padding and
+// output_shape, and integer max_pool.
+//
+// The windowed ops need constant spatial dims, so their shape-generic case makes only the batch
+// symbolic (SymbolicBatchMatchesReference); global pools and constant-mode pad are also
+// compiled with every dim symbolic. Both sides accumulate in f64, so only the summation order
+// can differ: 1e-5 suffices for f32 and f64, and f16 results are compared at f16 precision.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/kernel_test_util.h"
+
+namespace kiln {
+namespace {
+
+using test::CompiledMatchesReference;
+using test::RandomTensor;
+using test::TensorsNear;
+
+using Ints = std::vector<int64_t>;
+
+std::string AttrsText(const Attrs& attrs) {
+  std::string s;
+  for (const auto& [name, value] : attrs.values())
+    s += StrCat(" ", name, "=", AttrValueToString(value));
+  return s;
+}
+
+// `op` compiled with dim 0 of input 0 (the batch) symbolic and the rest constant, against the
+// reference.
+::testing::AssertionResult SymbolicBatchMatchesReference(const std::string& op,
+                                                         const std::vector<Tensor>& inputs,
+                                                         const Attrs& attrs) {
+  std::vector<Var> params;
+  std::vector<Expr> args;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Shape shape;
+    for (size_t d = 0; d < inputs[i].shape().size(); ++d)
+      shape.push_back(i == 0 && d == 0 ? Dim::Symbol("batch") : Dim(inputs[i].shape()[d]));
+    params.push_back(MakeVar(StrCat("x", i), TensorType(shape, inputs[i].dtype())));
+    args.push_back(params.back());
+  }
+  Function fn = InferTypes(
+      MakeFunction(params, MakeCall(op, args, attrs), nullptr, Attrs{{"primitive", true}}));
+  std::vector<Tensor> want = RunOpReference(op, inputs, attrs);
+  std::vector<Tensor> got;
+  try {
+    got = test::RunCompiled(fn, inputs, "k_" + op + "_batch");
+  } catch (const Error& e) {
+    return ::testing::AssertionFailure() << op << " (symbolic batch): " << e.what();
+  }
+  return TensorsNear(got.at(0), want.at(0));
+}
+
+struct ConvCase {
+  Ints x, w;
+  bool bias;
+  Attrs attrs;
+};
+
+std::vector<ConvCase> ConvCases() {
+  return {
+      {{1, 1, 1}, {1, 1, 1}, false, {}},  // size 1
+      {{1, 1, 1, 1}, {1, 1, 1, 1}, true, {}},
+      {{2, 3, 7}, {5, 3, 3}, true, {{"pads", Ints{1, 2}}}},
+      {{1, 4, 9}, {6, 2, 2}, false, {{"group", int64_t{2}}, {"strides", Ints{3}}}},
+      {{2, 3, 7, 5}, {4, 3, 3, 3}, true, {{"pads", Ints{1, 1, 1, 1}}}},
+      {{1, 2, 11, 13},
+       {3, 2, 3, 2},
+       false,
+       {{"strides", Ints{2, 3}}, {"dilations", Ints{2, 1}}, {"pads", Ints{0, 1, 2, 1}}}},
+      {{1, 6, 8, 8},
+       {6, 1, 3, 3},
+       true,
+       {{"group", int64_t{6}}, {"auto_pad", std::string("SAME_UPPER")}}},
+      {{1, 4, 9, 6},
+       {4, 2, 2, 3},
+       false,
+       {{"group", int64_t{2}}, {"strides", Ints{2, 2}}, {"auto_pad", std::string("SAME_LOWER")}}},
+      {{1, 2, 6, 7},
+       {2, 2, 3, 3},
+       false,
+       {{"auto_pad", std::string("VALID")}, {"strides", Ints{2, 2}}}},
+      {{2, 2, 5, 4, 3}, {3, 2, 3, 2, 1}, true, {{"pads", Ints{1, 0, 0, 1, 1, 0}}}},
+      {{1, 16, 32, 32}, {32, 16, 3, 3}, true, {{"pads", Ints{1, 1, 1, 1}}}},  // larger
+  };
+}
+
+TEST(LowerConv, MatchesReference) {
+  uint64_t seed = 1;
+  for (const ConvCase& c : ConvCases()) {
+    for (DType t : {DType::kFloat32, DType::kFloat64}) {
+      std::vector<Tensor> in = {RandomTensor(t, c.x, seed++), RandomTensor(t, c.w, seed++)};
+      if (c.bias) in.push_back(RandomTensor(t, {c.w[0]}, seed++));
+      EXPECT_TRUE(CompiledMatchesReference("conv", in, c.attrs, 1e-5, 1e-5, false))
+          << DTypeName(t) << AttrsText(c.attrs);
+    }
+  }
+}
+
+TEST(LowerConv, Float16) {
+  std::vector<Tensor> in = {RandomTensor(DType::kFloat16, {1, 3, 6, 5}, 3),
+                            RandomTensor(DType::kFloat16, {2, 3, 3, 3}, 4),
+                            RandomTensor(DType::kFloat16, {2}, 5)};
+  EXPECT_TRUE(
+      CompiledMatchesReference("conv", in, {{"pads", Ints{1, 1, 1, 1}}}, 1e-2, 1e-2, false));
+}
+
+TEST(LowerConv, SymbolicBatch) {
+  std::vector<Tensor> in = {RandomTensor(DType::kFloat32, {3, 4, 6, 5}, 7),
+                            RandomTensor(DType::kFloat32, {6, 2, 3, 3}, 8),
+                            RandomTensor(DType::kFloat32, {6}, 9)};
+  EXPECT_TRUE(SymbolicBatchMatchesReference(
+      "conv", in, {{"group", int64_t{2}}, {"pads", Ints{1, 0, 1, 2}}, {"strides", Ints{2, 1}}}));
+}
+
+// The weight is [C, M/group, *kernel]. conv_transpose's reference scatters and its lowering
+// gathers, so they share only the geometry.
+std::vector<ConvCase> ConvTransposeCases() {
+  return {
+      {{1, 1, 1}, {1, 1, 1}, false, {}},  // size 1
+      {{1, 1, 1, 1}, {1, 1, 1, 1}, true, {}},
+      {{2, 3, 7}, {3, 2, 3}, true, {{"pads", Ints{1, 2}}}},
+      {{1, 4, 5}, {4, 3, 2}, false, {{"group", int64_t{2}}, {"strides", Ints{3}}}},
+      {{2, 3, 5, 4}, {3, 4, 3, 3}, true, {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}},
+      {{1, 2, 5, 6},
+       {2, 3, 3, 2},
+       false,
+       {{"strides", Ints{2, 3}},
+        {"dilations", Ints{2, 1}},
+        {"pads", Ints{0, 1, 2, 1}},
+        {"output_padding", Ints{1, 2}}}},
+      {{1, 6, 4, 4},
+       {6, 1, 3, 3},
+       true,
+       {{"group", int64_t{6}}, {"strides", Ints{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}}},
+      {{1, 4, 5, 3},
+       {4, 2, 2, 3},
+       false,
+       {{"group", int64_t{2}}, {"strides", Ints{2, 2}}, {"auto_pad", std::string("SAME_LOWER")}}},
+      {{1, 2, 3, 4},
+       {2, 2, 3, 3},
+       false,
+       {{"auto_pad", std::string("VALID")}, {"strides", Ints{2, 2}}}},
+      // output_shape past the full size: negative pads, positions that get only the bias.
+      {{1, 2, 3, 3}, {2, 1, 3, 3}, true, {{"strides", Ints{3, 2}}, {"output_shape", Ints{10, 8}}}},
+      {{1, 2, 4, 4},
+       {2, 2, 3, 3},
+       false,
+       {{"strides", Ints{2, 2}},
+        {"output_shape", Ints{8, 6}},
+        {"auto_pad", std::string("SAME_LOWER")}}},
+      {{2, 2, 3, 4, 2},
+       {2, 3, 3, 2, 1},
+       true,
+       {{"pads", Ints{1, 0, 0, 1, 1, 0}}, {"strides", Ints{2, 1, 2}}}},
+      {{1, 16, 16, 16}, {16, 8, 4, 4}, true, {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}},
+  };
+}
+
+TEST(LowerConvTranspose, MatchesReference) {
+  uint64_t seed = 400;
+  for (const ConvCase& c : ConvTransposeCases()) {
+    const int64_t m = c.w[1] * (c.attrs.Has("group") ? c.attrs.GetInt("group") : 1);
+    for (DType t : {DType::kFloat32, DType::kFloat64}) {
+      std::vector<Tensor> in = {RandomTensor(t, c.x, seed++), RandomTensor(t, c.w, seed++)};
+      if (c.bias) in.push_back(RandomTensor(t, {m}, seed++));
+      EXPECT_TRUE(CompiledMatchesReference("conv_transpose", in, c.attrs, 1e-5, 1e-5, false))
+          << DTypeName(t) << AttrsText(c.attrs);
+    }
+  }
+}
+
+TEST(LowerConvTranspose, Float16) {
+  std::vector<Tensor> in = {RandomTensor(DType::kFloat16, {1, 3, 4, 5}, 3),
+                            RandomTensor(DType::kFloat16, {3, 2, 3, 3}, 4),
+                            RandomTensor(DType::kFloat16, {2}, 5)};
+  EXPECT_TRUE(CompiledMatchesReference("conv_transpose", in,
+                                       {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}, 1e-2,
+                                       1e-2, false));
+}
+
+TEST(LowerConvTranspose, SymbolicBatch) {
+  std::vector<Tensor> in = {RandomTensor(DType::kFloat32, {3, 4, 5, 4}, 7),
+                            RandomTensor(DType::kFloat32, {4, 3, 3, 3}, 8),
+                            RandomTensor(DType::kFloat32, {6}, 9)};
+  EXPECT_TRUE(SymbolicBatchMatchesReference("conv_transpose", in,
+                                            {{"group", int64_t{2}},
+                                             {"pads", Ints{1, 0, 1, 2}},
+                                             {"strides", Ints{2, 1}},
+                                             {"output_padding", Ints{1, 0}}}));
+}
+
+struct PoolCase {
+  Ints x;
+  Attrs attrs;
+};
+
+std::vector<PoolCase> PoolCases() {
+  return {
+      {{1, 1, 1}, {{"kernel_shape", Ints{1}}}},
+      {{2, 3, 7}, {{"kernel_shape", Ints{3}}, {"pads", Ints{1, 1}}}},
+      {{1, 2, 9}, {{"kernel_shape", Ints{2}}, {"strides", Ints{2}}, {"ceil_mode", true}}},
+      {{1, 1, 5},
+       {{"kernel_shape", Ints{2}},
+        {"strides", Ints{2}},
+        {"pads", Ints{1, 1}},
+        {"ceil_mode", true}}},
+      {{2, 3, 7, 5},
+       {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{1, 2, 8, 8},
+       {{"kernel_shape", Ints{3, 2}},
+        {"auto_pad", std::string("SAME_UPPER")},
+        {"strides", Ints{2, 3}}}},
+      {{1, 2, 7, 6}, {{"kernel_shape", Ints{2, 3}}, {"auto_pad", std::string("SAME_LOWER")}}},
+      {{1, 2, 9, 9},
+       {{"kernel_shape", Ints{2, 2}}, {"dilations", Ints{2, 3}}, {"pads", Ints{1, 0, 1, 2}}}},
+      {{1, 1, 6, 7},
+       {{"kernel_shape", Ints{3, 3}},
+        {"strides", Ints{2, 2}},
+        {"ceil_mode", true},
+        {"pads", Ints{1, 1, 0, 1}}}},
+      {{2, 2, 5, 4, 3}, {{"kernel_shape", Ints{2, 2, 2}}, {"strides", Ints{1, 2, 1}}}},
+      {{2, 16, 31, 33}, {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}}},  // larger
+  };
+}
+
+TEST(LowerPool, MatchesReference) {
+  uint64_t seed = 100;
+  for (const PoolCase& c : PoolCases()) {
+    for (DType t : {DType::kFloat32, DType::kFloat64}) {
+      Tensor x = RandomTensor(t, c.x, seed++);
+      EXPECT_TRUE(CompiledMatchesReference("max_pool", {x}, c.attrs, 0, 0, false))
+          << DTypeName(t) << AttrsText(c.attrs);
+      for (bool include_pad : {false, true}) {
+        Attrs a = c.attrs;
+        a.Set("count_include_pad", include_pad);
+        EXPECT_TRUE(CompiledMatchesReference("avg_pool", {x}, a, 1e-5, 1e-5, false))
+            << DTypeName(t) << AttrsText(a);
+      }
+    }
+  }
+}
+
+// Integer max_pool compares in its own dtype; windows reaching into the padding check that it
+// never wins, even over the lowest value.
+TEST(LowerPool, IntegerMax) {
+  uint64_t seed = 150;
+  for (const PoolCase& c : PoolCases()) {
+    for (DType t : {DType::kInt8, DType::kUInt8, DType::kInt32, DType::kInt64}) {
+      const double lo = t == DType::kUInt8 ? 0 : -128, hi = t == DType::kUInt8 ? 255 : 127;
+      Tensor x = RandomTensor(t, c.x, seed++, lo, hi);
+      EXPECT_TRUE(CompiledMatchesReference("max_pool", {x}, c.attrs, 0, 0, false))
+          << DTypeName(t) << AttrsText(c.attrs);
+    }
+  }
+  Tensor x = RandomTensor(DType::kInt16, {3, 2, 7, 6}, 12, -1000, 1000);
+  EXPECT_TRUE(SymbolicBatchMatchesReference(
+      "max_pool", {x}, {{"kernel_shape", Ints{3, 2}}, {"pads", Ints{1, 1, 1, 0}}}));
+}
+
+TEST(LowerPool, SymbolicBatch) {
+  Tensor x = RandomTensor(DType::kFloat32, {3, 2, 7, 6}, 11);
+  Attrs a = {{"kernel_shape", Ints{3, 2}}, {"pads", Ints{1, 1, 1, 0}}, {"strides", Ints{2, 2}}};
+  EXPECT_TRUE(SymbolicBatchMatchesReference("max_pool", {x}, a));
+  a.Set("count_include_pad", true);
+  EXPECT_TRUE(SymbolicBatchMatchesReference("avg_pool", {x}, a));
+}
+
+TEST(LowerGlobalPool, MatchesReference) {
+  uint64_t seed = 200;
+  for (const Ints& shape :
+       std::vector<Ints>{{1, 1, 1}, {2, 3, 7}, {1, 5, 3, 3}, {2, 3, 4, 5, 6}, {1, 64, 33, 17}}) {
+    for (DType t : {DType::kFloat32, DType::kFloat64}) {
+      Tensor x = RandomTensor(t, shape, seed++);
+      for (const char* op : {"global_avg_pool", "global_max_pool"})
+        EXPECT_TRUE(CompiledMatchesReference(op, {x}, {}, 1e-5, 1e-5, true)) << op;
+    }
+  }
+}
+
+TEST(LowerPad, MatchesReference) {
+  struct PadCase {
+    Ints x;
+    Ints pads;
+  };
+  std::vector<PadCase> cases = {
+      {{1}, {0, 0}},
+      {{5}, {2, 3}},
+      {{3, 1}, {1, 0, 2, 0}},  // a size-1 axis padded in constant mode only (see below)
+      {{7, 5}, {2, 1, 3, 4}},
+      {{7, 5}, {-2, 1, 0, -1}},  // cropping
+      {{2, 3, 4, 5}, {0, 0, 1, 2, 0, 0, 2, 1}},
+      {{67, 129}, {3, 5, 1, 2}},
+  };
+  uint64_t seed = 300;
+  for (const PadCase& c : cases) {
+    for (DType t : {DType::kFloat32, DType::kInt32}) {
+      Tensor x = RandomTensor(t, c.x, seed++, -5, 5);
+      for (const char* mode : {"constant", "edge", "reflect"}) {
+        Attrs a = {{"pads", c.pads}, {"mode", std::string(mode)}, {"value", 2.5}};
+        // reflect needs pads below the axis size.
+        bool fits = true;
+        for (size_t i = 0; i < c.x.size(); ++i)
+          fits = fits && std::max(c.pads[i], c.pads[c.x.size() + i]) < std::max<int64_t>(c.x[i], 1);
+        if (std::string(mode) == "reflect" && !fits) continue;
+        // Symbolic dims accept only non-negative constant-mode pads.
+        const bool symbolic =
+            std::string(mode) == "constant" &&
+            std::all_of(c.pads.begin(), c.pads.end(), [](int64_t p) { return p >= 0; });
+        EXPECT_TRUE(CompiledMatchesReference("pad", {x}, a, 0, 0, symbolic))
+            << DTypeName(t) << AttrsText(a);
+      }
+    }
+  }
+}
+
+TEST(LowerPad, EmptyInput) {
+  Tensor x = RandomTensor(DType::kFloat32, {0, 3}, 1);
+  EXPECT_TRUE(CompiledMatchesReference("pad", {x}, {{"pads", Ints{1, 0, 1, 1}}, {"value", 3.0}}, 0,
+                                       0, false));
+}
+
+}  // namespace
+}  // namespace kiln
