@@ -1,6 +1,6 @@
-// ONNX converters of the elementwise activations, the trigonometric/hyperbolic functions,
-// IsNaN/IsInf and the reductions that kiln has as single ops (ir/ops/unary.cc, binary.cc,
-// reduce.cc). Each ONNX op maps onto one kiln op; attribute defaults are ONNX's.
+// ONNX converters of CastLike, the elementwise activations, the trigonometric/hyperbolic
+// functions, IsNaN/IsInf and the reductions that kiln has as single ops (ir/ops/unary.cc,
+// binary.cc, reduce.cc). Each ONNX op maps onto one kiln op; attribute defaults are ONNX's.
 
 #include "api/onnx/op_table.h"
 
@@ -39,6 +39,11 @@ Outs Celu(const NodeContext& c) {
 
 Outs ThresholdedRelu(const NodeContext& c) {
   return {c.Call("thresholded_relu", {c.In(0)}, {{"alpha", c.Float("alpha", 1.0)}})};
+}
+
+// CastLike(x, like) is Cast(x) to like's element type.
+Outs CastLike(const NodeContext& c) {
+  return {c.Call("cast", {c.In(0)}, {{"dtype", c.DTypeOf(c.In(1))}})};
 }
 
 Outs PRelu(const NodeContext& c) {
@@ -100,6 +105,7 @@ const std::map<std::string, Converter>& ElementwiseConverters() {
       {"IsNaN", Unary<kIsNaN>},
       {"LeakyRelu", LeakyRelu},
       {"Mish", Unary<kMish>},
+      {"CastLike", CastLike},
       {"PRelu", PRelu},
       {"ReduceL1", Reduce<kL1>},
       {"ReduceLogSum", Reduce<kLogSum>},
