@@ -170,7 +170,9 @@ int64_t FloorDivInt(int64_t a, int64_t b) {
   return q;
 }
 
-int64_t SignedMin(DType t) {
+}  // namespace
+
+int64_t IntDTypeMin(DType t) {
   switch (t) {
     case DType::kInt8:
       return std::numeric_limits<int8_t>::min();
@@ -180,15 +182,30 @@ int64_t SignedMin(DType t) {
       return std::numeric_limits<int32_t>::min();
     case DType::kInt64:
       return std::numeric_limits<int64_t>::min();
-    default:  // unsigned and bool: no quotient overflows
+    default:  // unsigned and bool
       return 0;
   }
 }
 
-}  // namespace
+int64_t IntDTypeMax(DType t) {
+  switch (t) {
+    case DType::kInt8:
+      return std::numeric_limits<int8_t>::max();
+    case DType::kInt16:
+      return std::numeric_limits<int16_t>::max();
+    case DType::kInt32:
+      return std::numeric_limits<int32_t>::max();
+    case DType::kUInt8:
+      return std::numeric_limits<uint8_t>::max();
+    case DType::kBool:
+      return 1;
+    default:
+      return std::numeric_limits<int64_t>::max();
+  }
+}
 
 bool FoldIntBinary(BinaryOp op, int64_t a, int64_t b, DType t, int64_t* out) {
-  bool div_traps = b == 0 || (a == SignedMin(t) && b == -1 && IsSignedInteger(t));
+  bool div_traps = b == 0 || (a == IntDTypeMin(t) && b == -1 && IsSignedInteger(t));
   switch (op) {
     case BinaryOp::kAdd:
       *out = WrapToDType(WrapAdd(a, b), t);

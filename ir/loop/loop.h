@@ -328,6 +328,10 @@ bool IsConstInt(const Expr& e, int64_t* value = nullptr);
 // Two's-complement wrap of `v` to the width of an integer dtype `t` (bool: 0 or 1), as
 // generated code computes.
 int64_t WrapToDType(int64_t v, DType t);
+// The smallest and largest values of an integer (or bool) dtype that an IntImm can hold: the
+// signed types' limits, 0 for unsigned and bool; u8's 255, bool's 1, else INT64_MAX.
+int64_t IntDTypeMin(DType t);
+int64_t IntDTypeMax(DType t);
 // Wrapping i64 arithmetic without signed-overflow undefined behaviour.
 inline int64_t WrapAdd(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));

@@ -84,38 +84,6 @@ bool IsIntLike(DType t) {
   return IsInteger(t) || t == DType::kBool;
 }
 
-int64_t TypeMin(DType t) {
-  switch (t) {
-    case DType::kInt8:
-      return std::numeric_limits<int8_t>::min();
-    case DType::kInt16:
-      return std::numeric_limits<int16_t>::min();
-    case DType::kInt32:
-      return std::numeric_limits<int32_t>::min();
-    case DType::kInt64:
-      return std::numeric_limits<int64_t>::min();
-    default:
-      return 0;
-  }
-}
-
-int64_t TypeMax(DType t) {
-  switch (t) {
-    case DType::kInt8:
-      return std::numeric_limits<int8_t>::max();
-    case DType::kInt16:
-      return std::numeric_limits<int16_t>::max();
-    case DType::kInt32:
-      return std::numeric_limits<int32_t>::max();
-    case DType::kUInt8:
-      return std::numeric_limits<uint8_t>::max();
-    case DType::kBool:
-      return 1;
-    default:
-      return std::numeric_limits<int64_t>::max();
-  }
-}
-
 // The integer constant `e` is, looking through a broadcast.
 bool IntConst(const Expr& e, int64_t* v) {
   if (const loop::BroadcastNode* b = loop::AsBroadcast(e)) return loop::IsConstInt(b->value, v);
@@ -285,9 +253,10 @@ bool Lossless(DType from, DType to) {
 // A float converted to integer dtype `t`: truncated and saturated, NaN -> 0.
 int64_t FloatToInt(double v, DType t) {
   if (std::isnan(v)) return 0;
-  double lo = static_cast<double>(TypeMin(t)), hi = static_cast<double>(TypeMax(t));
-  if (v <= lo) return TypeMin(t);
-  if (v >= hi) return TypeMax(t);
+  double lo = static_cast<double>(loop::IntDTypeMin(t)),
+         hi = static_cast<double>(loop::IntDTypeMax(t));
+  if (v <= lo) return loop::IntDTypeMin(t);
+  if (v >= hi) return loop::IntDTypeMax(t);
   return static_cast<int64_t>(v);
 }
 
