@@ -2,6 +2,7 @@
 // before is in this file, and none of it allocates on the heap: the key is hashed from the
 // tensors in place, a hash match is confirmed against the stored dims, the arena comes from a
 // pool, and each launch's pointer table is a stack array. A miss leaves for GetOrBuild.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +11,7 @@
 
 #include "devices/cpu_device.h"
 #include "engine/engine.h"
+#include "ir/dynamic.h"
 #include "ir/error.h"
 
 namespace kiln {
@@ -24,35 +26,63 @@ inline uint64_t Mix(uint64_t h, uint64_t v) {
   return x ^ (x >> 31);
 }
 
+// A value input's bytes as 64-bit words (the last one zero-padded): what the key hashes and
+// the signature stores of it.
+template <typename Fn>
+void ForEachValueWord(const Tensor& t, Fn fn) {
+  const auto* bytes = static_cast<const unsigned char*>(t.raw_data());
+  size_t n = t.nbytes();
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t w = 0;
+    std::memcpy(&w, bytes + i, std::min<size_t>(8, n - i));
+    fn(w);
+  }
+}
+
 }  // namespace
 
-uint64_t ShapeKeyHash(uint64_t model_id, std::span<const Tensor> inputs) {
-  uint64_t h = Mix(0, model_id);
-  for (const Tensor& t : inputs) {
+uint64_t ShapeKeyHash(const Model& model, std::span<const Tensor> inputs) {
+  uint64_t h = Mix(0, model.id());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
     h = Mix(h, (static_cast<uint64_t>(t.dtype()) << 32) | static_cast<uint64_t>(t.ndim()));
     for (int64_t d : t.shape()) h = Mix(h, static_cast<uint64_t>(d));
+    if (model.is_value_input(static_cast<int>(i)))
+      ForEachValueWord(t, [&](uint64_t w) { h = Mix(h, w); });
   }
   return h;
 }
 
-std::vector<int64_t> Engine::MakeSignature(std::span<const Tensor> inputs) {
+std::vector<int64_t> Engine::MakeSignature(const Model& model, std::span<const Tensor> inputs) {
   std::vector<int64_t> sig;
-  for (const Tensor& t : inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
     sig.push_back(static_cast<int64_t>(t.dtype()));
     sig.push_back(t.ndim());
     sig.insert(sig.end(), t.shape().begin(), t.shape().end());
+    if (model.is_value_input(static_cast<int>(i)))
+      ForEachValueWord(t, [&](uint64_t w) { sig.push_back(static_cast<int64_t>(w)); });
   }
   return sig;
 }
 
-bool Engine::MatchesSignature(const std::vector<int64_t>& sig, std::span<const Tensor> inputs) {
+bool Engine::MatchesSignature(const Model& model, const std::vector<int64_t>& sig,
+                              std::span<const Tensor> inputs) {
   size_t i = 0;
-  for (const Tensor& t : inputs) {
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor& t = inputs[k];
     if (i + 2 + t.shape().size() > sig.size()) return false;
     if (sig[i] != static_cast<int64_t>(t.dtype()) || sig[i + 1] != t.ndim()) return false;
     i += 2;
     for (int64_t d : t.shape())
       if (sig[i++] != d) return false;
+    if (!model.is_value_input(static_cast<int>(k))) continue;
+    bool same = true;
+    ForEachValueWord(t, [&](uint64_t w) {
+      same = same && i < sig.size() && sig[i] == static_cast<int64_t>(w);
+      ++i;
+    });
+    if (!same) return false;
   }
   return i == sig.size();
 }
@@ -63,7 +93,7 @@ std::shared_ptr<const Executable> Engine::Find(const Model& model, uint64_t key_
   auto [begin, end] = cache_.equal_range(key_hash);
   for (auto it = begin; it != end; ++it) {
     Specialization& s = *it->second;
-    if (s.model_id != model.id() || !MatchesSignature(s.signature, inputs)) continue;
+    if (s.model_id != model.id() || !MatchesSignature(model, s.signature, inputs)) continue;
     s.last_used.store(clock_.fetch_add(1, std::memory_order_relaxed) + 1,
                       std::memory_order_relaxed);
     return s.exe;
@@ -80,7 +110,14 @@ std::shared_ptr<const Executable> Engine::Acquire(const Model& model,
     if (!inputs[i].defined())
       Throw(ErrorCode::kInvalidArgument, "model '", model.name(), "': input ", i, " '",
             model.graph()->params[i]->name, "' is an undefined tensor");
-  uint64_t key_hash = ShapeKeyHash(model.id(), inputs);
+  for (int i : model.value_inputs())
+    if (inputs[i].numel() > kMaxValueInputElements)
+      Throw(ErrorCode::kInvalidArgument, "model '", model.name(), "': input ", i, " '",
+            model.graph()->params[i]->name,
+            "' sets shapes, so its values are part of the "
+            "specialization key; it may have at most ",
+            kMaxValueInputElements, " elements, got ", inputs[i].TypeString());
+  uint64_t key_hash = ShapeKeyHash(model, inputs);
   if (std::shared_ptr<const Executable> exe = Find(model, key_hash, inputs)) {
     hits_.fetch_add(1, std::memory_order_relaxed);
     return exe;

@@ -143,11 +143,12 @@ std::shared_ptr<const Executable> Engine::GetOrBuild(const Model& model, uint64_
     // Someone may have finished this key between our Find and this lock.
     auto [begin, end] = cache_.equal_range(key_hash);
     for (auto it = begin; it != end; ++it)
-      if (it->second->model_id == model.id() && MatchesSignature(it->second->signature, inputs))
+      if (it->second->model_id == model.id() &&
+          MatchesSignature(model, it->second->signature, inputs))
         return it->second->exe;
     for (const std::shared_ptr<InFlight>& f : in_flight_) {
       if (f->model_id != model.id() || f->key_hash != key_hash ||
-          !MatchesSignature(f->signature, inputs))
+          !MatchesSignature(model, f->signature, inputs))
         continue;
       std::shared_future<std::shared_ptr<const Executable>> result = f->result;
       lock.unlock();
@@ -156,7 +157,7 @@ std::shared_ptr<const Executable> Engine::GetOrBuild(const Model& model, uint64_
     mine = std::make_shared<InFlight>();
     mine->model_id = model.id();
     mine->key_hash = key_hash;
-    mine->signature = MakeSignature(inputs);
+    mine->signature = MakeSignature(model, inputs);
     mine->result = promise.get_future().share();
     in_flight_.push_back(mine);
   }

@@ -180,8 +180,9 @@ class Engine {
     std::atomic<Scratch*> slots_[kSlots] = {};
   };
 
-  static std::vector<int64_t> MakeSignature(std::span<const Tensor> inputs);
-  static bool MatchesSignature(const std::vector<int64_t>& signature,
+  // Per input its dtype, rank and dims, and for a value input (Model::value_inputs) its data.
+  static std::vector<int64_t> MakeSignature(const Model& model, std::span<const Tensor> inputs);
+  static bool MatchesSignature(const Model& model, const std::vector<int64_t>& signature,
                                std::span<const Tensor> inputs);
 
   // Hit path (dispatch.cc): the executable for `inputs`, found or (on a miss) built.
@@ -226,8 +227,9 @@ class Engine {
   std::vector<ProfileRecord> profiles_;
 };
 
-// The shape key's hash of `inputs` for the model `model_id`: over each input's dtype, rank and
-// dims. Allocation-free; equal keys are confirmed by comparing the dims themselves.
-uint64_t ShapeKeyHash(uint64_t model_id, std::span<const Tensor> inputs);
+// The shape key's hash of `inputs` for `model`: over its id and each input's dtype, rank and
+// dims, and the values of its value inputs. Allocation-free; equal keys are confirmed by
+// comparing the signature itself.
+uint64_t ShapeKeyHash(const Model& model, std::span<const Tensor> inputs);
 
 }  // namespace kiln

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "ir/dynamic.h"
 #include "ir/error.h"
 #include "ir/type_infer.h"
 
@@ -32,6 +33,10 @@ std::shared_ptr<const Model> Model::Create(Function graph, std::string name) {
   m->name_ = std::move(name);
   m->graph_ = std::move(typed);
   m->constraints_ = std::move(constraints);
+  m->dynamic_ = HasDynamicOps(m->graph_);
+  m->value_inputs_ = ValueInputs(m->graph_);
+  m->is_value_input_.assign(m->graph_->params.size(), false);
+  for (int i : m->value_inputs_) m->is_value_input_[i] = true;
   return m;
 }
 

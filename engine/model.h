@@ -33,6 +33,12 @@ class Model {
   // reshape); checked when a run binds the symbols.
   const std::vector<DimConstraint>& constraints() const { return constraints_; }
   int num_inputs() const { return static_cast<int>(graph_->params.size()); }
+  // Whether specialization must resolve shapes computed as values (ir/dynamic.h).
+  bool dynamic() const { return dynamic_; }
+  // The inputs whose values set shapes (a Reshape's target shape given as an input): their
+  // values are part of the shape key, as every input's shape is. Sorted.
+  const std::vector<int>& value_inputs() const { return value_inputs_; }
+  bool is_value_input(int i) const { return is_value_input_[i]; }
 
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -43,6 +49,9 @@ class Model {
   std::string name_;
   Function graph_;
   std::vector<DimConstraint> constraints_;
+  bool dynamic_ = false;
+  std::vector<int> value_inputs_;
+  std::vector<bool> is_value_input_;
 };
 
 using ModelPtr = std::shared_ptr<const Model>;

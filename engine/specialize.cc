@@ -1,6 +1,7 @@
 // The miss path: one model specialized to concrete input shapes and built into an Executable.
 //
-//   bind the symbols (batch = 3) -> BindSymbols re-infers concrete types -> graph pipeline
+//   bind the symbols (batch = 3) -> BindSymbols re-infers concrete types -> ResolveDynamic
+//   (shapes computed as values, value inputs: ir/dynamic.h) -> graph pipeline
 //   under the engine's PassContext -> FuseOps -> for each fused group: kernel cache, else
 //   LowerToLoops + loop pipeline + codegen (CompileKernel) -> buffer slots and lifetimes ->
 //   memory plan -> Executable
@@ -16,6 +17,7 @@
 #include <tbb/parallel_for_each.h>
 
 #include "engine/engine.h"
+#include "ir/dynamic.h"
 #include "ir/error.h"
 #include "ir/loop/loop_visitor.h"
 #include "ir/type_infer.h"
@@ -95,6 +97,18 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, std::span<co
   for (size_t i = 0; i < inputs.size(); ++i) {
     TensorSignature s{inputs[i].dtype(), inputs[i].shape(), inputs[i].nbytes()};
     key += StrCat(i ? ", " : "", model.graph()->params[i]->name, ": ", s.ToString());
+    if (model.is_value_input(static_cast<int>(i))) {
+      // A value input is specialized on: its values are part of the key (`shape: i64[2] = [3,
+      // 2]`); the key stays short for large ones, which the hash and signature still cover.
+      bool ints = IsInteger(inputs[i].dtype()) || inputs[i].dtype() == DType::kBool;
+      AttrValue all = AttrFromTensor(inputs[i].Reshaped({inputs[i].numel()}),
+                                     ints ? AttrKind::kInts : AttrKind::kFloats, "value input");
+      std::string values;
+      for (int64_t k = 0; k < std::min<int64_t>(inputs[i].numel(), 8); ++k)
+        values += StrCat(k ? ", " : "", ints ? StrCat(std::get<std::vector<int64_t>>(all)[k])
+                                             : FormatDouble(std::get<std::vector<double>>(all)[k]));
+      key += StrCat(" = [", values, inputs[i].numel() > 8 ? ", ...]" : "]");
+    }
     exe->inputs.push_back(std::move(s));
   }
   exe->shape_key = key + ")";
@@ -110,6 +124,7 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, std::span<co
 
   try {
     Function fn = BindSymbols(model.graph(), symbols, model.constraints());
+    if (model.dynamic()) fn = ResolveDynamic(fn, std::vector<Tensor>(inputs.begin(), inputs.end()));
     std::shared_ptr<PassContext> ctx = MakePassContext();
     // Profiling: a timing instrument of this compile's own, so concurrent compiles never
     // share one (PassTiming is not thread-safe).

@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 
+#include "ir/dynamic.h"
 #include "ir/error.h"
 #include "ir/type_infer.h"
 
@@ -117,6 +118,8 @@ std::vector<Tensor> Interpret(const Function& fn, const std::vector<Tensor>& inp
   }
   std::map<std::string, int64_t> symbols = BindInputShapes(fn, types);
   Function concrete = BindSymbols(fn, symbols);
+  // Shapes computed from shapes, and ops given them as values: resolved as the engine does.
+  if (HasDynamicOps(concrete)) concrete = ResolveDynamic(concrete, inputs);
   std::vector<Value> args;
   for (const Tensor& t : inputs) args.push_back(Value{t, {}, nullptr, false});
   std::vector<Tensor> out;

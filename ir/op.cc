@@ -1,6 +1,7 @@
 #include "ir/op.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "ir/error.h"
 
@@ -75,6 +76,15 @@ Shape TypeRelContext::BroadcastShapes(const Shape& a, const Shape& b) {
                           StrCat("cannot broadcast ", ShapeToString(a), " and ", ShapeToString(b)));
   }
   return out;
+}
+
+Dim TypeRelContext::UnknownDim() {
+  static std::atomic<int64_t> next{0};
+  return Dim::Symbol(StrCat("_v", next.fetch_add(1, std::memory_order_relaxed)));
+}
+
+bool TypeRelContext::IsUnknownDim(const Dim& d) {
+  return d.is_symbol() && d.name().size() > 2 && d.name().compare(0, 2, "_v") == 0;
 }
 
 int TypeRelContext::NormalizeAxis(int64_t axis, int rank, const std::string& what) const {

@@ -70,6 +70,12 @@ class TypeRelContext {
   // Throws a kTypeError; the solver prefixes the op and node name.
   [[noreturn]] void Fail(const std::string& message) const;
 
+  // A dim that is known only once values are (a dynamic op's result): a symbol named
+  // `_v<N>`, unique within the process, that no input binds. Specialization resolves the
+  // dynamic op to its static form (ir/dynamic.h), whose relation gives the dim's value.
+  static Dim UnknownDim();
+  static bool IsUnknownDim(const Dim& d);
+
  private:
   const std::vector<Type>& args_;
   const class Attrs& attrs_;
@@ -103,6 +109,22 @@ struct OpDef {
   RefKernelFn ref_kernel;
   // How the op becomes loop IR (ir/lower_api.h); null for ops that cannot be compiled yet.
   LowerFn lower = nullptr;
+
+  // Ops whose result depends on the argument types alone (shape, size): the value, computed
+  // from concrete argument types without reading any argument. Folded as soon as the types
+  // are concrete, so these cost nothing at run time (ir/dynamic.h).
+  std::function<Tensor(const std::vector<Type>& arg_types, const Attrs& attrs)> fold_from_types =
+      nullptr;
+
+  // A dynamic variant (`dyn.reshape`) of the static op `static_op`: its first `num_data_args`
+  // arguments are the static op's, and the ones after them carry, in order, the values of the
+  // static op's attributes `value_attrs` (trailing ones may be absent: the static op's default
+  // applies). Its result type has unknown dims where the values decide them. Specialization
+  // rewrites it to the static op once those arguments are constants (ir/dynamic.h); it has no
+  // reference kernel or lowering of its own.
+  std::string static_op = {};
+  std::vector<std::string> value_attrs = {};
+  int num_data_args = 0;
 };
 
 class OpRegistry {

@@ -85,6 +85,8 @@ Outs Pad(const NodeContext& c) {
   if (c.opset() < 11)
     return {c.Call("pad", {x},
                    {{"pads", c.Ints("pads")}, {"mode", mode}, {"value", c.Float("value", 0.0)}})};
+  if (!c.OptIn(3))
+    return {c.CallWithValues("pad", {x}, {{"mode", mode}}, {{"pads", 1}, {"value", 2}})};
   Ints pads = c.ConstInts(1, "pads");
   double value = 0.0;
   if (c.OptIn(2)) {
@@ -92,7 +94,7 @@ Outs Pad(const NodeContext& c) {
     if (!v) c.Unsupported("constant_value (input 2) must be a constant");
     value = *v;
   }
-  if (c.OptIn(3)) {
+  {
     // Spread the pads of the listed axes over every axis; the others get 0.
     const int rank = c.RankOf(x);
     Ints axes = c.ConstInts(3, "axes");

@@ -12,6 +12,7 @@
 #include <map>
 
 #include "api/onnx/op_table.h"
+#include "ir/dynamic.h"
 #include "ir/op.h"
 #include "onnx/defs/schema.h"
 
@@ -66,6 +67,7 @@ Type TypeCache::TypeOf(const Expr& root) {
     }
     KILN_CHECK(t, "no type for an imported node");
     types_[e.get()] = t;
+    typed_.push_back(e);
   }
   return types_.at(root.get());
 }
@@ -166,8 +168,101 @@ std::vector<int64_t> NodeContext::Ints(const std::string& name,
   return *def;
 }
 
+std::vector<double> NodeContext::Floats(const std::string& name,
+                                        std::optional<std::vector<double>> def) const {
+  if (const auto* a = FindAttr(name, onnx::AttributeProto::FLOATS))
+    return std::vector<double>(a->floats().begin(), a->floats().end());
+  if (!def) Invalid(StrCat("attribute '", name, "' is required"));
+  return *def;
+}
+
+std::vector<std::string> NodeContext::Strings(const std::string& name,
+                                              std::optional<std::vector<std::string>> def) const {
+  if (const auto* a = FindAttr(name, onnx::AttributeProto::STRINGS))
+    return std::vector<std::string>(a->strings().begin(), a->strings().end());
+  if (!def) Invalid(StrCat("attribute '", name, "' is required"));
+  return *def;
+}
+
+// Value computations fold as they are imported (ir/dynamic.h's FoldValueCall): a Shape of a
+// tensor whose shape the model fixes, and small all-constant calls over it, become constants,
+// so the shape-taking ops they feed import as static ops with known result ranks.
 Expr NodeContext::Call(const std::string& op, std::vector<Expr> args, const Attrs& attrs) const {
-  return MakeCall(op, std::move(args), attrs, name_);
+  // A dynamic variant whose values are already constants is its static op.
+  const OpDef* def = &OpRegistry::Global().Get(op);
+  Attrs all = attrs;
+  try {
+    if (StaticForm(*def, args, all)) def = &OpRegistry::Global().Get(def->static_op);
+  } catch (const Error& e) {
+    Invalid(e.what());
+  }
+  Expr call = MakeCall(def, std::move(args), all, name_);
+  const CallNode* c = AsCall(call);
+  if (!c->op->fold_from_types &&
+      !std::all_of(c->args.begin(), c->args.end(), [](const Expr& a) { return AsConstant(a); }))
+    return call;
+  std::vector<Type> arg_types;
+  for (const Expr& a : c->args) arg_types.push_back(types_->TypeOf(a));
+  Type result = c->op->fold_from_types ? nullptr : types_->TypeOf(call);
+  Expr folded = FoldValueCall(*c, arg_types, result);
+  return folded ? folded : call;
+}
+
+Expr NodeContext::CallWithValues(
+    const std::string& op, std::vector<Expr> data_args, Attrs attrs,
+    const std::vector<std::pair<std::string, int>>& value_inputs) const {
+  const OpDef& st = OpRegistry::Global().Get(op);
+  auto kind_of = [&](const std::string& attr) {
+    for (const AttrSpec& a : st.attrs)
+      if (a.name == attr) return a.kind;
+    Throw(ErrorCode::kInternal, "op '", op, "' has no attribute '", attr, "'");
+  };
+  // Constant inputs become attributes now; the others stay as arguments.
+  std::map<std::string, Expr> computed;
+  for (const auto& [attr, i] : value_inputs) {
+    Expr in = OptIn(i);
+    if (!in) continue;
+    if (const ConstantNode* k = AsConstant(in)) {
+      try {
+        attrs.Set(attr, AttrFromTensor(k->value, kind_of(attr), StrCat(attr, " (input ", i, ")")));
+      } catch (const Error& e) {
+        Invalid(e.what());
+      }
+    } else {
+      computed[attr] = in;
+    }
+  }
+  if (computed.empty()) return Call(op, std::move(data_args), attrs);
+
+  const OpDef* dyn = OpRegistry::Global().Find("dyn." + op);
+  if (!dyn) {
+    int i = 0;
+    for (const auto& [attr, index] : value_inputs)
+      if (computed.count(attr)) i = index;
+    Unsupported(StrCat(computed.begin()->first, " (input ", i, ") must be a constant"));
+  }
+  // dyn.<op>: every value attribute is an argument, in the variant's order; those not computed
+  // are constants of their attribute value (given, else the op's default).
+  std::vector<Expr> args = std::move(data_args);
+  Attrs rest;
+  for (const auto& [name, value] : attrs.values())
+    if (std::find(dyn->value_attrs.begin(), dyn->value_attrs.end(), name) == dyn->value_attrs.end())
+      rest.Set(name, value);
+  for (const std::string& name : dyn->value_attrs) {
+    if (auto it = computed.find(name); it != computed.end()) {
+      args.push_back(it->second);
+      continue;
+    }
+    const AttrValue* v = attrs.Find(name);
+    if (!v) {
+      auto spec = std::find_if(st.attrs.begin(), st.attrs.end(),
+                               [&](const AttrSpec& a) { return a.name == name; });
+      if (!spec->default_value) Invalid(StrCat("the ", name, " input is required"));
+      v = &*spec->default_value;
+    }
+    args.push_back(MakeConstant(TensorFromAttr(*v)));
+  }
+  return Call(dyn->name, std::move(args), rest);
 }
 
 Expr NodeContext::Scalar(double value, DType dtype) const {
@@ -183,9 +278,13 @@ DType NodeContext::DTypeOf(const Expr& e) const {
 }
 
 int NodeContext::RankOf(const Expr& e) const {
+  return static_cast<int>(ShapeOf(e).size());
+}
+
+Shape NodeContext::ShapeOf(const Expr& e) const {
   const TensorTypeNode* t = AsTensor(types_->TypeOf(e));
   if (!t) Invalid("an input is not a tensor");
-  return t->ndim();
+  return t->shape;
 }
 
 // --- Converters ----------------------------------------------------------------------------
@@ -362,9 +461,13 @@ Outs Gemm(const NodeContext& c) {
 
 // The shape is an attribute before opset 5; allowzero exists from 14 (default 0 before).
 Outs Reshape(const NodeContext& c) {
-  std::vector<int64_t> shape = c.opset() < 5 ? c.Ints("shape") : c.ConstInts(1, "shape");
-  return {
-      c.Call("reshape", {c.In(0)}, {{"shape", shape}, {"allowzero", c.Int("allowzero", 0) != 0}})};
+  Attrs a{{"allowzero", c.Int("allowzero", 0) != 0}};
+  if (c.opset() < 5) {
+    a.Set("shape", c.Ints("shape"));
+    return {c.Call("reshape", {c.In(0)}, a)};
+  }
+  c.In(1);  // required
+  return {c.CallWithValues("reshape", {c.In(0)}, a, {{"shape", 1}})};
 }
 
 Outs Transpose(const NodeContext& c) {
@@ -377,21 +480,20 @@ Outs Flatten(const NodeContext& c) {
 
 // Squeeze/Unsqueeze take their axes as an attribute before opset 13, an input from 13 on.
 Outs Squeeze(const NodeContext& c) {
-  std::vector<int64_t> axes;
   if (c.opset() < 13)
-    axes = c.Ints("axes", std::vector<int64_t>{});
-  else if (c.OptIn(1))
-    axes = c.ConstInts(1, "axes");
-  return {c.Call("squeeze", {c.In(0)}, {{"axes", axes}})};
+    return {c.Call("squeeze", {c.In(0)}, {{"axes", c.Ints("axes", std::vector<int64_t>{})}})};
+  return {c.CallWithValues("squeeze", {c.In(0)}, {}, {{"axes", 1}})};
 }
 
 Outs Unsqueeze(const NodeContext& c) {
-  std::vector<int64_t> axes = c.opset() < 13 ? c.Ints("axes") : c.ConstInts(1, "axes");
-  return {c.Call("unsqueeze", {c.In(0)}, {{"axes", axes}})};
+  if (c.opset() < 13) return {c.Call("unsqueeze", {c.In(0)}, {{"axes", c.Ints("axes")}})};
+  c.In(1);  // required
+  return {c.CallWithValues("unsqueeze", {c.In(0)}, {}, {{"axes", 1}})};
 }
 
 Outs Expand(const NodeContext& c) {
-  return {c.Call("expand", {c.In(0)}, {{"shape", c.ConstInts(1, "shape")}})};
+  c.In(1);  // required
+  return {c.CallWithValues("expand", {c.In(0)}, {}, {{"shape", 1}})};
 }
 
 Outs Concat(const NodeContext& c) {
@@ -407,13 +509,14 @@ Outs Concat(const NodeContext& c) {
 // parts are equal, one per output.
 Outs Split(const NodeContext& c) {
   Attrs a{{"axis", c.Int("axis", 0)}};
+  std::vector<std::pair<std::string, int>> values;
   if ((c.opset() >= 13 || c.opset() == 1) && c.OptIn(1))
-    a.Set("split", c.ConstInts(1, "split"));
+    values.push_back({"split", 1});
   else if (c.opset() < 13 && c.HasAttr("split"))
     a.Set("split", c.Ints("split"));
   else
     a.Set("num_outputs", int64_t{c.num_outputs()});
-  Expr parts = c.Call("split", {c.In(0)}, a);
+  Expr parts = c.CallWithValues("split", {c.In(0)}, a, values);
   Outs outs;
   for (int i = 0; i < c.num_outputs(); ++i) outs.push_back(MakeTupleGetItem(parts, i));
   return outs;
@@ -426,10 +529,10 @@ Outs Slice(const NodeContext& c) {
     if (c.HasAttr("axes")) a.Set("axes", c.Ints("axes"));
     return {c.Call("slice", {c.In(0)}, a)};
   }
-  Attrs a{{"starts", c.ConstInts(1, "starts")}, {"ends", c.ConstInts(2, "ends")}};
-  if (c.OptIn(3)) a.Set("axes", c.ConstInts(3, "axes"));
-  if (c.OptIn(4)) a.Set("steps", c.ConstInts(4, "steps"));
-  return {c.Call("slice", {c.In(0)}, a)};
+  c.In(1);  // starts and ends are required
+  c.In(2);
+  return {c.CallWithValues("slice", {c.In(0)}, {},
+                           {{"starts", 1}, {"ends", 2}, {"axes", 3}, {"steps", 4}})};
 }
 
 Outs Gather(const NodeContext& c) {
@@ -453,7 +556,7 @@ Outs Cast(const NodeContext& c) {
   return {c.Call("cast", {c.In(0)}, {{"dtype", *dt}})};
 }
 
-// Inference only: the output is the input; the mask output would need training semantics.
+// Inference only: the output is the input.
 // From opset 7 to 11 the runtime decides the mode (ratio is an attribute); before 7, is_test
 // (default 0) selects it in the model, and training mode would drop values.
 Outs Dropout(const NodeContext& c) {
@@ -463,19 +566,23 @@ Outs Dropout(const NodeContext& c) {
     std::optional<double> training = c.ConstScalar(2);
     if (!training || *training != 0) c.Unsupported("training_mode must be a constant false");
   }
-  if (c.OutputRequested(1)) c.Unsupported("the mask output is not supported");
-  return {c.In(0)};
+  if (!c.OutputRequested(1)) return {c.In(0)};
+  // Nothing is dropped: the mask is all true (bool from opset 10; before, the input's dtype),
+  // of the input's shape: known at import, else once the model is specialized.
+  Expr x = c.In(0);
+  Expr one = c.Scalar(1, c.opset() >= 10 ? DType::kBool : c.DTypeOf(x));
+  return {x, c.Call("dyn.expand", {one, c.Call("shape", {x})})};
 }
 
 template <const char* kOp>
 Outs Reduce(const NodeContext& c) {
-  std::vector<int64_t> axes = c.Ints("axes", std::vector<int64_t>{});
+  Attrs a{{"axes", c.Ints("axes", std::vector<int64_t>{})},
+          {"keepdims", c.Int("keepdims", 1) != 0},
+          {"noop_with_empty_axes", c.Int("noop_with_empty_axes", 0) != 0}};
   // ReduceSum takes its axes as an input from opset 13 on (the others from opset 18).
-  if (c.op_type() == "ReduceSum" && c.opset() >= 13 && c.OptIn(1)) axes = c.ConstInts(1, "axes");
-  return {c.Call(kOp, {c.In(0)},
-                 {{"axes", axes},
-                  {"keepdims", c.Int("keepdims", 1) != 0},
-                  {"noop_with_empty_axes", c.Int("noop_with_empty_axes", 0) != 0}})};
+  if (c.op_type() == "ReduceSum" && c.opset() >= 13)
+    return {c.CallWithValues(kOp, {c.In(0)}, a, {{"axes", 1}})};
+  return {c.Call(kOp, {c.In(0)}, a)};
 }
 
 template <const char* kOp>
@@ -525,13 +632,22 @@ Outs BatchNormalization(const NodeContext& c) {
                  {{"epsilon", c.Float("epsilon", 1e-5)}})};
 }
 
+// Shape-15 adds start and end; before, they are the whole shape (the defaults).
+Outs Shape(const NodeContext& c) {
+  Attrs a;
+  if (c.HasAttr("start")) a.Set("start", c.Int("start"));
+  if (c.HasAttr("end")) a.Set("end", c.Int("end"));
+  return {c.Call("shape", {c.In(0)}, a)};
+}
+
+Outs Size(const NodeContext& c) {
+  return {c.Call("size", {c.In(0)})};
+}
+
 Outs Range(const NodeContext& c) {
-  std::optional<double> start = c.ConstScalar(0), limit = c.ConstScalar(1),
-                        delta = c.ConstScalar(2);
-  if (!start || !limit || !delta) c.Unsupported("start, limit and delta must be constants");
-  return {c.Call(
-      "range", {},
-      {{"start", *start}, {"limit", *limit}, {"delta", *delta}, {"dtype", c.DTypeOf(c.In(0))}})};
+  for (int i = 0; i < 3; ++i) c.In(i);  // all required
+  return {c.CallWithValues("range", {}, {{"dtype", c.DTypeOf(c.In(0))}},
+                           {{"start", 0}, {"limit", 1}, {"delta", 2}})};
 }
 
 // The converters of this file, by ONNX op type, with the oldest opset each implements. An op
@@ -579,6 +695,8 @@ const std::map<std::string, OpConverter>& CoreTable() {
       {"Or", {Binary<kOr>, 1}},
       {"Pow", {Pow, 1}},
       {"Range", {Range, 11}},
+      {"Shape", {Shape, 1}},
+      {"Size", {Size, 1}},
       {"Reciprocal", {Unary<kReciprocal>, 1}},
       {"ReduceL2", {Reduce<kL2>, 1}},
       {"ReduceMax", {Reduce<kMax>, 1}},
@@ -611,7 +729,8 @@ const std::map<std::string, OpConverter>& CoreTable() {
 // The oldest opset of each family converter (converter_families.def) that has been checked
 // against ONNX's changelog; those files are opset-agnostic, so the knowledge lives here. An
 // op not listed gets SameSchemaSince(). Pad-1 calls its pads `paddings`; PRelu before 7
-// broadcasts its slope per channel; Tile-1 takes `tiles` and `axis` inputs.
+// broadcasts its slope per channel (converted so); Tile-1 takes `tiles` and `axis` inputs.
+// ConvTranspose-1's output_shape splits the total padding as ConvTranspose-11 does.
 const std::map<std::string, int64_t>& FamilyOldestOpsets() {
   static const std::map<std::string, int64_t> oldest = {
       {"Acos", 7},
@@ -634,8 +753,20 @@ const std::map<std::string, int64_t>& FamilyOldestOpsets() {
       {"IsNaN", 9},
       {"LeakyRelu", 1},
       {"MaxPool", 1},  // storage_order (8), ceil_mode and dilations (10) default as before
-      {"PRelu", 7},
-      {"Pad", 2},  // value/pads attributes before 11: the converter branches
+      {"PRelu", 6},
+      {"ConvTranspose", 1},
+      {"DequantizeLinear", 10},      // 13 only added per-axis scales; 10 is per-tensor
+      {"InstanceNormalization", 1},  // opset 1's consumed_inputs is a no-op hint
+      {"LRN", 1},
+      {"MeanVarianceNormalization", 9},
+      {"OneHot", 9},           // the converter branches for OneHot-9's negative indices
+      {"QuantizeLinear", 10},  // as DequantizeLinear
+      {"Resize", 10},          // the converter branches on opset < 11 (Resize-10: scales only)
+      {"Scatter", 9},          // ScatterElements without reduction
+      {"TfIdfVectorizer", 9},
+      {"TopK", 1},      // k is an attribute before opset 10: the converter branches
+      {"Upsample", 7},  // the converter branches on opset < 9 (scales attribute)
+      {"Pad", 2},       // value/pads attributes before 11: the converter branches
       {"ReduceL1", 1},
       {"ReduceLogSum", 1},
       {"ReduceLogSumExp", 1},

@@ -39,6 +39,9 @@ class TypeCache {
 
  private:
   std::unordered_map<const ExprNode*, Type> types_;
+  // The nodes typed so far, kept alive for the import: converters drop the calls they fold to
+  // constants, and a later node allocated at a freed address must not inherit its type.
+  std::vector<Expr> typed_;
 };
 
 // One ONNX node as its converter sees it. Errors thrown through Unsupported/Invalid name the
@@ -75,13 +78,25 @@ class NodeContext {
   std::string String(const std::string& name, std::optional<std::string> def = std::nullopt) const;
   std::vector<int64_t> Ints(const std::string& name,
                             std::optional<std::vector<int64_t>> def = std::nullopt) const;
+  std::vector<double> Floats(const std::string& name,
+                             std::optional<std::vector<double>> def = std::nullopt) const;
+  std::vector<std::string> Strings(
+      const std::string& name, std::optional<std::vector<std::string>> def = std::nullopt) const;
 
   // A kiln call named after the node.
   Expr Call(const std::string& op, std::vector<Expr> args, const Attrs& attrs = {}) const;
+  // A call of `op` whose attributes named in `value_inputs` ({attribute, ONNX input index})
+  // come from the node's inputs: a constant input becomes the attribute's value now; a
+  // computed one, or a graph input, makes the call `dyn.<op>` (ir/dynamic.h), which
+  // specialization resolves to `op` once the shapes and those values are known. An omitted
+  // input leaves the attribute as `attrs` has it, else the op's default.
+  Expr CallWithValues(const std::string& op, std::vector<Expr> data_args, Attrs attrs,
+                      const std::vector<std::pair<std::string, int>>& value_inputs) const;
   // A scalar constant of `dtype`.
   Expr Scalar(double value, DType dtype) const;
   DType DTypeOf(const Expr& e) const;
   int RankOf(const Expr& e) const;
+  Shape ShapeOf(const Expr& e) const;  // symbolic where the model's input shapes are
 
   [[noreturn]] void Unsupported(const std::string& what) const;
   [[noreturn]] void Invalid(const std::string& what) const;

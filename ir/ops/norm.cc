@@ -1,8 +1,11 @@
 // Normalizations: layer_norm (ONNX LayerNormalization, without the optional mean/inv-std
-// outputs) and batch_norm in inference form (ONNX BatchNormalization with training_mode=0).
-// The references compute the statistics in double, with a two-pass variance, so they serve as
-// the accurate side when generated kernels are compared with them.
+// outputs), batch_norm in inference form (ONNX BatchNormalization with training_mode=0),
+// instance_norm (InstanceNormalization), lrn (LRN) and mean_variance_normalization
+// (MeanVarianceNormalization). The references compute the statistics in double, with a two-pass
+// variance, so they serve as the accurate side when generated kernels are compared with them.
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <optional>
 
 #include "ir/ops/op_util.h"
@@ -114,21 +117,24 @@ void LayerNormKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vec
 
 const char* const kBatchNormParams[] = {"x", "scale", "bias", "mean", "var"};
 
+// A per-channel parameter of an op on x [N, C, ...]: x's dtype, shape [C].
+void RequireChannelParam(TypeRelContext& ctx, int i, const char* what) {
+  RequireSameDType(ctx, i, what);
+  const TensorTypeNode& x = ctx.tensor(0);
+  const Shape& p = ctx.tensor(i).shape;
+  std::string mismatch =
+      StrCat(what, " ", ShapeToString(p), " must be [C] with C = ", x.shape[1].ToString(),
+             ", dim 1 of x ", ShapeToString(x.shape));
+  if (p.size() != 1) ctx.Fail(mismatch);
+  ctx.AssertEqual(p[0], x.shape[1], mismatch);
+}
+
 Type BatchNormRel(TypeRelContext& ctx) {
   RequireFloat(ctx, 0, "x");
   const TensorTypeNode& x = ctx.tensor(0);
   if (x.ndim() < 2)
     ctx.Fail(StrCat("x must be [N, C, ...] with rank >= 2, got ", TypeToString(ctx.arg(0))));
-  for (int i = 1; i < 5; ++i) {
-    const char* what = kBatchNormParams[i];
-    RequireSameDType(ctx, i, what);
-    const Shape& p = ctx.tensor(i).shape;
-    std::string mismatch =
-        StrCat(what, " ", ShapeToString(p), " must be [C] with C = ", x.shape[1].ToString(),
-               ", dim 1 of x ", ShapeToString(x.shape));
-    if (p.size() != 1) ctx.Fail(mismatch);
-    ctx.AssertEqual(p[0], x.shape[1], mismatch);
-  }
+  for (int i = 1; i < 5; ++i) RequireChannelParam(ctx, i, kBatchNormParams[i]);
   return ctx.arg(0);
 }
 
@@ -155,6 +161,148 @@ void BatchNormKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vec
   });
 }
 
+// Mean and two-pass variance, in double, of each group of x: the elements that share their
+// indices outside the `reduced` dims (instance_norm: one group per (n, c)).
+struct GroupStats {
+  std::vector<int64_t> group;  // of each element of x
+  std::vector<double> mean, var;
+};
+
+GroupStats ComputeGroupStats(const Tensor& x, const std::vector<bool>& reduced) {
+  std::vector<int64_t> kept;
+  int64_t count = 1, groups = 1;
+  for (int d = 0; d < x.ndim(); ++d) {
+    if (reduced[d]) {
+      count *= x.shape()[d];
+    } else {
+      kept.push_back(x.shape()[d]);
+      groups *= x.shape()[d];
+    }
+  }
+  GroupStats s{std::vector<int64_t>(x.numel()), std::vector<double>(groups, 0.0),
+               std::vector<double>(groups, 0.0)};
+  std::vector<int64_t> idx, kept_idx;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    ops::Unravel(i, x.shape(), idx);
+    kept_idx.clear();
+    for (int d = 0; d < x.ndim(); ++d)
+      if (!reduced[d]) kept_idx.push_back(idx[d]);
+    s.group[i] = ops::Ravel(kept_idx, kept);
+    s.mean[s.group[i]] += x.GetAsDouble(i);
+  }
+  for (double& m : s.mean) m /= static_cast<double>(count);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double d = x.GetAsDouble(i) - s.mean[s.group[i]];
+    s.var[s.group[i]] += d * d;
+  }
+  for (double& v : s.var) v /= static_cast<double>(count);
+  return s;
+}
+
+// instance_norm: layer_norm's statistics per (n, c), over the spatial dims, with batch_norm's
+// per-channel scale and bias.
+
+Type InstanceNormRel(TypeRelContext& ctx) {
+  RequireFloat(ctx, 0, "x");
+  if (ctx.tensor(0).ndim() < 3)
+    ctx.Fail(StrCat("x must be [N, C, D1, ...] with rank >= 3, got ", TypeToString(ctx.arg(0))));
+  RequireChannelParam(ctx, 1, "scale");
+  RequireChannelParam(ctx, 2, "bias");
+  return ctx.arg(0);
+}
+
+void InstanceNormKernel(const std::vector<Tensor>& in, const Attrs& attrs,
+                        std::vector<Tensor>& out) {
+  const Tensor &x = in[0], &scale = in[1], &bias = in[2];
+  double eps = attrs.GetFloat("epsilon");
+  std::vector<bool> reduced(x.ndim(), true);
+  reduced[0] = reduced[1] = false;
+  GroupStats s = ComputeGroupStats(x, reduced);
+  ops::AxisSplit split = ops::SplitAtAxis(x.shape(), 1);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t c = (i / split.inner) % split.len, g = s.group[i];
+    double inv_std = 1.0 / std::sqrt(s.var[g] + eps);
+    out[0].SetFromDouble(
+        i, (x.GetAsDouble(i) - s.mean[g]) * inv_std * scale.GetAsDouble(c) + bias.GetAsDouble(c));
+  }
+}
+
+// mean_variance_normalization: ONNX's function body is
+//   (x - mean(x)) / (sqrt(mean(x^2) - mean(x)^2) + 1e-9)
+// with the means over `axes`. The variance here is the two-pass one, equal to
+// mean(x^2) - mean(x)^2 but never negative from rounding; the 1e-9 is added after the sqrt, as
+// ONNX does.
+
+constexpr double kMvnEpsilon = 1e-9;
+
+// Empty axes reduce over every dim, as ONNX's ReduceMean (before opset 18) does.
+std::vector<int64_t> MvnAxes(const Attrs& attrs, int rank) {
+  std::vector<int64_t> axes = attrs.GetInts("axes");
+  if (axes.empty())
+    for (int d = 0; d < rank; ++d) axes.push_back(d);
+  return axes;
+}
+
+Type MvnRel(TypeRelContext& ctx) {
+  RequireFloat(ctx, 0, "x");
+  int rank = ctx.tensor(0).ndim();
+  ops::NormalizeAxes(ctx, MvnAxes(ctx.attrs(), rank), rank, "axes");
+  return ctx.arg(0);
+}
+
+void MvnKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
+  const Tensor& x = in[0];
+  std::vector<bool> reduced(x.ndim(), false);
+  for (int64_t a : MvnAxes(attrs, x.ndim())) reduced[ops::WrapAxis(a, x.ndim())] = true;
+  GroupStats s = ComputeGroupStats(x, reduced);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t g = s.group[i];
+    out[0].SetFromDouble(i, (x.GetAsDouble(i) - s.mean[g]) / (std::sqrt(s.var[g]) + kMvnEpsilon));
+  }
+}
+
+// lrn: y = x / (bias + alpha / size * square_sum)^beta, square_sum over the channels
+// [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)] that exist: `size` channel positions
+// around c, the extra one after c when size is even.
+
+std::string CheckLrnSize(const AttrValue& v) {
+  return std::get<int64_t>(v) >= 1 ? "" : "must be at least 1";
+}
+
+Type LrnRel(TypeRelContext& ctx) {
+  RequireFloat(ctx, 0, "x");
+  if (ctx.tensor(0).ndim() < 2)
+    ctx.Fail(StrCat("x must be [N, C, ...] with rank >= 2, got ", TypeToString(ctx.arg(0))));
+  return ctx.arg(0);
+}
+
+// The channels before c in c's window (floor((size - 1) / 2)); size - 1 - that many follow it.
+int64_t LrnBefore(int64_t size) {
+  return (size - 1) / 2;
+}
+
+void LrnKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
+  const Tensor& x = in[0];
+  int64_t size = attrs.GetInt("size");
+  double alpha = attrs.GetFloat("alpha"), beta = attrs.GetFloat("beta"),
+         bias = attrs.GetFloat("bias");
+  int64_t before = LrnBefore(size), after = size - 1 - before;
+  ops::AxisSplit split = ops::SplitAtAxis(x.shape(), 1);
+  const int64_t channels = split.len, inner = split.inner;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t c = (i / inner) % channels, base = i - c * inner;
+    double square_sum = 0;
+    for (int64_t j = std::max<int64_t>(0, c - before); j <= std::min(channels - 1, c + after);
+         ++j) {
+      double v = x.GetAsDouble(base + j * inner);
+      square_sum += v * v;
+    }
+    out[0].SetFromDouble(
+        i,
+        x.GetAsDouble(i) / std::pow(bias + alpha / static_cast<double>(size) * square_sum, beta));
+  }
+}
+
 // ---- Lowering ----
 //
 // Element math is in f32 (f64 for f64 inputs, as the reference's double).
@@ -168,62 +316,94 @@ loop::Expr ParamAt(const LTensor& param, const std::vector<loop::Expr>& idx, DTy
   return loop::Cast(c, param.at(lower::BroadcastIndex(param, idx)));
 }
 
-// The statistics are computed as the reference does: the mean, then a two-pass variance, both
-// accumulated in f64, and inv_std = 1 / sqrt(var + epsilon) in f64; mean and inv_std are
-// materialized per row. x - mean is taken in f64 too, because it cancels when the mean is large
-// against the spread; the affine part (* inv_std * scale + bias) is in f32.
+// Statistics over `axes` of x, computed as the references do: the mean, then a two-pass
+// variance, both accumulated in f64. The mean is materialized per group (the elements that
+// share their indices outside `axes`); x - mean is taken in f64 too, because it cancels when the
+// mean is large against the spread.
+struct LoweredStats {
+  LTensor centered;  // f64 x - mean, in x's shape
+  LTensor var;       // f64, one per group, not materialized: each op folds it into its factor
+  // The group (stats index) of an index of x: the indices outside `axes`.
+  std::function<std::vector<loop::Expr>(const std::vector<loop::Expr>&)> group;
+};
+
+LoweredStats LowerStats(LowerContext& ctx, const LTensor& x, const std::vector<int>& axes,
+                        const std::string& op) {
+  const DType f64 = DType::kFloat64;
+  std::vector<bool> reduced(x.ndim(), false);
+  loop::Expr n = loop::IntImm(1);
+  for (int a : axes) {
+    reduced[a] = true;
+    n = loop::Mul(n, x.shape[a]);
+  }
+  loop::Expr count = loop::Cast(f64, n);
+  auto group = [reduced](const std::vector<loop::Expr>& idx) {
+    std::vector<loop::Expr> g;
+    for (size_t i = 0; i < idx.size(); ++i)
+      if (!reduced[i]) g.push_back(idx[i]);
+    return g;
+  };
+  LTensor x64 = lower::Map(x, f64, [x](const std::vector<loop::Expr>& idx) {
+    return loop::Cast(DType::kFloat64, x.at(idx));
+  });
+  LTensor sum = lower::ReduceAxes(ctx, x64, axes, /*keepdims=*/false, loop::ReduceKind::kSum);
+  LTensor mean = ctx.Materialize(LTensor{f64, sum.shape,
+                                         [sum, count](const std::vector<loop::Expr>& idx) {
+                                           return loop::Div(sum.at(idx), count);
+                                         }},
+                                 op + "_mean");
+  LTensor centered = lower::Map(x64, f64, [x64, mean, group](const std::vector<loop::Expr>& idx) {
+    return loop::Sub(x64.at(idx), mean.at(group(idx)));
+  });
+  LTensor sq = lower::ReduceAxes(ctx, centered, axes, /*keepdims=*/false, loop::ReduceKind::kSum,
+                                 [](const loop::Expr& d) { return loop::Mul(d, d); });
+  LTensor var{f64, sq.shape, [sq, count](const std::vector<loop::Expr>& idx) {
+                return loop::Div(sq.at(idx), count);
+              }};
+  return {centered, var, group};
+}
+
+// f(var), computed in f64 like the reference's factor and stored in `c`, one per group.
+LTensor MaterializeFactor(LowerContext& ctx, const LTensor& var, DType c,
+                          std::function<loop::Expr(const loop::Expr&)> f, const std::string& name) {
+  return ctx.Materialize(LTensor{c, var.shape,
+                                 [var, c, f](const std::vector<loop::Expr>& idx) {
+                                   return loop::Cast(c, f(var.at(idx)));
+                                 }},
+                         name);
+}
+
+// 1 / sqrt(var + epsilon), in f64.
+std::function<loop::Expr(const loop::Expr&)> InvStd(double epsilon) {
+  return [epsilon](const loop::Expr& var) {
+    const DType f64 = DType::kFloat64;
+    return loop::Div(
+        lower::Const(1, f64),
+        loop::Call(loop::Intrinsic::kSqrt, {loop::Add(var, lower::Const(epsilon, f64))}));
+  };
+}
+
+// The affine part (* inv_std * scale + bias) is in f32 (f64 for f64 x).
 std::vector<LTensor> LowerLayerNorm(LowerContext& ctx, const std::vector<LTensor>& in,
                                     const Attrs& attrs) {
   const LTensor& x = in[0];
   int rank = x.ndim();
   int axis = ops::WrapAxis(attrs.GetInt("axis"), rank);
   DType t = x.dtype, c = ComputeDType(t);
-  const DType f64 = DType::kFloat64;
   std::vector<int> tail;
-  loop::Expr n = loop::IntImm(1);
-  for (int i = axis; i < rank; ++i) {
-    tail.push_back(i);
-    n = loop::Mul(n, x.shape[i]);
-  }
-  loop::Expr count = loop::Cast(f64, n);
-  // Statistics are reduced without keepdims: a row is indexed by the dims before `axis`.
-  auto row = [axis](const std::vector<loop::Expr>& idx) {
-    return std::vector<loop::Expr>(idx.begin(), idx.begin() + axis);
-  };
-  LTensor x64 = lower::Map(x, f64, [x](const std::vector<loop::Expr>& idx) {
-    return loop::Cast(DType::kFloat64, x.at(idx));
-  });
-  LTensor sum = lower::ReduceAxes(ctx, x64, tail, /*keepdims=*/false, loop::ReduceKind::kSum);
-  LTensor mean = ctx.Materialize(LTensor{f64, sum.shape,
-                                         [sum, count](const std::vector<loop::Expr>& idx) {
-                                           return loop::Div(sum.at(idx), count);
-                                         }},
-                                 "layer_norm_mean");
-  LTensor centered = lower::Map(x64, f64, [x64, mean, row](const std::vector<loop::Expr>& idx) {
-    return loop::Sub(x64.at(idx), mean.at(row(idx)));
-  });
-  LTensor sq = lower::ReduceAxes(ctx, centered, tail, /*keepdims=*/false, loop::ReduceKind::kSum,
-                                 [](const loop::Expr& d) { return loop::Mul(d, d); });
-  loop::Expr eps = lower::Const(attrs.GetFloat("epsilon"), f64);
-  LTensor inv_std = ctx.Materialize(
-      LTensor{c, sq.shape,
-              [sq, count, eps, c](const std::vector<loop::Expr>& idx) {
-                loop::Expr var = loop::Div(sq.at(idx), count);
-                return loop::Cast(
-                    c, loop::Div(lower::Const(1, DType::kFloat64),
-                                 loop::Call(loop::Intrinsic::kSqrt, {loop::Add(var, eps)})));
-              }},
-      "layer_norm_inv_std");
+  for (int i = axis; i < rank; ++i) tail.push_back(i);
+  LoweredStats s = LowerStats(ctx, x, tail, "layer_norm");
+  LTensor inv_std =
+      MaterializeFactor(ctx, s.var, c, InvStd(attrs.GetFloat("epsilon")), "layer_norm_inv_std");
   LTensor scale = in[1];
   std::optional<LTensor> bias;
   if (in.size() > 2) bias = in[2];
-  return {lower::Map(
-      x, t, [centered, inv_std, scale, bias, row, t, c](const std::vector<loop::Expr>& idx) {
-        loop::Expr v = loop::Mul(loop::Mul(loop::Cast(c, centered.at(idx)), inv_std.at(row(idx))),
-                                 ParamAt(scale, idx, c));
-        if (bias) v = loop::Add(v, ParamAt(*bias, idx, c));
-        return loop::Cast(t, v);
-      })};
+  return {lower::Map(x, t, [s, inv_std, scale, bias, t, c](const std::vector<loop::Expr>& idx) {
+    loop::Expr v = loop::Mul(loop::Mul(loop::Cast(c, s.centered.at(idx)), inv_std.at(s.group(idx))),
+                             ParamAt(scale, idx, c));
+    if (bias) v = loop::Add(v, ParamAt(*bias, idx, c));
+    return loop::Cast(t, v);
+  })};
 }
 
 // Inference batch norm is elementwise: each element reads its channel's (dim 1) parameters.
@@ -241,6 +421,77 @@ std::vector<LTensor> LowerBatchNorm(const std::vector<LTensor>& in, const Attrs&
         loop::Mul(loop::Mul(loop::Sub(loop::Cast(c, x.at(idx)), param(2)), inv_std), param(0));
     return loop::Cast(t, loop::Add(v, param(1)));
   })};
+}
+
+std::vector<LTensor> LowerInstanceNorm(LowerContext& ctx, const std::vector<LTensor>& in,
+                                       const Attrs& attrs) {
+  const LTensor &x = in[0], scale = in[1], bias = in[2];
+  DType t = x.dtype, c = ComputeDType(t);
+  std::vector<int> spatial;
+  for (int i = 2; i < x.ndim(); ++i) spatial.push_back(i);
+  LoweredStats s = LowerStats(ctx, x, spatial, "instance_norm");
+  LTensor inv_std =
+      MaterializeFactor(ctx, s.var, c, InvStd(attrs.GetFloat("epsilon")), "instance_norm_inv_std");
+  return {lower::Map(x, t, [s, inv_std, scale, bias, t, c](const std::vector<loop::Expr>& idx) {
+    std::vector<loop::Expr> ch{idx[1]};
+    loop::Expr v = loop::Mul(loop::Mul(loop::Cast(c, s.centered.at(idx)), inv_std.at(s.group(idx))),
+                             loop::Cast(c, scale.at(ch)));
+    return loop::Cast(t, loop::Add(v, loop::Cast(c, bias.at(ch))));
+  })};
+}
+
+std::vector<LTensor> LowerMvn(LowerContext& ctx, const std::vector<LTensor>& in,
+                              const Attrs& attrs) {
+  const LTensor& x = in[0];
+  DType t = x.dtype, c = ComputeDType(t);
+  std::vector<int> axes;
+  for (int64_t a : MvnAxes(attrs, x.ndim())) axes.push_back(ops::WrapAxis(a, x.ndim()));
+  std::sort(axes.begin(), axes.end());
+  LoweredStats s = LowerStats(ctx, x, axes, "mean_variance_normalization");
+  LTensor inv = MaterializeFactor(
+      ctx, s.var, c,
+      [](const loop::Expr& var) {
+        const DType f64 = DType::kFloat64;
+        return loop::Div(lower::Const(1, f64), loop::Add(loop::Call(loop::Intrinsic::kSqrt, {var}),
+                                                         lower::Const(kMvnEpsilon, f64)));
+      },
+      "mean_variance_normalization_inv");
+  return {lower::Map(x, t, [s, inv, t, c](const std::vector<loop::Expr>& idx) {
+    return loop::Cast(t, loop::Mul(loop::Cast(c, s.centered.at(idx)), inv.at(s.group(idx))));
+  })};
+}
+
+// The window is a reduction over `size` positions k: channel c - before + k, counted when it
+// exists; outside reads are clamped to a real channel and selected away. The square sum is
+// accumulated in f64, as the reference's; the power and the division are in f32 (f64 for f64).
+std::vector<LTensor> LowerLrn(LowerContext& ctx, const std::vector<LTensor>& in,
+                              const Attrs& attrs) {
+  const LTensor x = in[0];
+  const int64_t size = attrs.GetInt("size"), before = LrnBefore(size);
+  const double alpha = attrs.GetFloat("alpha"), beta = attrs.GetFloat("beta"),
+               bias = attrs.GetFloat("bias");
+  const DType t = x.dtype, c = ComputeDType(t), f64 = DType::kFloat64;
+  auto at = [&ctx, x, size, before, alpha, beta, bias, t, c,
+             f64](const std::vector<loop::Expr>& idx) {
+    const loop::Expr channels = x.shape[1];
+    loop::Var k = ctx.NewVar("k");
+    loop::Expr ch = loop::Add(loop::Sub(idx[1], loop::IntImm(before)), k);
+    loop::Expr inside = loop::MakeBinary(loop::BinaryOp::kAnd,
+                                         loop::MakeBinary(loop::BinaryOp::kGE, ch, loop::IntImm(0)),
+                                         loop::MakeBinary(loop::BinaryOp::kLT, ch, channels));
+    std::vector<loop::Expr> xi = idx;
+    xi[1] = loop::Max(loop::IntImm(0), loop::Min(ch, loop::Sub(channels, loop::IntImm(1))));
+    loop::Expr v = loop::Cast(f64, x.at(xi));
+    loop::Expr sq = loop::Select(inside, loop::Mul(v, v), lower::Const(0, f64));
+    loop::Expr square_sum = loop::Reduce(loop::ReduceKind::kSum, sq, {{k, loop::IntImm(size)}});
+    loop::Expr base =
+        loop::Add(lower::Const(bias, f64),
+                  loop::Mul(lower::Const(alpha / static_cast<double>(size), f64), square_sum));
+    loop::Expr denom =
+        loop::Call(loop::Intrinsic::kPow, {loop::Cast(c, base), lower::Const(beta, c)});
+    return loop::Cast(t, loop::Div(loop::Cast(c, x.at(idx)), denom));
+  };
+  return {LTensor{t, x.shape, at}};
 }
 
 }  // namespace
@@ -272,6 +523,46 @@ void RegisterNormOps(OpRegistry& r) {
       .ref_kernel = BatchNormKernel,
       .lower = [](LowerContext&, const std::vector<LTensor>& in, const Attrs& attrs,
                   const std::vector<Type>&) { return LowerBatchNorm(in, attrs); },
+  });
+  r.Register(OpDef{
+      .name = "instance_norm",
+      .doc = "(x - mean) / sqrt(var + epsilon) * scale[c] + bias[c], the statistics per (n, c) "
+             "over the spatial dims of x [N, C, D1, ...]; floats.",
+      .min_inputs = 3,
+      .max_inputs = 3,
+      .attrs = {AttrSpec{"epsilon", AttrKind::kFloat, AttrValue{1e-5}, CheckEpsilon}},
+      .pattern = OpPattern::kReduction,
+      .type_rel = InstanceNormRel,
+      .ref_kernel = InstanceNormKernel,
+      .lower = [](LowerContext& ctx, const std::vector<LTensor>& in, const Attrs& attrs,
+                  const std::vector<Type>&) { return LowerInstanceNorm(ctx, in, attrs); },
+  });
+  r.Register(OpDef{
+      .name = "mean_variance_normalization",
+      .doc = "(x - mean) / (sqrt(var) + 1e-9), the statistics over `axes` (all when empty); "
+             "floats.",
+      .attrs = {AttrSpec{"axes", AttrKind::kInts, AttrValue{std::vector<int64_t>{0, 2, 3}}}},
+      .pattern = OpPattern::kReduction,
+      .type_rel = MvnRel,
+      .ref_kernel = MvnKernel,
+      .lower = [](LowerContext& ctx, const std::vector<LTensor>& in, const Attrs& attrs,
+                  const std::vector<Type>&) { return LowerMvn(ctx, in, attrs); },
+  });
+  r.Register(OpDef{
+      .name = "lrn",
+      .doc = "Local response normalization across channels (dim 1): x / (bias + alpha / size * "
+             "square_sum)^beta over `size` channels around each; floats.",
+      .attrs = {AttrSpec{"size", AttrKind::kInt, std::nullopt, CheckLrnSize},
+                AttrSpec{"alpha", AttrKind::kFloat, AttrValue{1e-4}},
+                AttrSpec{"beta", AttrKind::kFloat, AttrValue{0.75}},
+                AttrSpec{"bias", AttrKind::kFloat, AttrValue{1.0}}},
+      // A windowed reduction like pooling: its input is read `size` times per element, so only
+      // an epilogue fuses into it.
+      .pattern = OpPattern::kOutputFusable,
+      .type_rel = LrnRel,
+      .ref_kernel = LrnKernel,
+      .lower = [](LowerContext& ctx, const std::vector<LTensor>& in, const Attrs& attrs,
+                  const std::vector<Type>&) { return LowerLrn(ctx, in, attrs); },
   });
 }
 

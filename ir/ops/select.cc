@@ -1,10 +1,14 @@
 // Ops that pick or assemble parts of tensors: concat, split, slice, gather, gather_elements,
-// gather_nd, scatter_elements, scatter_nd, trilu, hardmax, cumsum, range. Kernels copy raw
-// elements, so every dtype works unchanged.
+// gather_nd, scatter_elements, scatter_nd, trilu, hardmax, cumsum, range, one_hot, topk,
+// einsum, eye_like, constant_of_shape, reverse_sequence. Kernels that only move elements copy
+// raw bytes, so every dtype works unchanged.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
+#include <string>
 #include <type_traits>
 
 #include "ir/loop/loop.h"
@@ -740,6 +744,476 @@ void RangeKernel(const std::vector<Tensor>&, const Attrs& attrs, std::vector<Ten
   }
 }
 
+// --- one_hot ---
+
+// An index of any numeric dtype as an integer. Floats convert as kiln's cast does (truncated
+// toward zero, saturated, NaN -> 0), which is what the lowering's loop::Cast computes; i64 is
+// read exactly (a double would round indices past 2^53).
+int64_t IntegerValue(const Tensor& t, int64_t i) {
+  if (t.dtype() == DType::kInt64) return t.data<int64_t>()[i];
+  double v = t.GetAsDouble(i);
+  if (std::isnan(v)) return 0;
+  if (v <= -0x1p63) return std::numeric_limits<int64_t>::min();
+  if (v >= 0x1p63) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(v);
+}
+
+std::string CheckPositive(const AttrValue& v) {
+  return std::get<int64_t>(v) < 1 ? "must be positive" : "";
+}
+
+std::string CheckNonNegative(const AttrValue& v) {
+  return std::get<int64_t>(v) < 0 ? "must not be negative" : "";
+}
+
+Type OneHotRel(TypeRelContext& ctx) {
+  const TensorTypeNode& indices = ctx.tensor(0);
+  const TensorTypeNode& values = ctx.tensor(1);
+  ops::RequireDType(ctx, indices.dtype, ops::DTypeClass::kNumeric, "indices");
+  std::string what =
+      StrCat("values ", ShapeToString(values.shape), " must hold two elements, [off, on]");
+  if (values.ndim() != 1) ctx.Fail(what);
+  ctx.AssertEqual(values.shape[0], 2, what);
+  int axis = ctx.NormalizeAxis(ctx.attrs().GetInt("axis"), indices.ndim() + 1);
+  Shape out = indices.shape;
+  out.insert(out.begin() + axis, Dim(ctx.attrs().GetInt("depth")));
+  return TensorType(std::move(out), values.dtype);
+}
+
+// out[.., d, ..] (d on `axis`) is on where the index at the other coordinates names class d:
+// a negative index counts from depth, and one outside [-depth, depth) names none.
+void OneHotKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
+  const Tensor& indices = in[0];
+  const Tensor& values = in[1];
+  Tensor& y = out[0];
+  const int axis = ops::WrapAxis(attrs.GetInt("axis"), y.ndim());
+  const int64_t depth = attrs.GetInt("depth");
+  auto [outer, len, inner] = ops::SplitAtAxis(y.shape(), axis);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t k = IntegerValue(indices, o * inner + i);
+      if (k < 0) k += depth;  // no overflow: depth > 0
+      for (int64_t d = 0; d < len; ++d)
+        ops::CopyElements(values, k == d ? 1 : 0, y, (o * len + d) * inner + i, 1);
+    }
+  }
+}
+
+// --- topk ---
+
+Type TopKRel(TypeRelContext& ctx) {
+  const TensorTypeNode& x = ctx.tensor(0);
+  ops::RequireDType(ctx, x.dtype, ops::DTypeClass::kNumeric);
+  if (x.ndim() == 0) ctx.Fail("input must have rank 1 or more, got a scalar");
+  int axis = ctx.NormalizeAxis(ctx.attrs().GetInt("axis"), x.ndim());
+  int64_t k = ctx.attrs().GetInt("k");
+  // With a symbolic axis the check waits for specialization, which binds the shapes and
+  // runs this relation again.
+  const Dim& n = x.shape[axis];
+  if (n.is_const() && k > n.value())
+    ctx.Fail(
+        StrCat("k = ", k, " is larger than axis ", axis, " of input ", ShapeToString(x.shape)));
+  Shape out = x.shape;
+  out[axis] = k;
+  return TupleType({TensorType(out, x.dtype), TensorType(out, DType::kInt64)});
+}
+
+// TopK's order: u before v when it is larger (largest) or smaller. NaN counts as larger than
+// every number (as PyTorch's topk has it), so the order is a strict weak order, and elements
+// equal in it go by index (ONNX: the lower index first).
+template <typename C>
+bool TopKBefore(C u, C v, bool largest) {
+  if constexpr (std::is_floating_point_v<C>) {
+    const bool nu = std::isnan(u), nv = std::isnan(v);
+    if (nu || nv) return largest ? nu && !nv : !nu && nv;
+  }
+  return largest ? u > v : u < v;
+}
+
+// A stable sort of each line by TopKBefore; its first k elements and their positions. The
+// output is always sorted, which `sorted = false` allows.
+void TopKKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
+  const Tensor& x = in[0];
+  const int axis = ops::WrapAxis(attrs.GetInt("axis"), x.ndim());
+  const int64_t k = attrs.GetInt("k");
+  const bool largest = attrs.GetBool("largest");
+  auto [outer, len, inner] = ops::SplitAtAxis(x.shape(), axis);
+  DispatchDType(x.dtype(), [&]<typename T>() {
+    if constexpr (!std::is_same_v<T, bool>) {
+      using C = ops::ComputeT<T>;
+      const T* src = x.data<T>();
+      T* values = out[0].data<T>();
+      int64_t* indices = out[1].data<int64_t>();
+      std::vector<int64_t> order(len);
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t i = 0; i < inner; ++i) {
+          auto at = [&](int64_t p) { return static_cast<C>(src[(o * len + p) * inner + i]); };
+          for (int64_t p = 0; p < len; ++p) order[p] = p;
+          std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+            return TopKBefore<C>(at(a), at(b), largest);
+          });
+          for (int64_t j = 0; j < k; ++j) {
+            int64_t e = (o * k + j) * inner + i;
+            values[e] = src[(o * len + order[j]) * inner + i];
+            indices[e] = order[j];
+          }
+        }
+      }
+    }
+  });
+}
+
+// --- einsum ---
+
+// An einsum equation resolved against the ranks of its operands. Each subscript letter is a
+// label, and so is each dim that an ellipsis stands for; operand and output dims are lists of
+// labels. The same parse serves the relation, the reference kernel and the lowering.
+struct EinsumSpec {
+  // Labels [0, ellipsis_dims) are the dims ellipses stand for, aligned from the right across
+  // operands and broadcast as NumPy does; label ellipsis_dims + c is the letter letters[c].
+  int ellipsis_dims = 0;
+  std::string letters;
+  std::vector<std::vector<int>> operands;
+  std::vector<int> output;
+  std::vector<int> reduced;  // the labels not in the output, summed over
+  int num_labels() const { return ellipsis_dims + static_cast<int>(letters.size()); }
+  bool IsEllipsis(int label) const { return label < ellipsis_dims; }
+  std::string LabelName(int label) const {
+    return IsEllipsis(label) ? StrCat("ellipsis dim ", label)
+                             : StrCat("letter '", letters.substr(label - ellipsis_dims, 1), "'");
+  }
+};
+
+// One term of an equation: its letters, and where among them its ellipsis is (-1: none).
+struct EinsumTerm {
+  std::string letters;
+  int ellipsis_at = -1;
+};
+
+// Parses `equation` for operands of `ranks`: explicit (`ij,jk->ik`) or implicit output (the
+// letters that occur once, alphabetically, after the ellipsis dims), spaces ignored. `fail`
+// reports an error, naming the equation, and does not return.
+template <typename FailFn>
+EinsumSpec ParseEinsum(const std::string& equation, const std::vector<int>& ranks,
+                       FailFn fail_with) {
+  auto fail = [&](const std::string& m) { fail_with(StrCat("equation \"", equation, "\": ", m)); };
+  std::string eq;
+  for (char ch : equation)
+    if (!std::isspace(static_cast<unsigned char>(ch))) eq += ch;
+  std::string lhs = eq, rhs;
+  const size_t arrow = eq.find("->");
+  const bool explicit_output = arrow != std::string::npos;
+  if (explicit_output) {
+    lhs = eq.substr(0, arrow);
+    rhs = eq.substr(arrow + 2);
+  }
+  auto parse_term = [&](const std::string& text, const std::string& what) {
+    EinsumTerm t;
+    for (size_t i = 0; i < text.size();) {
+      if (std::isalpha(static_cast<unsigned char>(text[i]))) {
+        t.letters += text[i++];
+      } else if (text.compare(i, 3, "...") == 0) {
+        if (t.ellipsis_at >= 0) fail(StrCat(what, " has two ellipses"));
+        t.ellipsis_at = static_cast<int>(t.letters.size());
+        i += 3;
+      } else {
+        fail(StrCat(what, " has '", text.substr(i, 1),
+                    "', which is neither a letter nor part of '...'"));
+      }
+    }
+    return t;
+  };
+  std::vector<std::string> parts(1);
+  for (char ch : lhs) {
+    if (ch == ',')
+      parts.emplace_back();
+    else
+      parts.back() += ch;
+  }
+  if (parts.size() != ranks.size())
+    fail(StrCat("has ", parts.size(), " operand term", parts.size() == 1 ? "" : "s",
+                " but the op has ", ranks.size(), " input", ranks.size() == 1 ? "" : "s"));
+  EinsumSpec s;
+  std::vector<EinsumTerm> terms;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::string what = StrCat("operand ", i, " \"", parts[i], "\"");
+    terms.push_back(parse_term(parts[i], what));
+    const int n = static_cast<int>(terms[i].letters.size());
+    const bool ellipsis = terms[i].ellipsis_at >= 0;
+    if (ellipsis ? n > ranks[i] : n != ranks[i])
+      fail(StrCat(what, " has ", n, " subscript", n == 1 ? "" : "s", " but input ", i, " has rank ",
+                  ranks[i]));
+    if (ellipsis) s.ellipsis_dims = std::max(s.ellipsis_dims, ranks[i] - n);
+  }
+  // Letters become labels in order of first occurrence; the ellipsis labels come first.
+  std::map<char, int> count;
+  auto label_of = [&](char ch) {
+    size_t p = s.letters.find(ch);
+    if (p == std::string::npos) {
+      p = s.letters.size();
+      s.letters += ch;
+    }
+    return s.ellipsis_dims + static_cast<int>(p);
+  };
+  bool any_ellipsis = false;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const EinsumTerm& t = terms[i];
+    std::vector<int>& labels = s.operands.emplace_back();
+    const int n = static_cast<int>(t.letters.size());
+    for (int j = 0; j <= n; ++j) {
+      if (j == t.ellipsis_at) {
+        any_ellipsis = true;
+        for (int e = s.ellipsis_dims - (ranks[i] - n); e < s.ellipsis_dims; ++e)
+          labels.push_back(e);
+      }
+      if (j < n) {
+        labels.push_back(label_of(t.letters[j]));
+        ++count[t.letters[j]];
+      }
+    }
+  }
+  std::vector<bool> in_output(s.num_labels(), false);
+  auto add_output = [&](int label) {
+    s.output.push_back(label);
+    in_output[label] = true;
+  };
+  if (explicit_output) {
+    EinsumTerm t = parse_term(rhs, StrCat("the output \"", rhs, "\""));
+    const int n = static_cast<int>(t.letters.size());
+    if (t.ellipsis_at < 0 && s.ellipsis_dims > 0)
+      fail(StrCat("the operands' ellipses stand for ", s.ellipsis_dims,
+                  " dims, so the output needs '...' too"));
+    for (int j = 0; j <= n; ++j) {
+      if (j == t.ellipsis_at)
+        for (int e = 0; e < s.ellipsis_dims; ++e) add_output(e);
+      if (j == n) break;
+      const char ch = t.letters[j];
+      if (!count.count(ch))
+        fail(StrCat("output letter '", std::string(1, ch), "' is in no operand"));
+      const int label = label_of(ch);
+      if (in_output[label])
+        fail(StrCat("letter '", std::string(1, ch), "' appears twice in the output"));
+      add_output(label);
+    }
+  } else {
+    if (any_ellipsis)
+      for (int e = 0; e < s.ellipsis_dims; ++e) add_output(e);
+    for (const auto& [ch, n] : count)  // std::map: alphabetical (ASCII) order
+      if (n == 1) add_output(label_of(ch));
+  }
+  for (int l = 0; l < s.num_labels(); ++l)
+    if (!in_output[l]) s.reduced.push_back(l);
+  return s;
+}
+
+Type EinsumRel(TypeRelContext& ctx) {
+  const std::string& equation = ctx.attrs().GetString("equation");
+  std::vector<int> ranks;
+  const TensorTypeNode& first = ctx.tensor(0);
+  ops::RequireDType(ctx, first.dtype, ops::DTypeClass::kNumeric);
+  for (int i = 0; i < ctx.num_args(); ++i) {
+    const TensorTypeNode& t = ctx.tensor(i);
+    if (t.dtype != first.dtype)
+      ctx.Fail(StrCat("input ", i, " has dtype ", DTypeName(t.dtype), " but input 0 has ",
+                      DTypeName(first.dtype)));
+    ranks.push_back(t.ndim());
+  }
+  EinsumSpec s = ParseEinsum(equation, ranks, [&](const std::string& m) { ctx.Fail(m); });
+  // The size of each label: a letter's dims must agree; ellipsis dims broadcast.
+  std::vector<std::optional<Dim>> size(s.num_labels());
+  std::vector<int> first_operand(s.num_labels(), -1);
+  for (int i = 0; i < ctx.num_args(); ++i) {
+    const TensorTypeNode& t = ctx.tensor(i);
+    for (int d = 0; d < t.ndim(); ++d) {
+      const int l = s.operands[i][d];
+      if (!size[l]) {
+        size[l] = t.shape[d];
+        first_operand[l] = i;
+      } else if (s.IsEllipsis(l)) {
+        size[l] = ctx.BroadcastDim(
+            *size[l], t.shape[d],
+            StrCat("equation \"", equation, "\": the dims under '...' do not broadcast"));
+      } else {
+        const TensorTypeNode& f = ctx.tensor(first_operand[l]);
+        ctx.AssertEqual(
+            *size[l], t.shape[d],
+            StrCat("equation \"", equation, "\": ", s.LabelName(l),
+                   " has different sizes in input ", first_operand[l], " ", ShapeToString(f.shape),
+                   " and input ", i, " ", ShapeToString(t.shape)));
+      }
+    }
+  }
+  Shape out;
+  for (int l : s.output) out.push_back(*size[l]);
+  return TensorType(std::move(out), first.dtype);
+}
+
+// The accumulator of a sum of products over T: double for floats, wrapping 64-bit for
+// integers (as matmul's reference).
+template <typename T>
+using EinsumAcc = std::conditional_t<std::is_integral_v<T>, uint64_t, double>;
+
+// For every output element, the sum over the reduced labels of the product of the operands,
+// each read at the labels' values (a dim of size 1 under an ellipsis broadcasts).
+template <typename T>
+void EinsumTyped(const EinsumSpec& s, const std::vector<Tensor>& in,
+                 const std::vector<int64_t>& size, Tensor& y) {
+  using Acc = EinsumAcc<T>;
+  auto to_acc = [](T v) -> Acc {
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<uint64_t>(static_cast<int64_t>(v));
+    else
+      return static_cast<double>(static_cast<ops::ComputeT<T>>(v));
+  };
+  const int labels = s.num_labels();
+  // stride[i][l]: how far operand i's offset moves per step of label l (a label repeated in
+  // one operand, a diagonal, adds up its dims' strides; a broadcast dim moves nothing).
+  std::vector<std::vector<int64_t>> stride(in.size(), std::vector<int64_t>(labels, 0));
+  for (size_t i = 0; i < in.size(); ++i) {
+    std::vector<int64_t> st = in[i].strides();
+    for (int d = 0; d < in[i].ndim(); ++d)
+      if (in[i].shape()[d] != 1) stride[i][s.operands[i][d]] += st[d];
+  }
+  std::vector<int64_t> out_sizes, red_sizes;
+  for (int l : s.output) out_sizes.push_back(size[l]);
+  int64_t reductions = 1;
+  for (int l : s.reduced) {
+    red_sizes.push_back(size[l]);
+    reductions *= size[l];
+  }
+  std::vector<int64_t> value(labels, 0), out_idx, red_idx;
+  T* dst = y.data<T>();
+  for (int64_t e = 0; e < y.numel(); ++e) {
+    ops::Unravel(e, out_sizes, out_idx);
+    for (size_t j = 0; j < s.output.size(); ++j) value[s.output[j]] = out_idx[j];
+    Acc acc{0};
+    for (int64_t r = 0; r < reductions; ++r) {
+      ops::Unravel(r, red_sizes, red_idx);
+      for (size_t j = 0; j < s.reduced.size(); ++j) value[s.reduced[j]] = red_idx[j];
+      Acc product{1};
+      for (size_t i = 0; i < in.size(); ++i) {
+        int64_t off = 0;
+        for (int l = 0; l < labels; ++l) off += value[l] * stride[i][l];
+        product *= to_acc(in[i].data<T>()[off]);
+      }
+      acc += product;
+    }
+    if constexpr (std::is_integral_v<T>)
+      dst[e] = static_cast<T>(static_cast<int64_t>(acc));
+    else if constexpr (ops::kIsHalf<T>)
+      dst[e] = T(static_cast<float>(acc));
+    else
+      dst[e] = static_cast<T>(acc);
+  }
+}
+
+// The concrete size of each label (the relation has checked that they agree or broadcast).
+std::vector<int64_t> EinsumSizes(const EinsumSpec& s,
+                                 const std::vector<std::vector<int64_t>>& shapes) {
+  std::vector<int64_t> size(s.num_labels(), 1);
+  for (size_t i = 0; i < shapes.size(); ++i)
+    for (size_t d = 0; d < shapes[i].size(); ++d) {
+      const int l = s.operands[i][d];
+      if (shapes[i][d] != 1) size[l] = shapes[i][d];
+    }
+  return size;
+}
+
+std::vector<int> TensorRanks(const std::vector<Tensor>& in) {
+  std::vector<int> ranks;
+  for (const Tensor& t : in) ranks.push_back(t.ndim());
+  return ranks;
+}
+
+void EinsumKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
+  EinsumSpec s =
+      ParseEinsum(attrs.GetString("equation"), TensorRanks(in),
+                  [](const std::string& m) { Throw(ErrorCode::kInvalidArgument, "einsum: ", m); });
+  std::vector<std::vector<int64_t>> shapes;
+  for (const Tensor& t : in) shapes.push_back(t.shape());
+  std::vector<int64_t> size = EinsumSizes(s, shapes);
+  DispatchDType(out[0].dtype(), [&]<typename T>() {
+    if constexpr (!std::is_same_v<T, bool>) EinsumTyped<T>(s, in, size, out[0]);
+  });
+}
+
+// --- eye_like ---
+
+Type EyeLikeRel(TypeRelContext& ctx) {
+  const TensorTypeNode& x = ctx.tensor(0);
+  if (x.ndim() != 2) ctx.Fail(StrCat("input ", ShapeToString(x.shape), " must be 2-D"));
+  return TensorType(x.shape, ctx.attrs().GetDType("dtype"));
+}
+
+// 1 on diagonal k (the elements with column - row == k), 0 elsewhere.
+void EyeLikeKernel(const std::vector<Tensor>&, const Attrs& attrs, std::vector<Tensor>& out) {
+  Tensor& y = out[0];
+  const int64_t k = attrs.GetInt("k");
+  const int64_t cols = y.shape()[1];
+  for (int64_t e = 0; e < y.numel(); ++e) y.SetFromDouble(e, e % cols - e / cols == k ? 1 : 0);
+}
+
+// --- constant_of_shape ---
+
+Type ConstantOfShapeRel(TypeRelContext& ctx) {
+  const std::vector<int64_t>& shape = ctx.attrs().GetInts("shape");
+  const DType dtype = ctx.attrs().GetDType("dtype");
+  const double value = ctx.attrs().GetFloat("value");
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    if (d != 0 && numel > kHuge / d)
+      ctx.Fail(StrCat("shape ", IntsToString(shape), " has too many elements"));
+    numel *= d;
+  }
+  if (IsInteger(dtype) && (std::trunc(value) != value || !FitsInteger(dtype, value)))
+    ctx.Fail(StrCat("value ", FormatDouble(value), " is not representable in ", DTypeName(dtype)));
+  return TensorType(ShapeFromInts(shape), dtype);
+}
+
+void ConstantOfShapeKernel(const std::vector<Tensor>&, const Attrs& attrs,
+                           std::vector<Tensor>& out) {
+  const double value = attrs.GetFloat("value");
+  for (int64_t e = 0; e < out[0].numel(); ++e) out[0].SetFromDouble(e, value);
+}
+
+// --- reverse_sequence ---
+
+Type ReverseSequenceRel(TypeRelContext& ctx) {
+  const TensorTypeNode& x = ctx.tensor(0);
+  const TensorTypeNode& lens = ctx.tensor(1);
+  if (x.ndim() < 2) ctx.Fail(StrCat("input ", ShapeToString(x.shape), " must have rank 2 or more"));
+  int batch = ctx.NormalizeAxis(ctx.attrs().GetInt("batch_axis"), x.ndim(), "batch_axis");
+  int time = ctx.NormalizeAxis(ctx.attrs().GetInt("time_axis"), x.ndim(), "time_axis");
+  if (batch == time) ctx.Fail(StrCat("batch_axis and time_axis are both axis ", batch));
+  if (lens.dtype != DType::kInt32 && lens.dtype != DType::kInt64)
+    ctx.Fail(StrCat("sequence_lens must be i32 or i64, got ", DTypeName(lens.dtype)));
+  std::string what = StrCat("sequence_lens ", ShapeToString(lens.shape),
+                            " must hold one length per batch entry (axis ", batch, " of input ",
+                            ShapeToString(x.shape), ")");
+  if (lens.ndim() != 1) ctx.Fail(what);
+  ctx.AssertEqual(lens.shape[0], x.shape[batch], what);
+  return ctx.arg(0);
+}
+
+// The first len elements along the time axis reversed, per batch entry, with len clamped into
+// [0, time steps] (the lowering clamps alike, so the two agree on any length).
+void ReverseSequenceKernel(const std::vector<Tensor>& in, const Attrs& attrs,
+                           std::vector<Tensor>& out) {
+  const Tensor& x = in[0];
+  const Tensor& lens = in[1];
+  const int batch = ops::WrapAxis(attrs.GetInt("batch_axis"), x.ndim());
+  const int time = ops::WrapAxis(attrs.GetInt("time_axis"), x.ndim());
+  const int64_t steps = x.shape()[time];
+  std::vector<int64_t> strides = x.strides();
+  ops::CopyByIndex(x, out[0], [&](const std::vector<int64_t>& idx) {
+    int64_t len = std::clamp<int64_t>(IndexAt(lens, idx[batch]), 0, steps);
+    int64_t t = idx[time] < len ? len - 1 - idx[time] : idx[time];
+    int64_t src = 0;
+    for (int a = 0; a < x.ndim(); ++a) src += (a == time ? t : idx[a]) * strides[a];
+    return src;
+  });
+}
+
 // ---- Lowering ----
 
 std::vector<loop::Expr> OutShape(LowerContext& ctx, const Type& t) {
@@ -1221,6 +1695,189 @@ std::vector<LTensor> LowerRange(LowerContext& ctx, const std::vector<LTensor>&, 
   return {LTensor{dtype, OutShape(ctx, out_types[0]), at}};
 }
 
+// one_hot: class d is on where the index (cast to i64, wrapped once when negative) equals d;
+// an index outside [-depth, depth) equals no class.
+std::vector<LTensor> LowerOneHot(LowerContext& ctx, const std::vector<LTensor>& in,
+                                 const Attrs& attrs, const std::vector<Type>& out_types) {
+  const LTensor indices = in[0], values = in[1];
+  const int axis = ops::WrapAxis(attrs.GetInt("axis"), indices.ndim() + 1);
+  const loop::Expr depth = loop::IntImm(attrs.GetInt("depth"));
+  auto at = [indices, values, axis, depth](const std::vector<loop::Expr>& idx) {
+    std::vector<loop::Expr> i_idx = idx;
+    i_idx.erase(i_idx.begin() + axis);
+    loop::Expr k = loop::Cast(DType::kInt64, indices.at(i_idx));
+    loop::Expr wrapped = loop::Select(Less(k, loop::IntImm(0)), loop::Add(k, depth), k);
+    return loop::Select(loop::MakeBinary(loop::BinaryOp::kEQ, wrapped, idx[axis]),
+                        values.at({loop::IntImm(1)}), values.at({loop::IntImm(0)}));
+  };
+  return {LTensor{values.dtype, OutShape(ctx, out_types[0]), at}};
+}
+
+// topk, without a sort in loop IR: each element's rank in its line (how many elements come
+// before it in TopK's order, ties by index) is a count over the line, and output j is the
+// element whose rank is j, found by a second reduction over the line. O(len^2) per line,
+// where a sort would be O(len log len); both reductions are materialized. The 16-bit floats
+// compare in f32, where they are exact.
+std::vector<LTensor> LowerTopK(LowerContext& ctx, const std::vector<LTensor>& in,
+                               const Attrs& attrs, const std::vector<Type>& out_types) {
+  const LTensor x = in[0];
+  const int axis = ops::WrapAxis(attrs.GetInt("axis"), x.ndim());
+  const bool largest = attrs.GetBool("largest");
+  const bool is_float = IsFloat(x.dtype);
+  const DType ct =
+      x.dtype == DType::kFloat16 || x.dtype == DType::kBFloat16 ? DType::kFloat32 : x.dtype;
+  const loop::Expr len = x.shape[axis];
+  // TopKBefore in loop IR: NaN (u != u) is larger than every number.
+  auto before = [largest, is_float](const loop::Expr& u, const loop::Expr& v) {
+    loop::Expr cmp = loop::MakeBinary(largest ? loop::BinaryOp::kGT : loop::BinaryOp::kLT, u, v);
+    if (!is_float) return cmp;
+    loop::Expr nu = loop::MakeBinary(loop::BinaryOp::kNE, u, u);
+    loop::Expr nv = loop::MakeBinary(loop::BinaryOp::kNE, v, v);
+    loop::Expr nan_first = largest ? loop::MakeBinary(loop::BinaryOp::kAnd, nu, loop::Not(nv))
+                                   : loop::MakeBinary(loop::BinaryOp::kAnd, loop::Not(nu), nv);
+    return loop::MakeBinary(loop::BinaryOp::kOr, nan_first, cmp);
+  };
+  LTensor rank = ctx.Materialize(
+      LTensor{DType::kInt64, x.shape,
+              [&ctx, x, axis, ct, len, before](const std::vector<loop::Expr>& idx) {
+                loop::Var j = ctx.NewVar("j");
+                std::vector<loop::Expr> other = idx;
+                other[axis] = j;
+                loop::Expr u = loop::Cast(ct, x.at(other)), v = loop::Cast(ct, x.at(idx));
+                loop::Expr tie_first = loop::MakeBinary(
+                    loop::BinaryOp::kAnd, loop::Not(before(v, u)), Less(j, idx[axis]));
+                loop::Expr ahead = loop::MakeBinary(loop::BinaryOp::kOr, before(u, v), tie_first);
+                return loop::Reduce(loop::ReduceKind::kSum,
+                                    loop::Select(ahead, loop::IntImm(1), loop::IntImm(0)),
+                                    {loop::IterVar{j, len}});
+              }},
+      "topk_rank");
+  // Ranks are a permutation of [0, len), so exactly one element of the line has rank j < k:
+  // the sum picks its position, and the values are read there (in bounds by construction).
+  std::vector<loop::Expr> shape = OutShape(ctx, out_types[0]);
+  LTensor index = ctx.Materialize(
+      LTensor{DType::kInt64, shape,
+              [&ctx, rank, axis, len](const std::vector<loop::Expr>& o) {
+                loop::Var i = ctx.NewVar("i");
+                std::vector<loop::Expr> src = o;
+                src[axis] = i;
+                loop::Expr hit = loop::MakeBinary(loop::BinaryOp::kEQ, rank.at(src), o[axis]);
+                return loop::Reduce(loop::ReduceKind::kSum, loop::Select(hit, i, loop::IntImm(0)),
+                                    {loop::IterVar{i, len}});
+              }},
+      "topk_index");
+  LTensor values{x.dtype, shape, [x, index, axis, len](const std::vector<loop::Expr>& o) {
+                   std::vector<loop::Expr> src = o;
+                   src[axis] = index.at(o);
+                   return x.at(FirstElementIfEmpty(len, std::move(src)));
+                 }};
+  return {values, index};
+}
+
+// The index into an operand's dim of extent `extent` under an ellipsis, for the label value
+// `v` of broadcast extent `full`: a dim of 1 broadcasts (reads 0).
+loop::Expr EllipsisIndex(const loop::Expr& extent, const loop::Expr& full, const loop::Expr& v) {
+  int64_t c;
+  if (loop::IsConstInt(extent, &c)) return c == 1 ? loop::IntImm(0) : v;
+  if (SameExtent(extent, full)) return v;
+  return loop::Select(loop::MakeBinary(loop::BinaryOp::kEQ, extent, loop::IntImm(1)),
+                      loop::IntImm(0), v);
+}
+
+// einsum: one reduction over the labels not in the output, of the product of the operands
+// read at the labels' values; no reduction when every label is in the output (a transpose, a
+// diagonal, an outer product). Accumulates as matmul does: i64 for integers (wrapping, as the
+// reference), f64 for f64, f32 for the other floats.
+std::vector<LTensor> LowerEinsum(LowerContext& ctx, const std::vector<LTensor>& in,
+                                 const Attrs& attrs, const std::vector<Type>& out_types) {
+  std::vector<int> ranks;
+  for (const LTensor& t : in) ranks.push_back(t.ndim());
+  const EinsumSpec s = ParseEinsum(attrs.GetString("equation"), ranks, [](const std::string& m) {
+    Throw(ErrorCode::kInvalidArgument, "einsum: ", m);
+  });
+  // Each label's extent: an output label's is its output dim (for the dims under an ellipsis,
+  // the broadcast the relation computed); a summed letter's, its dim in any operand that has it
+  // (they agree). The parse puts every ellipsis dim in the output.
+  const std::vector<loop::Expr> shape = OutShape(ctx, out_types[0]);
+  std::vector<loop::Expr> extent(s.num_labels());
+  for (size_t j = 0; j < s.output.size(); ++j) extent[s.output[j]] = shape[j];
+  for (size_t i = 0; i < in.size(); ++i)
+    for (int d = 0; d < in[i].ndim(); ++d)
+      if (!extent[s.operands[i][d]]) extent[s.operands[i][d]] = in[i].shape[d];
+  const DType dtype = in[0].dtype;
+  const DType acc = !IsFloat(dtype)            ? DType::kInt64
+                    : dtype == DType::kFloat64 ? DType::kFloat64
+                                               : DType::kFloat32;
+  auto at = [&ctx, s, in, extent, dtype, acc](const std::vector<loop::Expr>& idx) {
+    std::vector<loop::Expr> value(s.num_labels());
+    for (size_t j = 0; j < s.output.size(); ++j) value[s.output[j]] = idx[j];
+    std::vector<loop::IterVar> axes;
+    for (int l : s.reduced) {
+      loop::Var v = ctx.NewVar("r");
+      value[l] = v;
+      axes.push_back(loop::IterVar{v, extent[l]});
+    }
+    loop::Expr product;
+    for (size_t i = 0; i < in.size(); ++i) {
+      std::vector<loop::Expr> op_idx;
+      for (int d = 0; d < in[i].ndim(); ++d) {
+        const int l = s.operands[i][d];
+        op_idx.push_back(s.IsEllipsis(l) ? EllipsisIndex(in[i].shape[d], extent[l], value[l])
+                                         : value[l]);
+      }
+      loop::Expr term = loop::Cast(acc, in[i].at(op_idx));
+      product = product ? loop::Mul(product, term) : term;
+    }
+    if (!axes.empty()) product = loop::Reduce(loop::ReduceKind::kSum, product, axes);
+    return loop::Cast(dtype, product);
+  };
+  return {LTensor{dtype, shape, at}};
+}
+
+// eye_like: 1 where column - row == k.
+std::vector<LTensor> LowerEyeLike(LowerContext& ctx, const std::vector<LTensor>&,
+                                  const Attrs& attrs, const std::vector<Type>& out_types) {
+  const DType dtype = attrs.GetDType("dtype");
+  const loop::Expr k = loop::IntImm(attrs.GetInt("k"));
+  auto at = [dtype, k](const std::vector<loop::Expr>& idx) {
+    loop::Expr on = loop::MakeBinary(loop::BinaryOp::kEQ, loop::Sub(idx[1], idx[0]), k);
+    return loop::Select(on, loop::MakeConst(1, dtype), loop::MakeConst(0, dtype));
+  };
+  return {LTensor{dtype, OutShape(ctx, out_types[0]), at}};
+}
+
+// constant_of_shape: the value converted as Tensor::SetFromDouble does (the loop IR's casts
+// match it, as for range); bool is value != 0.
+std::vector<LTensor> LowerConstantOfShape(LowerContext& ctx, const std::vector<LTensor>&,
+                                          const Attrs& attrs, const std::vector<Type>& out_types) {
+  const DType dtype = attrs.GetDType("dtype");
+  const double value = attrs.GetFloat("value");
+  const loop::Expr v = dtype == DType::kBool
+                           ? loop::BoolImm(value != 0)
+                           : loop::Cast(dtype, loop::FloatImm(value, DType::kFloat64));
+  return {LTensor{dtype, OutShape(ctx, out_types[0]),
+                  [v](const std::vector<loop::Expr>&) { return v; }}};
+}
+
+// reverse_sequence: time step t of batch entry b reads step len - 1 - t when t < len, with
+// len clamped into [0, steps] as the reference does, so every read is in bounds.
+std::vector<LTensor> LowerReverseSequence(LowerContext&, const std::vector<LTensor>& in,
+                                          const Attrs& attrs, const std::vector<Type>&) {
+  const LTensor x = in[0], lens = in[1];
+  const int batch = ops::WrapAxis(attrs.GetInt("batch_axis"), x.ndim());
+  const int time = ops::WrapAxis(attrs.GetInt("time_axis"), x.ndim());
+  auto at = [x, lens, batch, time](const std::vector<loop::Expr>& idx) {
+    const loop::Expr& steps = x.shape[time];
+    loop::Expr len = loop::Cast(DType::kInt64, lens.at({idx[batch]}));
+    len = loop::Max(loop::Min(len, steps), loop::IntImm(0));
+    const loop::Expr& t = idx[time];
+    std::vector<loop::Expr> src = idx;
+    src[time] = loop::Select(Less(t, len), loop::Sub(loop::Sub(len, loop::IntImm(1)), t), t);
+    return x.at(src);
+  };
+  return {lower::Map(x, x.dtype, at)};
+}
+
 }  // namespace
 
 void RegisterSelectOps(OpRegistry& r) {
@@ -1395,6 +2052,90 @@ void RegisterSelectOps(OpRegistry& r) {
       .type_rel = RangeRel,
       .ref_kernel = RangeKernel,
       .lower = LowerRange,
+  });
+  r.Register(OpDef{
+      .name = "one_hot",
+      .doc = "ONNX OneHot: inputs indices (any numeric dtype; floats are cast to i64 as kiln's "
+             "cast does) and values [off, on]; the output has a new axis `axis` of size `depth` "
+             "and the dtype of values, on where the index names that class. Negative indices "
+             "count from depth; one outside [-depth, depth) gives all off.",
+      .min_inputs = 2,
+      .max_inputs = 2,
+      .attrs = {{"depth", AttrKind::kInt, std::nullopt, CheckPositive},
+                {"axis", AttrKind::kInt, AttrValue{int64_t{-1}}}},
+      .pattern = OpPattern::kInjective,
+      .type_rel = OneHotRel,
+      .ref_kernel = OneHotKernel,
+      .lower = LowerOneHot,
+  });
+  r.Register(OpDef{
+      .name = "topk",
+      .doc = "ONNX TopK: the k largest (or smallest) elements along `axis` and their positions "
+             "(i64), as a tuple, in order; equal elements by position, NaN larger than every "
+             "number. Always sorted (`sorted` = false allows any order). Compiled without a "
+             "sort: O(len^2) per line.",
+      .attrs = {{"k", AttrKind::kInt, std::nullopt, CheckNonNegative},
+                {"axis", AttrKind::kInt, AttrValue{int64_t{-1}}},
+                {"largest", AttrKind::kBool, AttrValue{true}},
+                {"sorted", AttrKind::kBool, AttrValue{true}}},
+      .pattern = OpPattern::kOpaque,
+      .type_rel = TopKRel,
+      .ref_kernel = TopKKernel,
+      .lower = LowerTopK,
+  });
+  r.Register(OpDef{
+      .name = "einsum",
+      .doc = "ONNX Einsum: `equation` names each operand's dims by letters (`...` for "
+             "broadcast leading dims) and the output's after `->` (implicit: the letters that "
+             "occur once, alphabetically); letters missing from the output are summed over. "
+             "Integers accumulate in wrapping i64; compiled f32/f16/bf16 accumulate in f32.",
+      .min_inputs = 1,
+      .max_inputs = -1,
+      .attrs = {{"equation", AttrKind::kString, std::nullopt}},
+      .pattern = OpPattern::kOutputFusable,
+      .type_rel = EinsumRel,
+      .ref_kernel = EinsumKernel,
+      .lower = LowerEinsum,
+  });
+  r.Register(OpDef{
+      .name = "eye_like",
+      .doc = "ONNX EyeLike: a matrix of the input's (2-D) shape and of `dtype`, 1 on diagonal "
+             "k (column - row == k) and 0 elsewhere; the input's values are not read. dtype "
+             "is required (the ONNX converter passes the input's when the node has none).",
+      .attrs = {{"k", AttrKind::kInt, AttrValue{int64_t{0}}},
+                {"dtype", AttrKind::kDType, std::nullopt}},
+      .pattern = OpPattern::kInjective,
+      .type_rel = EyeLikeRel,
+      .ref_kernel = EyeLikeKernel,
+      .lower = LowerEyeLike,
+  });
+  r.Register(OpDef{
+      .name = "constant_of_shape",
+      .doc = "ONNX ConstantOfShape: a tensor of `shape` and `dtype` filled with `value`, which "
+             "integer dtypes need whole and in range.",
+      .min_inputs = 0,
+      .max_inputs = 0,
+      .attrs = {{"shape", AttrKind::kInts, std::nullopt, ops::CheckNonNegativeInts()},
+                {"value", AttrKind::kFloat, AttrValue{0.0}},
+                {"dtype", AttrKind::kDType, AttrValue{DType::kFloat32}}},
+      .pattern = OpPattern::kInjective,
+      .type_rel = ConstantOfShapeRel,
+      .ref_kernel = ConstantOfShapeKernel,
+      .lower = LowerConstantOfShape,
+  });
+  r.Register(OpDef{
+      .name = "reverse_sequence",
+      .doc = "ONNX ReverseSequence: for each entry b along `batch_axis`, the first "
+             "sequence_lens[b] elements along `time_axis` in reverse order, the rest as they "
+             "are. Lengths are clamped into [0, steps].",
+      .min_inputs = 2,
+      .max_inputs = 2,
+      .attrs = {{"batch_axis", AttrKind::kInt, AttrValue{int64_t{1}}},
+                {"time_axis", AttrKind::kInt, AttrValue{int64_t{0}}}},
+      .pattern = OpPattern::kInjective,
+      .type_rel = ReverseSequenceRel,
+      .ref_kernel = ReverseSequenceKernel,
+      .lower = LowerReverseSequence,
   });
 }
 

@@ -10,6 +10,8 @@
 #include "common/models.h"
 #include "engine/engine.h"
 #include "ir/interpreter.h"
+#include "ir/text.h"
+#include "ir/type_infer.h"
 
 namespace kiln {
 namespace {
@@ -326,6 +328,74 @@ TEST(EngineErrors, PassConfigReachesTheCompiler) {
   std::vector<Tensor> in{RandomTensor(DType::kFloat32, {3, 8})};
   EXPECT_GT(b.Prepare(*m, in)->launches.size(), a.Prepare(*m, in)->launches.size());
   ExpectMatchesInterpreter(b, *m, in);
+}
+
+// A shape given as an input (ONNX Reshape's second input): the engine specializes on its
+// values as on shapes, one executable per distinct value, and a repeat value is a hit.
+TEST(EngineValueInputs, SpecializesOnTheValuesOfShapeInputs) {
+  ModelPtr m = Model::Create(InferTypes(ParseModule(R"(
+def @main(%x: f32[n], %s: i64[2]) {
+  relu(dyn.reshape(%x, %s))
+}
+)"))
+                                 .Lookup("main"),
+                             "m");
+  EXPECT_EQ(m->value_inputs(), std::vector<int>{1});
+  Engine engine;
+  Tensor x = RandomTensor(DType::kFloat32, {6}, 11);
+  auto run = [&](std::vector<int64_t> s) {
+    std::vector<Tensor> in{x, Tensor::FromVector<int64_t>({2}, s)};
+    std::vector<Tensor> out = engine.Run(*m, in);
+    EXPECT_EQ(out.at(0).shape(), s);
+    EXPECT_TRUE(TensorsNear(out[0], Interpret(m->graph(), in).at(0)));
+  };
+  run({2, 3});
+  run({3, 2});
+  run({2, 3});
+  EngineStats st = engine.stats();
+  EXPECT_EQ(st.misses, 2u);
+  EXPECT_EQ(st.hits, 1u);
+  ASSERT_EQ(st.shapes.size(), 2u);
+  EXPECT_THAT(st.shapes[0].shape_key, HasSubstr("s: i64[2] = [2, 3]"));
+  // Values are bounded: they are part of the key.
+  Tensor big = Tensor::Empty(DType::kInt64, {5000});
+  EXPECT_THAT(ErrorMessage([&] {
+                engine.Run(*m, std::vector<Tensor>{x, big});
+              }),
+              AllOf(HasSubstr("input 1 's' sets shapes"), HasSubstr("at most 4096")));
+}
+
+// A shape computed from shapes (Shape -> Gather -> Concat -> Reshape) costs nothing at run
+// time: the executable has the kernels of the static model that computes the same thing.
+TEST(EngineValueInputs, ComputedShapesFoldAwayAtSpecialization) {
+  ModelPtr dyn = Model::Create(InferTypes(ParseModule(R"(
+def @main(%x: f32[n, 4]) {
+  %s = shape(%x)
+  %t = concat(gather(%s, const(i64[1], [0]), axis=0), const(i64[2], [2, 2]), axis=0)
+  exp(dyn.reshape(%x, %t))
+}
+)"))
+                                   .Lookup("main"),
+                               "dyn");
+  ModelPtr st = Model::Create(InferTypes(ParseModule(R"(
+def @main(%x: f32[n, 4]) {
+  exp(reshape(%x, shape=[-1, 2, 2]))
+}
+)"))
+                                  .Lookup("main"),
+                              "static");
+  EXPECT_TRUE(dyn->value_inputs().empty());
+  Engine engine;
+  for (int64_t n : {1, 5}) {
+    std::vector<Tensor> in{RandomTensor(DType::kFloat32, {n, 4}, 12 + n)};
+    std::vector<Tensor> got = engine.Run(*dyn, in);
+    std::vector<Tensor> want = engine.Run(*st, in);
+    EXPECT_EQ(got.at(0).shape(), (std::vector<int64_t>{n, 2, 2}));
+    EXPECT_TRUE(TensorsNear(got[0], want.at(0)));
+  }
+  EngineStats s = engine.stats();
+  ASSERT_EQ(s.shapes.size(), 4u);
+  EXPECT_EQ(s.shapes[0].kernels, s.shapes[1].kernels);
 }
 
 }  // namespace

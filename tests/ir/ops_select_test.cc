@@ -1,5 +1,5 @@
 // Type relations and reference kernels of concat, split, slice, gather, gather_elements, trilu,
-// range.
+// range, one_hot, topk, einsum, eye_like, constant_of_shape, reverse_sequence.
 #include <gmock/gmock.h>
 
 #include <limits>
@@ -845,6 +845,360 @@ TEST(SelectOps, UnknownAttributeIsNamed) {
     EXPECT_THAT(ErrorMessage([&] { InferOpType(op, args, attrs); }),
                 HasSubstr(StrCat("op '", op, "' has no attribute 'bogus'")));
   }
+}
+
+// ---------------------------------------------------------------- one_hot
+
+Attrs OneHotAttrs(int64_t depth, int64_t axis = -1) {
+  return {{"depth", depth}, {"axis", axis}};
+}
+
+TEST(OneHot, Shapes) {
+  EXPECT_EQ(Infer("one_hot", {I64({3}), F32({2})}, OneHotAttrs(10)), "f32[3, 10]");
+  EXPECT_EQ(Infer("one_hot", {I64({3}), F32({2})}, OneHotAttrs(10, 0)), "f32[10, 3]");
+  EXPECT_EQ(Infer("one_hot", {F32({2, 2}), F32({2})}, OneHotAttrs(10, 1)), "f32[2, 10, 2]");
+  EXPECT_EQ(Infer("one_hot", {F32({2, 2}), F32({2})}, OneHotAttrs(10, -2)), "f32[2, 10, 2]");
+  EXPECT_EQ(Infer("one_hot", {I64({S("b")}), TensorType({2}, DType::kInt32)}, OneHotAttrs(5)),
+            "i32[b, 5]");
+  EXPECT_EQ(Infer("one_hot", {I64({}), F32({2})}, OneHotAttrs(4)), "f32[4]");
+}
+
+TEST(OneHot, Errors) {
+  EXPECT_EQ(InferError("one_hot", {I64({3}), F32({3})}, OneHotAttrs(10)),
+            "one_hot: values [3] must hold two elements, [off, on]: 3 != 2");
+  EXPECT_THAT(InferError("one_hot", {I64({3}), F32({2, 1})}, OneHotAttrs(10)),
+              HasSubstr("values [2, 1] must hold two elements"));
+  EXPECT_THAT(InferError("one_hot", {TensorType({3}, DType::kBool), F32({2})}, OneHotAttrs(10)),
+              HasSubstr("indices must be a numeric (non-bool) dtype, got bool"));
+  EXPECT_THAT(InferError("one_hot", {I64({3}), F32({2})}, OneHotAttrs(10, 2)),
+              HasSubstr("axis 2 is out of range for rank 2"));
+  EXPECT_THAT(InferError("one_hot", {I64({3}), F32({2})}, OneHotAttrs(0)),
+              HasSubstr("attribute 'depth' = 0: must be positive"));
+  EXPECT_THAT(InferError("one_hot", {I64({3}), F32({2})}),
+              HasSubstr("required attribute 'depth' is missing"));
+}
+
+TEST(OneHot, KernelHandValues) {
+  // ONNX's example: negative indices count from depth.
+  Tensor values = MakeTensor<float>({2}, {1, 3});
+  Tensor y = RunOpReference("one_hot", {MakeTensor<int64_t>({3}, {0, -7, -8}), values},
+                            OneHotAttrs(10, 1))[0];
+  std::vector<float> want(30, 1);
+  want[0] = want[10 + 3] = want[20 + 2] = 3;
+  EXPECT_TRUE(TensorsNear(y, MakeTensor<float>({3, 10}, want)));
+  // Out of [-depth, depth): all off. Floats truncate toward zero; NaN reads as 0.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor on_off = MakeTensor<int32_t>({2}, {0, 1});
+  EXPECT_TRUE(
+      TensorsNear(RunOpReference("one_hot", {MakeTensor<int64_t>({4}, {3, -4, 4, kMin}), on_off},
+                                 OneHotAttrs(3))[0],
+                  MakeTensor<int32_t>({4, 3}, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})));
+  EXPECT_TRUE(TensorsNear(
+      RunOpReference("one_hot", {MakeTensor<float>({4}, {1.7f, -0.5f, -2.9f, nan}), on_off},
+                     OneHotAttrs(3))[0],
+      MakeTensor<int32_t>({4, 3}, {0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0})));
+  // The new axis first: out[d, i, j] = (indices[i, j] == d).
+  Tensor idx = MakeTensor<int32_t>({2, 2}, {1, 0, 2, 1});
+  EXPECT_TRUE(TensorsNear(
+      RunOpReference("one_hot", {idx, MakeTensor<float>({2}, {-1, 5})}, OneHotAttrs(3, 0))[0],
+      MakeTensor<float>({3, 2, 2}, {-1, 5, -1, -1, 5, -1, -1, 5, -1, -1, 5, -1})));
+}
+
+// ---------------------------------------------------------------- topk
+
+Attrs TopKAttrs(int64_t k, int64_t axis = -1, bool largest = true) {
+  return {{"k", k}, {"axis", axis}, {"largest", largest}};
+}
+
+TEST(TopK, Shapes) {
+  EXPECT_EQ(Infer("topk", {F32({3, 4})}, TopKAttrs(3, 1)), "(f32[3, 3], i64[3, 3])");
+  EXPECT_EQ(Infer("topk", {I64({5, 2})}, TopKAttrs(0, 0)), "(i64[0, 2], i64[0, 2])");
+  EXPECT_EQ(Infer("topk", {F32({S("b"), S("n")})}, TopKAttrs(2)), "(f32[b, 2], i64[b, 2])");
+}
+
+TEST(TopK, Errors) {
+  EXPECT_EQ(InferError("topk", {F32({3, 4})}, TopKAttrs(5)),
+            "topk: k = 5 is larger than axis 1 of input [3, 4]");
+  EXPECT_THAT(InferError("topk", {TensorType({3}, DType::kBool)}, TopKAttrs(1)),
+              HasSubstr("input must be a numeric (non-bool) dtype"));
+  EXPECT_THAT(InferError("topk", {F32({})}, TopKAttrs(0)), HasSubstr("got a scalar"));
+  EXPECT_THAT(InferError("topk", {F32({3})}, TopKAttrs(1, 1)),
+              HasSubstr("axis 1 is out of range for rank 1"));
+  EXPECT_THAT(InferError("topk", {F32({3})}, TopKAttrs(-1)),
+              HasSubstr("attribute 'k' = -1: must not be negative"));
+}
+
+TEST(TopK, KernelHandValues) {
+  // ONNX's example.
+  Tensor x = MakeTensor<float>({3, 4}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  std::vector<Tensor> r = RunOpReference("topk", {x}, TopKAttrs(3, 1));
+  EXPECT_TRUE(TensorsNear(r[0], MakeTensor<float>({3, 3}, {3, 2, 1, 7, 6, 5, 11, 10, 9})));
+  EXPECT_TRUE(TensorsNear(r[1], MakeTensor<int64_t>({3, 3}, {3, 2, 1, 3, 2, 1, 3, 2, 1})));
+  r = RunOpReference("topk", {x}, TopKAttrs(2, 0, false));
+  EXPECT_TRUE(TensorsNear(r[0], MakeTensor<float>({2, 4}, {0, 1, 2, 3, 4, 5, 6, 7})));
+  EXPECT_TRUE(TensorsNear(r[1], MakeTensor<int64_t>({2, 4}, {0, 0, 0, 0, 1, 1, 1, 1})));
+  // Ties go to the lower index.
+  Tensor t = MakeTensor<int32_t>({5}, {3, 1, 3, 2, 3});
+  r = RunOpReference("topk", {t}, TopKAttrs(3));
+  EXPECT_TRUE(TensorsNear(r[0], MakeTensor<int32_t>({3}, {3, 3, 3})));
+  EXPECT_TRUE(TensorsNear(r[1], MakeTensor<int64_t>({3}, {0, 2, 4})));
+  r = RunOpReference("topk", {t}, TopKAttrs(4, 0, false));
+  EXPECT_TRUE(TensorsNear(r[0], MakeTensor<int32_t>({4}, {1, 2, 3, 3})));
+  EXPECT_TRUE(TensorsNear(r[1], MakeTensor<int64_t>({4}, {1, 3, 0, 2})));
+  // NaN is larger than every number.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor n = MakeTensor<float>({4}, {1, nan, 3, nan});
+  r = RunOpReference("topk", {n}, TopKAttrs(3));
+  EXPECT_TRUE(TensorsNear(r[0], MakeTensor<float>({3}, {nan, nan, 3})));
+  EXPECT_TRUE(TensorsNear(r[1], MakeTensor<int64_t>({3}, {1, 3, 2})));
+  r = RunOpReference("topk", {n}, TopKAttrs(3, 0, false));
+  EXPECT_TRUE(TensorsNear(r[0], MakeTensor<float>({3}, {1, 3, nan})));
+  EXPECT_TRUE(TensorsNear(r[1], MakeTensor<int64_t>({3}, {0, 2, 1})));
+  // i64 values beyond 2^53 compare exactly.
+  Tensor big = MakeTensor<int64_t>({2}, {(int64_t{1} << 60) + 1, (int64_t{1} << 60) + 2});
+  r = RunOpReference("topk", {big}, TopKAttrs(1));
+  EXPECT_TRUE(TensorsNear(r[1], MakeTensor<int64_t>({1}, {1})));
+}
+
+// ---------------------------------------------------------------- einsum
+
+std::string InferEinsum(const std::string& eq, const std::vector<Type>& args) {
+  return Infer("einsum", args, {{"equation", eq}});
+}
+
+std::string EinsumError(const std::string& eq, const std::vector<Type>& args) {
+  return InferError("einsum", args, {{"equation", eq}});
+}
+
+Tensor RunEinsum(const std::string& eq, const std::vector<Tensor>& in) {
+  return RunOpReference("einsum", in, {{"equation", eq}})[0];
+}
+
+TEST(Einsum, Shapes) {
+  EXPECT_EQ(InferEinsum("ij,jk->ik", {F32({2, 3}), F32({3, 4})}), "f32[2, 4]");
+  EXPECT_EQ(InferEinsum("ij,jk", {F32({2, 3}), F32({3, 4})}), "f32[2, 4]");
+  EXPECT_EQ(InferEinsum("bij, bjk -> bik", {F32({5, 2, 3}), F32({5, 3, 4})}), "f32[5, 2, 4]");
+  EXPECT_EQ(InferEinsum("ij->ji", {F32({3, 4})}), "f32[4, 3]");
+  EXPECT_EQ(InferEinsum("ba", {F32({3, 4})}), "f32[4, 3]");  // implicit: alphabetical
+  EXPECT_EQ(InferEinsum("ij->", {F32({3, 4})}), "f32[]");
+  EXPECT_EQ(InferEinsum("ij->i", {F32({3, 4})}), "f32[3]");
+  EXPECT_EQ(InferEinsum("ii->i", {F32({3, 3})}), "f32[3]");
+  EXPECT_EQ(InferEinsum("ii", {F32({3, 3})}), "f32[]");
+  EXPECT_EQ(InferEinsum("i,j->ij", {F32({3}), F32({4})}), "f32[3, 4]");
+  EXPECT_EQ(InferEinsum("i,i", {F32({5}), F32({5})}), "f32[]");
+  EXPECT_EQ(InferEinsum(",i->i", {F32({}), F32({5})}), "f32[5]");
+  EXPECT_EQ(InferEinsum("...ij,...jk->...ik", {F32({5, 2, 3}), F32({3, 4})}), "f32[5, 2, 4]");
+  EXPECT_EQ(InferEinsum("...ij,...jk", {F32({5, 1, 2, 3}), F32({7, 3, 4})}), "f32[5, 7, 2, 4]");
+  EXPECT_EQ(InferEinsum("...ii ->...i", {F32({3, 5, 5})}), "f32[3, 5]");
+  EXPECT_EQ(InferEinsum("i...->...", {F32({3, 5, 6})}), "f32[5, 6]");
+  EXPECT_EQ(
+      InferEinsum("ij,jk", {TensorType({2, 3}, DType::kInt32), TensorType({3, 4}, DType::kInt32)}),
+      "i32[2, 4]");
+  std::vector<DimConstraint> cs;
+  EXPECT_EQ(Infer("einsum", {F32({S("m"), S("n")}), F32({S("k"), S("p")})},
+                  {{"equation", std::string("ij,jk")}}, &cs),
+            "f32[m, p]");
+  ASSERT_EQ(cs.size(), 1u);
+  EXPECT_THAT(cs[0].ToString(), HasSubstr("letter 'j' has different sizes"));
+}
+
+TEST(Einsum, Errors) {
+  EXPECT_EQ(EinsumError("ij,jk->ik", {F32({2, 3}), F32({4, 5})}),
+            "einsum: equation \"ij,jk->ik\": letter 'j' has different sizes in input 0 [2, 3] "
+            "and input 1 [4, 5]: 3 != 4");
+  EXPECT_THAT(EinsumError("ii", {F32({2, 3})}),
+              HasSubstr("letter 'i' has different sizes in input 0 [2, 3] and input 0 [2, 3]"));
+  EXPECT_THAT(EinsumError("ij,jk", {F32({2, 3})}),
+              HasSubstr("equation \"ij,jk\": has 2 operand terms but the op has 1 input"));
+  EXPECT_THAT(EinsumError("ijk", {F32({2, 3})}),
+              HasSubstr("operand 0 \"ijk\" has 3 subscripts but input 0 has rank 2"));
+  EXPECT_THAT(EinsumError("...ijk", {F32({2, 3})}),
+              HasSubstr("operand 0 \"...ijk\" has 3 subscripts but input 0 has rank 2"));
+  EXPECT_THAT(EinsumError("ij->i2", {F32({2, 3})}),
+              HasSubstr("the output \"i2\" has '2', which is neither a letter nor part of '...'"));
+  EXPECT_THAT(EinsumError("i.j", {F32({2, 3})}), HasSubstr("has '.', which is neither"));
+  EXPECT_THAT(EinsumError("...i...", {F32({2, 3})}), HasSubstr("has two ellipses"));
+  EXPECT_THAT(EinsumError("ij->k", {F32({2, 3})}), HasSubstr("output letter 'k' is in no operand"));
+  EXPECT_THAT(EinsumError("ij->ii", {F32({2, 3})}),
+              HasSubstr("letter 'i' appears twice in the output"));
+  EXPECT_THAT(EinsumError("...ij->ij", {F32({4, 2, 3})}),
+              HasSubstr("the operands' ellipses stand for 1 dims, so the output needs '...' too"));
+  EXPECT_THAT(EinsumError("...i,...i", {F32({2, 3}), F32({4, 3})}),
+              HasSubstr("the dims under '...' do not broadcast: 2 vs 4"));
+  EXPECT_THAT(EinsumError("i,i", {F32({2}), I64({2})}),
+              HasSubstr("input 1 has dtype i64 but input 0 has f32"));
+  EXPECT_THAT(EinsumError("i", {TensorType({2}, DType::kBool)}),
+              HasSubstr("input must be a numeric (non-bool) dtype"));
+  EXPECT_THAT(ErrorMessage([] { InferOpType("einsum", {F32({2})}); }),
+              HasSubstr("required attribute 'equation' is missing"));
+}
+
+TEST(Einsum, KernelHandValues) {
+  Tensor a = MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor b = MakeTensor<float>({3, 2}, {1, -1, 2, 0, 0, 3});
+  EXPECT_TRUE(
+      TensorsNear(RunEinsum("ij,jk->ik", {a, b}), MakeTensor<float>({2, 2}, {5, 8, 14, 14})));
+  EXPECT_TRUE(TensorsNear(RunEinsum("ij,jk", {a, b}), MakeTensor<float>({2, 2}, {5, 8, 14, 14})));
+  // Transposed operand, output transposed: (a b)^T = b^T a^T.
+  EXPECT_TRUE(
+      TensorsNear(RunEinsum("ij,jk->ki", {a, b}), MakeTensor<float>({2, 2}, {5, 14, 8, 14})));
+  EXPECT_TRUE(TensorsNear(RunEinsum("ij->ji", {a}), MakeTensor<float>({3, 2}, {1, 4, 2, 5, 3, 6})));
+  EXPECT_TRUE(TensorsNear(RunEinsum("ij->", {a}), Tensor::Scalar<float>(21)));
+  EXPECT_TRUE(TensorsNear(RunEinsum("ij->j", {a}), MakeTensor<float>({3}, {5, 7, 9})));
+  Tensor sq = MakeTensor<float>({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  EXPECT_TRUE(TensorsNear(RunEinsum("ii->i", {sq}), MakeTensor<float>({3}, {1, 5, 9})));
+  EXPECT_TRUE(TensorsNear(RunEinsum("ii", {sq}), Tensor::Scalar<float>(15)));
+  Tensor u = MakeTensor<float>({2}, {1, 2}), v = MakeTensor<float>({3}, {3, 4, 5});
+  EXPECT_TRUE(
+      TensorsNear(RunEinsum("i,j->ij", {u, v}), MakeTensor<float>({2, 3}, {3, 4, 5, 6, 8, 10})));
+  EXPECT_TRUE(TensorsNear(RunEinsum("i,i", {v, v}), Tensor::Scalar<float>(50)));
+  // ONNX's inner product example in f64: the sum of the products.
+  Tensor x = MakeTensor<double>({2}, {1.5, -2.25}), y = MakeTensor<double>({2}, {4, 2});
+  EXPECT_TRUE(TensorsNear(RunEinsum("i,i", {x, y}), Tensor::Scalar<double>(1.5)));
+  // Batch diagonal with an ellipsis; broadcast under the ellipsis.
+  Tensor bd = MakeTensor<int32_t>({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  EXPECT_TRUE(
+      TensorsNear(RunEinsum("...ii->...i", {bd}), MakeTensor<int32_t>({2, 2}, {1, 4, 5, 8})));
+  Tensor scale = MakeTensor<int32_t>({1, 2}, {10, -1});
+  EXPECT_TRUE(TensorsNear(RunEinsum("...j,...j->...", {bd, scale}),
+                          MakeTensor<int32_t>({2, 2}, {8, 26, 44, 62})));
+  // A scalar operand; integer sums wrap as i64 arithmetic truncated to the dtype.
+  EXPECT_TRUE(TensorsNear(RunEinsum(",i->i", {Tensor::Scalar<float>(2), v}),
+                          MakeTensor<float>({3}, {6, 8, 10})));
+  Tensor i8 = MakeTensor<int8_t>({2}, {100, 100});
+  EXPECT_TRUE(TensorsNear(RunEinsum("i,i", {i8, MakeTensor<int8_t>({2}, {1, 1})}),
+                          Tensor::Scalar<int8_t>(static_cast<int8_t>(200 - 256))));
+  // Empty reduction: zeros.
+  EXPECT_TRUE(TensorsNear(RunEinsum("ij,jk", {Tensor::Empty(DType::kFloat32, {2, 0}),
+                                              Tensor::Empty(DType::kFloat32, {0, 3})}),
+                          MakeTensor<float>({2, 3}, std::vector<float>(6, 0))));
+}
+
+TEST(Einsum, BatchMatmulMatchesMatmul) {
+  Tensor a = RandomTensor(DType::kFloat32, {4, 3, 5}, 21);
+  Tensor b = RandomTensor(DType::kFloat32, {4, 5, 2}, 22);
+  EXPECT_TRUE(TensorsNear(RunEinsum("bij,bjk->bik", {a, b}), RunOpReference("matmul", {a, b})[0]));
+  EXPECT_TRUE(
+      TensorsNear(RunEinsum("...ij,...jk->...ik", {a, b}), RunOpReference("matmul", {a, b})[0]));
+}
+
+// ---------------------------------------------------------------- eye_like
+
+TEST(EyeLike, Shapes) {
+  EXPECT_EQ(Infer("eye_like", {TensorType({3, 4}, DType::kInt32)}, {{"dtype", DType::kFloat64}}),
+            "f64[3, 4]");
+  EXPECT_EQ(
+      Infer("eye_like", {F32({S("n"), S("n")})}, {{"dtype", DType::kFloat32}, {"k", int64_t{-1}}}),
+      "f32[n, n]");
+  EXPECT_THAT(InferError("eye_like", {F32({3})}, {{"dtype", DType::kFloat32}}),
+              HasSubstr("input [3] must be 2-D"));
+  EXPECT_THAT(ErrorMessage([] {
+                InferOpType("eye_like", {F32({3, 3})});
+              }),
+              HasSubstr("required attribute 'dtype' is missing"));
+}
+
+TEST(EyeLike, KernelHandValues) {
+  Tensor x = RandomTensor(DType::kFloat32, {3, 4}, 3);
+  auto run = [&](int64_t k, DType dt) {
+    return RunOpReference("eye_like", {x}, {{"k", k}, {"dtype", dt}})[0];
+  };
+  EXPECT_TRUE(TensorsNear(run(0, DType::kFloat32),
+                          MakeTensor<float>({3, 4}, {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0})));
+  EXPECT_TRUE(TensorsNear(run(1, DType::kInt32),
+                          MakeTensor<int32_t>({3, 4}, {0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1})));
+  EXPECT_TRUE(TensorsNear(run(-2, DType::kBool),
+                          MakeTensor<bool>({3, 4}, {false, false, false, false, false, false, false,
+                                                    false, true, false, false, false})));
+  EXPECT_TRUE(
+      TensorsNear(run(4, DType::kFloat32), MakeTensor<float>({3, 4}, std::vector<float>(12, 0))));
+}
+
+// ---------------------------------------------------------------- constant_of_shape
+
+Attrs ConstantAttrs(V shape, double value = 0, DType dt = DType::kFloat32) {
+  return {{"shape", shape}, {"value", value}, {"dtype", dt}};
+}
+
+TEST(ConstantOfShape, Shapes) {
+  EXPECT_EQ(Infer("constant_of_shape", {}, ConstantAttrs({4, 3, 2}, 1)), "f32[4, 3, 2]");
+  EXPECT_EQ(Infer("constant_of_shape", {}, ConstantAttrs({}, 1)), "f32[]");
+  EXPECT_EQ(Infer("constant_of_shape", {}, ConstantAttrs({0}, 0, DType::kInt32)), "i32[0]");
+  EXPECT_EQ(Infer("constant_of_shape", {}, {{"shape", V{2}}}), "f32[2]");
+  EXPECT_EQ(InferError("constant_of_shape", {}, ConstantAttrs({2}, 1.5, DType::kInt32)),
+            "constant_of_shape: value 1.5 is not representable in i32");
+  EXPECT_THAT(InferError("constant_of_shape", {}, ConstantAttrs({2}, 256, DType::kUInt8)),
+              HasSubstr("value 256.0 is not representable in u8"));
+  EXPECT_THAT(ErrorMessage([] {
+                InferOpType("constant_of_shape", {}, ConstantAttrs({2, -1}));
+              }),
+              HasSubstr("attribute 'shape' = [2, -1]: must not be negative, got -1"));
+  EXPECT_THAT(
+      InferError("constant_of_shape", {}, ConstantAttrs({int64_t{1} << 40, int64_t{1} << 40})),
+      HasSubstr("has too many elements"));
+  EXPECT_THAT(
+      ErrorMessage([] { InferOpType("constant_of_shape", {F32({2})}, ConstantAttrs({2})); }),
+      HasSubstr("expects 0 inputs, got 1"));
+}
+
+TEST(ConstantOfShape, KernelHandValues) {
+  EXPECT_TRUE(TensorsNear(RunOpReference("constant_of_shape", {}, ConstantAttrs({2, 2}, 1.5))[0],
+                          MakeTensor<float>({2, 2}, {1.5, 1.5, 1.5, 1.5})));
+  EXPECT_TRUE(
+      TensorsNear(RunOpReference("constant_of_shape", {}, ConstantAttrs({3}, -7, DType::kInt64))[0],
+                  MakeTensor<int64_t>({3}, {-7, -7, -7})));
+  EXPECT_TRUE(
+      TensorsNear(RunOpReference("constant_of_shape", {}, ConstantAttrs({}, 1, DType::kBool))[0],
+                  Tensor::Scalar<bool>(true)));
+  EXPECT_EQ(RunOpReference("constant_of_shape", {}, ConstantAttrs({4, 0}))[0].numel(), 0);
+}
+
+// ---------------------------------------------------------------- reverse_sequence
+
+Attrs ReverseAttrs(int64_t batch_axis, int64_t time_axis) {
+  return {{"batch_axis", batch_axis}, {"time_axis", time_axis}};
+}
+
+TEST(ReverseSequence, Shapes) {
+  EXPECT_EQ(Infer("reverse_sequence", {F32({4, 3}), I64({3})}), "f32[4, 3]");
+  EXPECT_EQ(
+      Infer("reverse_sequence", {F32({S("b"), S("t"), 2}), I64({S("b")})}, ReverseAttrs(0, 1)),
+      "f32[b, t, 2]");
+  EXPECT_EQ(InferError("reverse_sequence", {F32({4, 3}), I64({4})}),
+            "reverse_sequence: sequence_lens [4] must hold one length per batch entry (axis 1 of "
+            "input [4, 3]): 4 != 3");
+  EXPECT_THAT(InferError("reverse_sequence", {F32({4, 3}), F32({3})}),
+              HasSubstr("sequence_lens must be i32 or i64, got f32"));
+  EXPECT_THAT(InferError("reverse_sequence", {F32({4}), I64({4})}),
+              HasSubstr("input [4] must have rank 2 or more"));
+  EXPECT_THAT(InferError("reverse_sequence", {F32({4, 4}), I64({4})}, ReverseAttrs(1, 1)),
+              HasSubstr("batch_axis and time_axis are both axis 1"));
+  EXPECT_THAT(InferError("reverse_sequence", {F32({4, 4}), I64({4})}, ReverseAttrs(2, 0)),
+              HasSubstr("batch_axis 2 is out of range"));
+}
+
+TEST(ReverseSequence, KernelHandValues) {
+  Tensor x = MakeTensor<float>({4, 4}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
+  // ONNX's examples: time along axis 0, then along axis 1.
+  EXPECT_TRUE(TensorsNear(
+      RunOpReference("reverse_sequence", {x, MakeTensor<int64_t>({4}, {4, 3, 2, 1})})[0],
+      MakeTensor<float>({4, 4}, {12, 9, 6, 3, 8, 5, 2, 7, 4, 1, 10, 11, 0, 13, 14, 15})));
+  EXPECT_TRUE(TensorsNear(
+      RunOpReference("reverse_sequence", {x, MakeTensor<int32_t>({4}, {1, 2, 3, 4})},
+                     ReverseAttrs(0, 1))[0],
+      MakeTensor<float>({4, 4}, {0, 1, 2, 3, 5, 4, 6, 7, 10, 9, 8, 11, 15, 14, 13, 12})));
+  // Lengths clamp into [0, steps]: 0 and -1 reverse nothing, 9 reverses all 4.
+  EXPECT_TRUE(TensorsNear(
+      RunOpReference("reverse_sequence", {x, MakeTensor<int64_t>({4}, {0, 9, -1, 2})},
+                     ReverseAttrs(0, 1))[0],
+      MakeTensor<float>({4, 4}, {0, 1, 2, 3, 7, 6, 5, 4, 8, 9, 10, 11, 13, 12, 14, 15})));
+}
+
+TEST(SelectOps, PatternsOfTheCreationOps) {
+  for (const char* op : {"one_hot", "eye_like", "constant_of_shape", "reverse_sequence"})
+    EXPECT_EQ(OpRegistry::Global().Get(op).pattern, OpPattern::kInjective) << op;
+  EXPECT_EQ(OpRegistry::Global().Get("topk").pattern, OpPattern::kOpaque);
+  EXPECT_EQ(OpRegistry::Global().Get("einsum").pattern, OpPattern::kOutputFusable);
 }
 
 }  // namespace

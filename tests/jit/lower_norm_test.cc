@@ -1,5 +1,6 @@
-// Lowering of softmax, log_softmax, layer_norm and batch_norm: each op compiled, concretely and
-// shape-generic, and compared with its reference kernel on random data.
+// Lowering of softmax, log_softmax, layer_norm, batch_norm, instance_norm,
+// mean_variance_normalization and lrn: each op compiled, concretely and shape-generic, and
+// compared with its reference kernel on random data.
 //
 // Tolerances (these are transcendental or rounding-sensitive): the kernels compute elements in
 // f32 where the reference uses double, so f32 results are checked to 1e-5 relative plus 1e-5
@@ -181,6 +182,106 @@ TEST(LowerNorm, BatchNormDegenerateVariance) {
   Tensor var = MakeTensor<float>({3}, {-1, 0, 1});
   EXPECT_TRUE(CompiledMatchesReference("batch_norm", {x, scale, bias, mean, var},
                                        {{"epsilon", 0.0}}, 1e-6, 1e-5));
+}
+
+// The newer ops below run every case in f32 and a few (size 1, odd sizes) in the other float
+// dtypes, to keep the number of compiled kernels small.
+bool InReducedSet(DType t, size_t case_index) {
+  return t == DType::kFloat32 || case_index < 3;
+}
+
+// ---- instance_norm ----
+
+TEST(LowerNorm, InstanceNorm) {
+  std::vector<std::vector<int64_t>> shapes = {{1, 1, 1},    {2, 3, 7},     {1, 2, 1, 3},
+                                              {2, 3, 5, 7}, {1, 5, 3, 3},  {0, 3, 4},
+                                              {2, 3, 0},    {2, 4, 33, 31}};
+  for (DType t : kFloatDTypes) {
+    uint64_t seed = 1;
+    Tolerance tol = TolFor(t);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      if (!InReducedSet(t, i)) continue;
+      const std::vector<int64_t>& shape = shapes[i];
+      std::vector<int64_t> c{shape[1]};
+      std::vector<Tensor> in{RandomTensor(t, shape, seed++, 2, 5),
+                             RandomTensor(t, c, seed++, -2, 2), RandomTensor(t, c, seed++, -1, 1)};
+      SCOPED_TRACE(StrCat("instance_norm ", in[0].TypeString()));
+      EXPECT_TRUE(
+          CompiledMatchesReference("instance_norm", in, {{"epsilon", 1e-3}}, tol.atol, tol.rtol));
+    }
+  }
+}
+
+// ---- mean_variance_normalization ----
+
+struct MvnCase {
+  std::vector<int64_t> shape;
+  std::vector<int64_t> axes;
+  bool default_axes = false;
+};
+
+TEST(LowerNorm, MeanVarianceNormalization) {
+  std::vector<MvnCase> cases = {
+      {{1, 1, 1, 1}, {}, true},
+      {{3, 3, 3, 1}, {}, true},
+      {{3, 4, 5}, {-1, 0}},
+      {{7}, {0}},
+      {{13, 5}, {1}},
+      {{13, 5}, {0}},
+      {{3, 4, 5}, {}},
+      {{0, 5}, {1}},
+      {{2, 8, 16, 16}, {}, true},
+  };
+  for (DType t : kFloatDTypes) {
+    uint64_t seed = 1;
+    Tolerance tol = TolFor(t);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (!InReducedSet(t, i)) continue;
+      const MvnCase& c = cases[i];
+      Tensor x = RandomTensor(t, c.shape, seed++, -3, 6);
+      Attrs attrs;
+      if (!c.default_axes) attrs.Set("axes", c.axes);
+      SCOPED_TRACE(StrCat("mean_variance_normalization ", x.TypeString(), AttrsText(attrs)));
+      EXPECT_TRUE(
+          CompiledMatchesReference("mean_variance_normalization", {x}, attrs, tol.atol, tol.rtol));
+    }
+  }
+}
+
+// A constant group has variance 0: its elements are exactly 0 (0 / 1e-9).
+TEST(LowerNorm, MeanVarianceNormalizationConstantGroup) {
+  Tensor x = MakeTensor<float>({2, 3}, {4, 4, 4, 1, 2, 6});
+  EXPECT_TRUE(CompiledMatchesReference("mean_variance_normalization", {x},
+                                       {{"axes", std::vector<int64_t>{1}}}, 1e-6, 1e-5));
+}
+
+// ---- lrn ----
+
+struct LrnCase {
+  std::vector<int64_t> shape;
+  int64_t size;
+};
+
+TEST(LowerNorm, Lrn) {
+  std::vector<LrnCase> cases = {
+      {{1, 1}, 1},    {{2, 5, 3, 3}, 3}, {{1, 7, 3}, 4},    {{1, 1, 1, 1}, 3},   {{2, 5}, 2},
+      {{0, 3, 2}, 3}, {{2, 0, 3}, 3},    {{2, 3, 4, 5}, 9}, {{2, 8, 15, 17}, 5},
+  };
+  for (DType t : kFloatDTypes) {
+    uint64_t seed = 1;
+    Tolerance tol = TolFor(t);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (!InReducedSet(t, i)) continue;
+      const LrnCase& c = cases[i];
+      Tensor x = RandomTensor(t, c.shape, seed++, -4, 4);
+      Attrs attrs{{"size", c.size}, {"alpha", 0.3}, {"beta", 0.7}, {"bias", 1.25}};
+      SCOPED_TRACE(StrCat("lrn ", x.TypeString(), AttrsText(attrs)));
+      EXPECT_TRUE(CompiledMatchesReference("lrn", {x}, attrs, tol.atol, tol.rtol));
+    }
+  }
+  // ONNX's defaults (alpha 1e-4, beta 0.75, bias 1).
+  Tensor x = RandomTensor(DType::kFloat32, {2, 5, 4, 3}, 99, -10, 10);
+  EXPECT_TRUE(CompiledMatchesReference("lrn", {x}, {{"size", int64_t{3}}}));
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // Lowerings of the ops in ir/ops/select.cc (concat, split, slice, gather, gather_elements,
-// gather_nd, scatter_elements, scatter_nd, trilu, hardmax, cumsum, range): each op compiled,
+// gather_nd, scatter_elements, scatter_nd, trilu, hardmax, cumsum, range, one_hot, topk, einsum,
+// eye_like, constant_of_shape, reverse_sequence): each op compiled,
 // concretely and shape-generic, and compared with its reference kernel on random data. Most ops
 // only move or compare elements, so results must match exactly (atol = rtol = 0); range computes in
-// double and converts like the reference, so it matches exactly too. Only cumsum and the scatters'
-// add and mul reductions sum floats in another order than the reference, within a tolerance.
+// double and converts like the reference, so it matches exactly too. Only cumsum, einsum and the
+// scatters' add and mul reductions sum floats in another order (or precision) than the
+// reference, within a tolerance.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -713,6 +715,201 @@ TEST(LowerSelect, Range) {
     Attrs attrs{{"start", c.start}, {"limit", c.limit}, {"delta", c.delta}, {"dtype", c.dtype}};
     EXPECT_TRUE(CompiledMatchesReference("range", {}, attrs, 0, 0))
         << "range(" << c.start << ", " << c.limit << ", " << c.delta << ") " << DTypeName(c.dtype);
+  }
+}
+
+TEST(LowerSelect, OneHot) {
+  struct Case {
+    V indices;
+    int64_t depth, axis;
+  };
+  const Case cases[] = {
+      {{1}, 1, -1},      // size 1
+      {{13}, 5, -1},     // odd, classes last
+      {{13}, 7, 0},      // classes first
+      {{3, 7}, 4, 1},    // a middle axis
+      {{}, 9, 0},        // a scalar index
+      {{0, 3}, 4, -1},   // empty
+      {{2049}, 3, -1},   // large
+      {{5, 3}, 300, 1},  // many classes
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Every index dtype with f32 values; the other value dtypes with i64 indices.
+  const std::pair<DType, DType> dtypes[] = {
+      {DType::kInt64, DType::kFloat32},   {DType::kInt32, DType::kFloat32},
+      {DType::kFloat32, DType::kFloat32}, {DType::kFloat16, DType::kFloat32},
+      {DType::kInt64, DType::kInt64},     {DType::kInt64, DType::kBool},
+  };
+  for (const auto& [it, vt] : dtypes) {
+    for (const Case& c : cases) {
+      // Indices in and beyond [-depth, depth): out of range ones give all off; float ones
+      // truncate, with a NaN among them.
+      const double d = static_cast<double>(c.depth);
+      Tensor indices = RandomTensor(it, c.indices, 8, -d - 2, d + 1.5);
+      if (IsFloat(it) && indices.numel() > 3) indices.SetFromDouble(3, nan);
+      Tensor values = RandomTensor(vt, {2}, 9, -50, 50);
+      if (vt == DType::kBool) values = test::MakeTensor<bool>({2}, {false, true});
+      Attrs attrs{{"depth", c.depth}, {"axis", c.axis}};
+      EXPECT_TRUE(CompiledMatchesReference("one_hot", {indices, values}, attrs, 0, 0))
+          << DTypeName(it) << IntsToString(c.indices) << " values " << DTypeName(vt) << " depth "
+          << c.depth << " axis " << c.axis;
+    }
+  }
+}
+
+TEST(LowerSelect, TopK) {
+  struct Case {
+    V in;
+    int64_t k, axis;
+  };
+  const Case cases[] = {
+      {{1}, 1, 0},        // size 1
+      {{13}, 5, 0},       // 1-D, odd
+      {{13, 5}, 13, 0},   // all of an outer axis
+      {{3, 7, 5}, 3, 1},  // a middle axis
+      {{0, 5}, 3, 1},     // empty
+      {{9, 257}, 10, 1},  // long lines
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // Compiles are slow (two reductions, two outputs): both orders in f32, one in the others.
+  const std::pair<DType, bool> variants[] = {{DType::kFloat32, true},
+                                             {DType::kFloat32, false},
+                                             {DType::kFloat16, true},
+                                             {DType::kInt64, false}};
+  for (const auto& [t, largest] : variants) {
+    for (const Case& c : cases) {
+      // Whole numbers in a small range, so lines have ties; floats get NaNs too.
+      Tensor x = RandomTensor(t, c.in, 10, -4, 4);
+      if (IsFloat(t))
+        for (int64_t i = 5; i < x.numel(); i += 7) x.SetFromDouble(i, nan);
+      Attrs attrs{{"k", c.k}, {"axis", c.axis}, {"largest", largest}};
+      EXPECT_TRUE(CompiledMatchesReference("topk", {x}, attrs, 0, 0))
+          << DTypeName(t) << IntsToString(c.in) << " k " << c.k << " axis " << c.axis << " largest "
+          << largest;
+    }
+  }
+  // Distinct values: the order alone decides. k = 0 and an inner axis, in i32.
+  Tensor x = RandomTensor(DType::kFloat64, {5, 31}, 12, -1e6, 1e6);
+  EXPECT_TRUE(CompiledMatchesReference("topk", {x}, {{"k", int64_t{31}}}, 0, 0));
+  Tensor y = RandomTensor(DType::kInt32, {13, 5}, 13, -3, 3);
+  EXPECT_TRUE(CompiledMatchesReference("topk", {y}, {{"k", int64_t{2}}}, 0, 0));
+  EXPECT_TRUE(
+      CompiledMatchesReference("topk", {y}, {{"k", int64_t{0}}, {"axis", int64_t{0}}}, 0, 0));
+}
+
+TEST(LowerSelect, Einsum) {
+  struct Case {
+    std::string equation;
+    std::vector<V> in;
+    bool every_dtype;  // else f32 only, to keep the compiles few
+  };
+  const Case cases[] = {
+      {"ij,jk->ik", {{1, 1}, {1, 1}}, false},                   // size 1
+      {"ij,jk->ik", {{7, 13}, {13, 5}}, true},                  // odd sizes
+      {"ij,jk", {{33, 65}, {65, 17}}, false},                   // larger, implicit output
+      {"bij, bjk -> bik", {{3, 2, 5}, {3, 5, 7}}, false},       // batch
+      {"ij->ji", {{13, 5}}, false},                             // transpose
+      {"ij->", {{13, 5}}, false},                               // sum of all
+      {"ij->j", {{13, 5}}, false},                              // column sums
+      {"ii->i", {{7, 7}}, false},                               // diagonal
+      {"ii", {{7, 7}}, false},                                  // trace
+      {"i,j->ij", {{5}, {3}}, false},                           // outer
+      {"i,i", {{1031}, {1031}}, true},                          // inner, long
+      {"...ij,...jk->...ik", {{5, 1, 2, 3}, {7, 3, 4}}, true},  // ellipsis, broadcast
+      {"...ii->...i", {{3, 5, 5}}, true},                       // batch diagonal
+      {"ij,jk->ik", {{4, 0}, {0, 3}}, false},                   // empty sum
+  };
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kFloat16}) {
+    // Compiled f32/f16 sums accumulate in f32, the reference in double; f64 sums may run in
+    // another order (vectorized); integer sums are exact.
+    const double tol = t == DType::kFloat16   ? 1e-2
+                       : t == DType::kFloat32 ? 1e-4
+                       : t == DType::kFloat64 ? 1e-12
+                                              : 0;
+    for (const Case& c : cases) {
+      if (t != DType::kFloat32 && !c.every_dtype) continue;
+      std::vector<Tensor> inputs;
+      uint64_t seed = 13;
+      for (const V& s : c.in) inputs.push_back(RandomTensor(t, s, seed++, -3, 3));
+      EXPECT_TRUE(CompiledMatchesReference("einsum", inputs, {{"equation", c.equation}}, tol, tol))
+          << DTypeName(t) << " " << c.equation << " " << ShapesToString(c.in);
+    }
+  }
+}
+
+TEST(LowerSelect, EyeLike) {
+  struct Case {
+    V in;
+    int64_t k;
+  };
+  const Case cases[] = {
+      {{1, 1}, 0},    // size 1
+      {{13, 5}, 0},   // odd, wide
+      {{5, 13}, 3},   // above the diagonal
+      {{13, 5}, -4},  // below it
+      {{4, 6}, 9},    // off the matrix
+      {{0, 3}, 0},    // empty
+      {{65, 63}, 1},  // larger
+  };
+  for (DType t : {DType::kFloat32, DType::kInt64, DType::kBool}) {
+    for (const Case& c : cases) {
+      Tensor x = RandomTensor(DType::kInt32, c.in, 3, -9, 9);
+      EXPECT_TRUE(CompiledMatchesReference("eye_like", {x}, {{"k", c.k}, {"dtype", t}}, 0, 0))
+          << DTypeName(t) << IntsToString(c.in) << " k " << c.k;
+    }
+  }
+}
+
+TEST(LowerSelect, ConstantOfShape) {
+  struct Case {
+    V shape;
+    double value;
+    DType dtype;
+  };
+  const Case cases[] = {
+      {{}, 1.5, DType::kFloat32},       // a scalar
+      {{1}, -3, DType::kInt32},         // size 1
+      {{13, 5}, 0.1, DType::kFloat64},  // odd
+      {{7, 3}, 0.1, DType::kFloat16},   // rounded to f16 through f32
+      {{4, 0}, 2, DType::kInt64},       // empty
+      {{3}, 1, DType::kBool},           // true
+      {{4097}, 255, DType::kUInt8},     // large
+      {{5}, -1e300, DType::kFloat32},   // beyond f32: -inf
+  };
+  for (const Case& c : cases) {
+    Attrs attrs{{"shape", c.shape}, {"value", c.value}, {"dtype", c.dtype}};
+    EXPECT_TRUE(CompiledMatchesReference("constant_of_shape", {}, attrs, 0, 0))
+        << DTypeName(c.dtype) << IntsToString(c.shape) << " value " << c.value;
+  }
+}
+
+TEST(LowerSelect, ReverseSequence) {
+  struct Case {
+    V in;
+    int64_t batch_axis, time_axis;
+  };
+  const Case cases[] = {
+      {{1, 1}, 1, 0},      // size 1
+      {{13, 5}, 1, 0},     // time first
+      {{5, 13}, 0, 1},     // batch first
+      {{5, 13, 3}, 0, 1},  // with a feature axis
+      {{7, 3, 9}, 2, 0},   // batch last
+      {{0, 4}, 1, 0},      // no time steps
+      {{129, 33}, 1, 0},   // larger
+  };
+  for (DType t : {DType::kFloat32, DType::kInt64, DType::kFloat16}) {
+    for (DType lt : {DType::kInt64, DType::kInt32}) {
+      for (const Case& c : cases) {
+        Tensor x = RandomTensor(t, c.in, 4, -100, 100);
+        // Lengths in and beyond [0, steps]: the ones outside clamp.
+        const double steps = static_cast<double>(c.in[c.time_axis]);
+        Tensor lens = RandomTensor(lt, {c.in[c.batch_axis]}, 5, -1, steps + 2);
+        Attrs attrs{{"batch_axis", c.batch_axis}, {"time_axis", c.time_axis}};
+        EXPECT_TRUE(CompiledMatchesReference("reverse_sequence", {x, lens}, attrs, 0, 0))
+            << DTypeName(t) << IntsToString(c.in) << " lens " << DTypeName(lt) << " batch "
+            << c.batch_axis << " time " << c.time_axis;
+      }
+    }
   }
 }
 

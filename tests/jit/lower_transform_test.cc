@@ -208,5 +208,16 @@ TEST(LowerTransform, DepthToSpaceAndSpaceToDepth) {
   }
 }
 
+// shape and size compile (when nothing folded them first), shape-generic too: the kernel
+// writes the dims it was given.
+TEST(LowerTransform, ShapeAndSize) {
+  for (const V& shape : {V{1}, V{3, 1, 5}, V{2, 7, 4, 9}}) {
+    Tensor x = RandomTensor(DType::kFloat32, shape, shape.size());
+    EXPECT_TRUE(CompiledMatchesReference("shape", {x}, {}, 0, 0)) << IntsToString(shape);
+    EXPECT_TRUE(CompiledMatchesReference("shape", {x}, {{"start", int64_t{-2}}}, 0, 0));
+    EXPECT_TRUE(CompiledMatchesReference("size", {x}, {}, 0, 0)) << IntsToString(shape);
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -830,11 +830,18 @@ TEST(OnnxImportErrors, UnsupportedOpset) {
 // never converted with the newer meaning.
 TEST(OnnxImportErrors, OldSemanticsKilnLacksAreUnsupported) {
   Tensor x = Tensor::Empty(DType::kFloat32, {1, 2, 3});
-  onnx::ModelProto prelu = OneNode("PRelu", {x, Tensor::Empty(DType::kFloat32, {2})}, 6);
+  onnx::ModelProto prelu = OneNode("PRelu", {x, Tensor::Empty(DType::kFloat32, {2})}, 5);
   Error e = ImportError(prelu);
   EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
-  EXPECT_THAT(e.what(), HasSubstr("unsupported ONNX op 'PRelu' (node 'node0', opset 6): kiln "
-                                  "implements its semantics from opset 7 on"));
+  EXPECT_THAT(e.what(), HasSubstr("unsupported ONNX op 'PRelu' (node 'node0', opset 5): kiln "
+                                  "implements its semantics from opset 6 on"));
+  // PRelu-6 applies a 1-D slope per channel (dim 1), not broadcast from the right.
+  Tensor px = RandomTensor(DType::kFloat32, {1, 2, 3}, 3, -1, 1);
+  Tensor slope = RandomTensor(DType::kFloat32, {2}, 4);
+  Tensor want = px.Clone();
+  for (int64_t i = 0; i < 6; ++i)
+    if (want.data<float>()[i] < 0) want.data<float>()[i] *= slope.data<float>()[i / 3];
+  EXPECT_TRUE(TensorsNear(RunModel(OneNode("PRelu", {px, slope}, 6), {px, slope})[0], want));
 
   onnx::ModelProto dropout = OneNode("Dropout", {x}, 6);  // is_test defaults to 0: training
   e = ImportError(dropout);

@@ -1,0 +1,383 @@
+#include "ir/dynamic.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/error.h"
+#include "ir/type_infer.h"
+
+namespace kiln {
+
+namespace {
+
+// Element i of an integer (or bool) tensor, exactly: GetAsDouble would round int64 values past
+// 2^53, and slice ends are often INT64_MAX.
+int64_t IntAt(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kInt64:
+      return t.data<int64_t>()[i];
+    case DType::kInt32:
+      return t.data<int32_t>()[i];
+    case DType::kInt16:
+      return t.data<int16_t>()[i];
+    case DType::kInt8:
+      return t.data<int8_t>()[i];
+    case DType::kUInt8:
+      return t.data<uint8_t>()[i];
+    case DType::kBool:
+      return t.data<bool>()[i] ? 1 : 0;
+    default:
+      return static_cast<int64_t>(t.GetAsDouble(i));  // a float tensor where an int is wanted
+  }
+}
+
+bool IsIntegerLike(DType d) {
+  return IsInteger(d) || d == DType::kBool;
+}
+
+// Bounds what the fold of a value computation may allocate: value chains are tiny (a shape, a
+// few scalars); a constant subgraph computing a large tensor is FoldConstant's to decide.
+constexpr int64_t kMaxFoldElements = 1 << 16;
+
+bool IsDynamicOp(const OpDef* op) {
+  return op && !op->static_op.empty();
+}
+
+const TensorTypeNode* ConcreteTensor(const Type& t) {
+  const TensorTypeNode* tt = AsTensor(t);
+  return tt && IsConstShape(tt->shape) ? tt : nullptr;
+}
+
+// Whether every tensor of type `t` is concrete, holding at most kMaxFoldElements in all.
+bool SmallConcrete(const Type& t, int64_t* total) {
+  if (const TupleTypeNode* tup = AsTuple(t)) {
+    for (const Type& f : tup->fields)
+      if (!SmallConcrete(f, total)) return false;
+    return true;
+  }
+  const TensorTypeNode* tt = ConcreteTensor(t);
+  if (!tt) return false;
+  int64_t n = 1;
+  for (int64_t d : ConstShape(tt->shape)) {
+    if (d != 0 && n > kMaxFoldElements / d) return false;
+    n *= d;
+  }
+  *total += n;
+  return *total <= kMaxFoldElements;
+}
+
+bool HasUnknownDims(const Type& t) {
+  if (const TupleTypeNode* tup = AsTuple(t))
+    return std::any_of(tup->fields.begin(), tup->fields.end(), HasUnknownDims);
+  const TensorTypeNode* tt = AsTensor(t);
+  if (!tt) return false;
+  for (const Dim& d : tt->shape) {
+    std::set<std::string> symbols;
+    d.CollectSymbols(&symbols);
+    for (const std::string& s : symbols)
+      if (TypeRelContext::IsUnknownDim(Dim::Symbol(s))) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+AttrValue AttrFromTensor(const Tensor& t, AttrKind kind, const std::string& what) {
+  auto need_one = [&] {
+    if (t.numel() != 1)
+      Throw(ErrorCode::kInvalidArgument, what, ": expected one value, got a tensor ",
+            t.TypeString());
+  };
+  switch (kind) {
+    case AttrKind::kInts: {
+      if (t.ndim() > 1)
+        Throw(ErrorCode::kInvalidArgument, what, ": expected a 1-D tensor, got ", t.TypeString());
+      if (!IsIntegerLike(t.dtype()))
+        Throw(ErrorCode::kInvalidArgument, what, ": expected integers, got ", t.TypeString());
+      std::vector<int64_t> v(t.numel());
+      for (int64_t i = 0; i < t.numel(); ++i) v[i] = IntAt(t, i);
+      return v;
+    }
+    case AttrKind::kInt:
+      need_one();
+      return IntAt(t, 0);
+    case AttrKind::kFloats: {
+      if (t.ndim() > 1)
+        Throw(ErrorCode::kInvalidArgument, what, ": expected a 1-D tensor, got ", t.TypeString());
+      std::vector<double> v(t.numel());
+      for (int64_t i = 0; i < t.numel(); ++i) v[i] = t.GetAsDouble(i);
+      return v;
+    }
+    case AttrKind::kFloat:
+      need_one();
+      return t.GetAsDouble(0);
+    case AttrKind::kBool:
+      need_one();
+      return t.GetAsDouble(0) != 0;
+    default:
+      Throw(ErrorCode::kInvalidArgument, what, ": a ", AttrKindName(kind),
+            " attribute cannot come from a tensor");
+  }
+}
+
+Tensor TensorFromAttr(const AttrValue& v) {
+  switch (KindOf(v)) {
+    case AttrKind::kInts: {
+      const auto& xs = std::get<std::vector<int64_t>>(v);
+      return Tensor::FromVector<int64_t>({static_cast<int64_t>(xs.size())}, xs);
+    }
+    case AttrKind::kInt:
+      return Tensor::Scalar<int64_t>(std::get<int64_t>(v));
+    case AttrKind::kFloats: {
+      const auto& xs = std::get<std::vector<double>>(v);
+      return Tensor::FromVector<double>({static_cast<int64_t>(xs.size())}, xs);
+    }
+    case AttrKind::kFloat:
+      return Tensor::Scalar<double>(std::get<double>(v));
+    case AttrKind::kBool:
+      return Tensor::Scalar<bool>(std::get<bool>(v));
+    default:
+      Throw(ErrorCode::kInternal, "a ", AttrKindName(KindOf(v)),
+            " attribute has no tensor form: ", AttrValueToString(v));
+  }
+}
+
+bool HasDynamicOps(const Function& fn) {
+  for (const Expr& e : PostOrder(fn->body)) {
+    const CallNode* c = AsCall(e);
+    if (c && c->op && (IsDynamicOp(c->op) || c->op->fold_from_types)) return true;
+    if (AsFunction(e) && HasDynamicOps(std::static_pointer_cast<const FunctionNode>(e)))
+      return true;
+  }
+  return false;
+}
+
+std::vector<int> ValueInputs(const Function& fn) {
+  std::unordered_map<const ExprNode*, int> param_index;
+  for (size_t i = 0; i < fn->params.size(); ++i) param_index[fn->params[i].get()] = i;
+  // Walk back from every value argument of a dynamic op; ops read from types stop the walk.
+  std::vector<Expr> stack;
+  for (const Expr& e : PostOrder(fn->body)) {
+    const CallNode* c = AsCall(e);
+    if (!c || !IsDynamicOp(c->op)) continue;
+    for (size_t i = c->op->num_data_args; i < c->args.size(); ++i) stack.push_back(c->args[i]);
+  }
+  std::unordered_set<const ExprNode*> seen;
+  std::set<int> found;
+  while (!stack.empty()) {
+    Expr e = std::move(stack.back());
+    stack.pop_back();
+    if (!seen.insert(e.get()).second) continue;
+    switch (e->kind) {
+      case ExprKind::kVar: {
+        auto it = param_index.find(e.get());
+        if (it != param_index.end()) found.insert(it->second);
+        break;
+      }
+      case ExprKind::kCall: {
+        const CallNode* c = AsCall(e);
+        if (c->op && c->op->fold_from_types) break;
+        for (const Expr& a : c->args) stack.push_back(a);
+        if (c->fn) stack.push_back(c->fn);
+        break;
+      }
+      case ExprKind::kTuple:
+        for (const Expr& f : AsTuple(e)->fields) stack.push_back(f);
+        break;
+      case ExprKind::kTupleGetItem:
+        stack.push_back(AsTupleGetItem(e)->tuple);
+        break;
+      default:
+        break;
+    }
+  }
+  return {found.begin(), found.end()};
+}
+
+Expr FoldValueCall(const CallNode& call, const std::vector<Type>& arg_types,
+                   const Type& result_type) {
+  const OpDef* op = call.op;
+  if (!op || IsDynamicOp(op)) return nullptr;
+  if (op->fold_from_types) {
+    for (const Type& t : arg_types)
+      if (!ConcreteTensor(t)) return nullptr;
+    return MakeConstant(op->fold_from_types(arg_types, call.attrs), call.name);
+  }
+  if (!op->ref_kernel || !result_type) return nullptr;
+  std::vector<Tensor> in;
+  for (const Expr& a : call.args) {
+    const ConstantNode* k = AsConstant(a);
+    if (!k) return nullptr;
+    in.push_back(k->value);
+  }
+  int64_t total = 0;
+  if (!SmallConcrete(result_type, &total)) return nullptr;
+  std::vector<Tensor> results;
+  try {
+    results = RunOpReference(op->name, in, call.attrs);
+  } catch (const Error&) {
+    return nullptr;  // left as a call: it fails at run time with the kernel's message
+  }
+  if (!AsTuple(result_type)) return MakeConstant(std::move(results.at(0)), call.name);
+  auto tuple = std::make_shared<TupleNode>();
+  for (Tensor& r : results) tuple->fields.push_back(MakeConstant(std::move(r)));
+  tuple->name = call.name;
+  return tuple;
+}
+
+bool StaticForm(const OpDef& op, std::vector<Expr>& args, Attrs& attrs) {
+  if (!IsDynamicOp(&op)) return false;
+  for (size_t i = op.num_data_args; i < args.size(); ++i)
+    if (!AsConstant(args[i])) return false;
+  const OpDef& st = OpRegistry::Global().Get(op.static_op);
+  for (size_t i = op.num_data_args; i < args.size(); ++i) {
+    const std::string& name = op.value_attrs.at(i - op.num_data_args);
+    auto spec = std::find_if(st.attrs.begin(), st.attrs.end(),
+                             [&](const AttrSpec& s) { return s.name == name; });
+    KILN_CHECK(spec != st.attrs.end(), op.name, ": ", st.name, " has no attribute '", name, "'");
+    attrs.Set(name, AttrFromTensor(AsConstant(args[i])->value, spec->kind,
+                                   StrCat("attribute '", name, "'")));
+  }
+  args.resize(op.num_data_args);
+  return true;
+}
+
+Function ResolveDynamic(const Function& fn, const std::vector<Tensor>& inputs) {
+  KILN_CHECK(inputs.size() == fn->params.size(), "ResolveDynamic: ", inputs.size(), " inputs for ",
+             fn->params.size(), " parameters");
+  std::vector<int> value_inputs = ValueInputs(fn);
+  std::unordered_map<const ExprNode*, Expr> value_of;  // value inputs -> their constants
+  for (int i : value_inputs) {
+    KILN_CHECK(inputs[i].defined(), "ResolveDynamic: value input ", i, " has no value");
+    value_of[fn->params[i].get()] = MakeConstant(inputs[i], fn->params[i]->name);
+  }
+
+  // One walk in post order, typing each rebuilt node as it goes (producers come first, so a
+  // chain shape -> gather -> concat -> dyn.reshape -> shape -> ... resolves in one walk).
+  std::unordered_map<const ExprNode*, Expr> out;
+  std::unordered_map<const ExprNode*, Type> type_of;  // of rebuilt nodes; null: unknown
+  auto type = [&](const Expr& e) -> Type {
+    auto it = type_of.find(e.get());
+    return it == type_of.end() ? e->type : it->second;
+  };
+  auto remember = [&](const Expr& old, Expr now, Type t) {
+    type_of[now.get()] = std::move(t);
+    out[old.get()] = std::move(now);
+  };
+
+  for (const Expr& e : PostOrder(fn->body)) {
+    auto arg = [&](const Expr& a) -> const Expr& { return out.at(a.get()); };
+    switch (e->kind) {
+      case ExprKind::kVar: {
+        auto it = value_of.find(e.get());
+        Expr now = it != value_of.end() ? it->second : e;
+        remember(e, now, it != value_of.end() ? TypeOfTensor(AsConstant(now)->value) : e->type);
+        break;
+      }
+      case ExprKind::kConstant:
+        remember(e, e, TypeOfTensor(AsConstant(e)->value));
+        break;
+      case ExprKind::kFunction:
+        remember(e, e, e->type);  // nested functions (fused groups) hold no dynamic ops here
+        break;
+      case ExprKind::kTuple: {
+        std::vector<Expr> fields;
+        std::vector<Type> types;
+        for (const Expr& f : AsTuple(e)->fields) {
+          fields.push_back(arg(f));
+          types.push_back(type(fields.back()));
+        }
+        bool known = std::all_of(types.begin(), types.end(), [](const Type& t) { return !!t; });
+        auto now = std::make_shared<TupleNode>();
+        now->fields = std::move(fields);
+        now->name = e->name;
+        remember(e, now, known ? TupleType(types) : nullptr);
+        break;
+      }
+      case ExprKind::kTupleGetItem: {
+        const TupleGetItemNode* g = AsTupleGetItem(e);
+        const Expr& tuple = arg(g->tuple);
+        if (const TupleNode* t = AsTuple(tuple)) {  // a folded multi-output op
+          const Expr& field = t->fields.at(g->index);
+          remember(e, field, type(field));
+          break;
+        }
+        const TupleTypeNode* tt = AsTuple(type(tuple));
+        remember(
+            e, MakeTupleGetItem(tuple, g->index),
+            tt && g->index < static_cast<int>(tt->fields.size()) ? tt->fields[g->index] : nullptr);
+        break;
+      }
+      case ExprKind::kCall: {
+        const CallNode* c = AsCall(e);
+        std::vector<Expr> args;
+        std::vector<Type> arg_types;
+        for (const Expr& a : c->args) {
+          args.push_back(arg(a));
+          arg_types.push_back(type(args.back()));
+        }
+        if (!c->op) {
+          Expr now = MakeFnCall(c->fn, std::move(args), e->name);
+          remember(e, now, nullptr);
+          break;
+        }
+        const OpDef* op = c->op;
+        Attrs attrs = c->attrs;
+        bool types_known =
+            std::all_of(arg_types.begin(), arg_types.end(), [](const Type& t) { return !!t; });
+
+        // dyn.<op> whose value arguments are constants: the static op with those values.
+        if (IsDynamicOp(op)) {
+          try {
+            if (StaticForm(*op, args, attrs)) {
+              op = &OpRegistry::Global().Get(op->static_op);
+              arg_types.resize(args.size());
+            }
+          } catch (const Error& err) {
+            throw Error(err.code(), StrCat(DescribeNode(e), ": ", err.what()));
+          }
+        }
+
+        Expr now;
+        try {
+          now = MakeCall(op, args, attrs, e->name);
+        } catch (const Error& err) {
+          throw Error(err.code(), StrCat(DescribeNode(e), ": ", err.what()));
+        }
+        Type t;
+        if (types_known) {
+          try {
+            t = InferOpType(op->name, arg_types, AsCall(now)->attrs);
+          } catch (const Error& err) {
+            throw Error(err.code(), StrCat(DescribeNode(e), ": ", err.what()));
+          }
+        }
+        if (Expr folded = FoldValueCall(*AsCall(now), arg_types, t)) now = folded;
+        remember(e, now, t);
+        break;
+      }
+    }
+  }
+
+  Expr body = out.at(fn->body.get());
+  for (const Expr& e : PostOrder(body)) {
+    const CallNode* c = AsCall(e);
+    if (!c || !IsDynamicOp(c->op)) continue;
+    for (size_t i = c->op->num_data_args; i < c->args.size(); ++i) {
+      if (AsConstant(c->args[i])) continue;
+      Throw(ErrorCode::kUnsupported, DescribeNode(e), ": its ",
+            c->op->value_attrs.at(i - c->op->num_data_args), " (argument ", i,
+            ") is computed from input data, not from shapes or shape inputs, so its result's "
+            "shape is only known after the run (kiln specializes on input shapes and shape "
+            "inputs' values)");
+    }
+  }
+  // A return annotation with unknown dims is dropped: the resolved body's type replaces it.
+  Type ret = fn->ret_type;
+  if (ret && HasUnknownDims(ret)) ret = nullptr;
+  return InferTypes(MakeFunction(fn->params, body, ret, fn->attrs));
+}
+
+}  // namespace kiln

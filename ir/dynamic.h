@@ -1,0 +1,70 @@
+// Shapes that are values: how kiln runs graphs whose shapes are computed (Shape -> Gather ->
+// Concat -> Reshape) or given as inputs (a Reshape whose target shape is a graph input).
+//
+// The mechanism is "fold after specialization":
+// - `shape` and `size` (ir/ops/dynamic.cc) are ordinary ops whose value depends on their
+//   argument's type alone (OpDef::fold_from_types).
+// - An op whose attributes arrive as tensors (reshape's shape, slice's starts, resize's scales)
+//   is imported as its dynamic variant, `dyn.<op>` (OpDef::static_op): the values are trailing
+//   arguments, and its result has unknown dims (TypeRelContext::UnknownDim) where they decide.
+// - The graph inputs whose values reach such an argument are the model's *value inputs*
+//   (ValueInputs). The engine's shape key includes their values as well as every input's shape:
+//   a value input is specialized on like a shape.
+// - When a run binds the shapes, ResolveDynamic replaces each value input by a constant holding
+//   its value, folds `shape`/`size` from the now concrete types, folds the small constant
+//   subgraphs that compute values from them, and rewrites each `dyn.<op>` whose value
+//   arguments became constants into `<op>` with those values as attributes. What is left is a
+//   static graph: the shape computation costs nothing at run time.
+// A value that depends on input *data* (a NonZero count, a Range over a computed tensor that is
+// not a value input) cannot be resolved: ResolveDynamic names the node and the argument. Ops
+// whose output size depends on data are not run in segments yet.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/expr.h"
+
+namespace kiln {
+
+// A tensor's value as an attribute of `kind`: ints (a 0-D or 1-D integer tensor), int (one
+// integer element), floats, float (one element; integers convert), bool (one element).
+// Errors (kInvalidArgument) start with `what`.
+AttrValue AttrFromTensor(const Tensor& t, AttrKind kind, const std::string& what);
+// The tensor that AttrFromTensor reads back as `v`: ints -> i64[n], int -> i64[], floats ->
+// f64[n], float -> f64[], bool -> bool[].
+Tensor TensorFromAttr(const AttrValue& v);
+
+// Whether `fn` has a dynamic op or an op folded from types (so specialization must resolve it).
+bool HasDynamicOps(const Function& fn);
+// The indices of `fn`'s parameters whose values reach a value argument of a dynamic op (through
+// any ops but `shape`-like ones, which read only types). Sorted.
+std::vector<int> ValueInputs(const Function& fn);
+
+// The fold of one call in a value computation: a `shape`-like op (OpDef::fold_from_types) whose
+// argument types are concrete, or a call whose arguments are all constants and whose result
+// type is concrete and small (at most 65536 elements), evaluated with the reference kernel.
+// Returns the Constant (a Tuple of Constants for a multi-output op) named as the call, or
+// nullptr when the call does not fold (including when its kernel throws: the run then reports
+// it). `arg_types` and `result_type` may hold nulls for unknown types.
+Expr FoldValueCall(const CallNode& call, const std::vector<Type>& arg_types,
+                   const Type& result_type);
+
+// When `op` is a dynamic variant whose value arguments (in `args`) are all constants: sets their
+// values as attributes in `attrs`, drops them from `args` and returns true; the call is then one
+// of `op.static_op`. Otherwise changes nothing and returns false. A value of the wrong kind is
+// kInvalidArgument naming the attribute.
+bool StaticForm(const OpDef& op, std::vector<Expr>& args, Attrs& attrs);
+
+// The most elements a value input may have: its values are part of the shape key.
+constexpr int64_t kMaxValueInputElements = 4096;
+
+// `fn`, typed with concrete parameter types (after BindSymbols), with every dynamic op resolved
+// to its static op as described above. `inputs` holds one tensor per parameter (only the value
+// inputs' are read; the others may be undefined). Returns a typed function. Errors: a dynamic
+// op whose value argument is not computable from shapes and value inputs (kUnsupported, naming
+// the node and the attribute), a value that the static op rejects (its relation's kTypeError or
+// the attribute's kInvalidArgument, naming the node).
+Function ResolveDynamic(const Function& fn, const std::vector<Tensor>& inputs);
+
+}  // namespace kiln
