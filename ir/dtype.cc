@@ -105,6 +105,7 @@ bool ParseDType(std::string_view s, DType* out) {
       {"bfloat16", DType::kBFloat16}, {"float64", DType::kFloat64}, {"double", DType::kFloat64},
       {"int8", DType::kInt8},         {"int16", DType::kInt16},     {"int32", DType::kInt32},
       {"int64", DType::kInt64},       {"uint8", DType::kUInt8},     {"boolean", DType::kBool},
+      {"uint16", DType::kUInt16},     {"uint32", DType::kUInt32},   {"uint64", DType::kUInt64},
   };
 #define KILN_X(e, n, ty, sz) \
   if (s == n) {              \

@@ -8,7 +8,8 @@
 
 namespace kiln {
 
-// The list of data types, once. X(enum, text name, C++ storage type, byte size)
+// The list of data types, once. X(enum, text name, C++ storage type, byte size). New ones are
+// appended: the enum values are part of the C API (KILN_F32...).
 #define KILN_DTYPES(X)                      \
   X(kFloat32, "f32", float, 4)              \
   X(kFloat16, "f16", ::kiln::Half, 2)       \
@@ -19,7 +20,10 @@ namespace kiln {
   X(kInt32, "i32", int32_t, 4)              \
   X(kInt64, "i64", int64_t, 8)              \
   X(kUInt8, "u8", uint8_t, 1)               \
-  X(kBool, "bool", bool, 1)
+  X(kBool, "bool", bool, 1)                 \
+  X(kUInt16, "u16", uint16_t, 2)            \
+  X(kUInt32, "u32", uint32_t, 4)            \
+  X(kUInt64, "u64", uint64_t, 8)
 
 // IEEE binary16 storage. Arithmetic goes through float; conversion rounds to nearest even.
 struct Half {
@@ -52,12 +56,15 @@ inline bool IsFloat(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 ||
          t == DType::kFloat64;
 }
+inline bool IsUnsignedInteger(DType t) {
+  return t == DType::kUInt8 || t == DType::kUInt16 || t == DType::kUInt32 || t == DType::kUInt64;
+}
 inline bool IsInteger(DType t) {
   return t == DType::kInt8 || t == DType::kInt16 || t == DType::kInt32 || t == DType::kInt64 ||
-         t == DType::kUInt8;
+         IsUnsignedInteger(t);
 }
 inline bool IsSignedInteger(DType t) {
-  return IsInteger(t) && t != DType::kUInt8;
+  return IsInteger(t) && !IsUnsignedInteger(t);
 }
 
 template <typename T>

@@ -288,10 +288,13 @@ class FunctionEmitter {
       case DType::kUInt8:
         return b_.getInt8Ty();
       case DType::kInt16:
+      case DType::kUInt16:
         return b_.getInt16Ty();
       case DType::kInt32:
+      case DType::kUInt32:
         return b_.getInt32Ty();
       case DType::kInt64:
+      case DType::kUInt64:
         return b_.getInt64Ty();
       case DType::kBool:
         return b_.getInt1Ty();
@@ -570,6 +573,20 @@ class FunctionEmitter {
         return FromBool(b_.CreateAnd(Truthy(a, t), Truthy(b, t)), t);
       case BinaryOp::kOr:
         return FromBool(b_.CreateOr(Truthy(a, t), Truthy(b, t)), t);
+      case BinaryOp::kShl:
+      case BinaryOp::kShr: {
+        // LLVM's shifts are poison past the width: shift by at most width - 1 and pick the
+        // out-of-range result (0, or the sign for a signed right shift) with a select.
+        llvm::Type* ty = a->getType();
+        unsigned bits = ty->getScalarSizeInBits();
+        llvm::Value* width = llvm::ConstantInt::get(ty, bits);
+        llvm::Value* in_range = b_.CreateICmpULT(b, width);  // negative amounts are huge
+        llvm::Value* amount = b_.CreateSelect(in_range, b, llvm::ConstantInt::get(ty, bits - 1));
+        if (n->op == BinaryOp::kShr && is_signed) return b_.CreateAShr(a, amount);
+        llvm::Value* shifted =
+            n->op == BinaryOp::kShl ? b_.CreateShl(a, amount) : b_.CreateLShr(a, amount);
+        return b_.CreateSelect(in_range, shifted, llvm::ConstantInt::get(ty, 0));
+      }
     }
     Fail("unknown binary operator");
   }

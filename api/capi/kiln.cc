@@ -88,7 +88,7 @@ static_assert(KILN_PARSE_ERROR == static_cast<int>(ErrorCode::kParseError));
 #define KILN_COUNT_DTYPE(e, n, t, s) +1
 constexpr int kNumDTypes = 0 KILN_DTYPES(KILN_COUNT_DTYPE);
 #undef KILN_COUNT_DTYPE
-static_assert(kNumDTypes == KILN_BOOL + 1, "kiln.h's kiln_dtype is missing a kiln::DType");
+static_assert(kNumDTypes == KILN_U64 + 1, "kiln.h's kiln_dtype is missing a kiln::DType");
 static_assert(KILN_F32 == static_cast<int>(kiln::DType::kFloat32) &&
               KILN_F16 == static_cast<int>(kiln::DType::kFloat16) &&
               KILN_BF16 == static_cast<int>(kiln::DType::kBFloat16) &&
@@ -98,7 +98,10 @@ static_assert(KILN_F32 == static_cast<int>(kiln::DType::kFloat32) &&
               KILN_I32 == static_cast<int>(kiln::DType::kInt32) &&
               KILN_I64 == static_cast<int>(kiln::DType::kInt64) &&
               KILN_U8 == static_cast<int>(kiln::DType::kUInt8) &&
-              KILN_BOOL == static_cast<int>(kiln::DType::kBool));
+              KILN_BOOL == static_cast<int>(kiln::DType::kBool) &&
+              KILN_U16 == static_cast<int>(kiln::DType::kUInt16) &&
+              KILN_U32 == static_cast<int>(kiln::DType::kUInt32) &&
+              KILN_U64 == static_cast<int>(kiln::DType::kUInt64));
 
 thread_local std::string t_last_error;
 

@@ -104,7 +104,10 @@ typedef enum kiln_dtype {
   KILN_I32 = 6,
   KILN_I64 = 7,
   KILN_U8 = 8,
-  KILN_BOOL = 9
+  KILN_BOOL = 9,
+  KILN_U16 = 10,
+  KILN_U32 = 11,
+  KILN_U64 = 12
 } kiln_dtype;
 
 /* "f32", "i64", ...; NULL for a value that is not a kiln_dtype. */

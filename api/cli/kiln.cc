@@ -223,6 +223,12 @@ double GetElement(const void* data, kiln_dtype dtype, int64_t i) {
       return static_cast<const uint8_t*>(data)[i];
     case KILN_BOOL:
       return static_cast<const uint8_t*>(data)[i] ? 1 : 0;
+    case KILN_U16:
+      return static_cast<const uint16_t*>(data)[i];
+    case KILN_U32:
+      return static_cast<const uint32_t*>(data)[i];
+    case KILN_U64:
+      return static_cast<double>(static_cast<const uint64_t*>(data)[i]);
   }
   return 0;
 }
@@ -271,6 +277,15 @@ void FillRandom(kiln_tensor* t, std::mt19937& rng) {
         break;
       case KILN_BOOL:
         static_cast<uint8_t*>(data)[i] = small(rng) & 1;
+        break;
+      case KILN_U16:
+        static_cast<uint16_t*>(data)[i] = static_cast<uint16_t>(small(rng));
+        break;
+      case KILN_U32:
+        static_cast<uint32_t*>(data)[i] = static_cast<uint32_t>(small(rng));
+        break;
+      case KILN_U64:
+        static_cast<uint64_t*>(data)[i] = static_cast<uint64_t>(small(rng));
         break;
     }
   }
@@ -562,6 +577,29 @@ std::string Compare(const kiln_tensor* got, const kiln_tensor* want, double rtol
   return "";
 }
 
+// The ONNX suite stores bfloat16 test data as UINT16 tensors of the same bits: such a tensor,
+// where the model has bf16, is read as bf16 (a copy with the same bytes).
+TensorPtr AsBFloat16IfBits(TensorPtr t, kiln_dtype want) {
+  kiln_dtype have = KILN_F32;
+  Check(kiln_tensor_dtype(t.get(), &have), "tensor");
+  if (have != KILN_U16 || want != KILN_BF16) return t;
+  size_t rank = 0;
+  Check(kiln_tensor_rank(t.get(), &rank), "tensor");
+  std::vector<int64_t> dims(rank);
+  Check(kiln_tensor_shape(t.get(), rank, dims.data()), "tensor");
+  kiln_tensor* copy = nullptr;
+  Check(kiln_tensor_create(KILN_BF16, rank, dims.data(), &copy), "tensor");
+  TensorPtr out(copy);
+  int64_t n = 0;
+  void* from = nullptr;
+  void* to = nullptr;
+  Check(kiln_tensor_num_elements(t.get(), &n), "tensor");
+  Check(kiln_tensor_data(t.get(), &from), "tensor");
+  Check(kiln_tensor_data(copy, &to), "tensor");
+  if (n > 0) std::memcpy(to, from, static_cast<size_t>(n) * 2);
+  return out;
+}
+
 // Runs one case dir; "" when it passes, else the reason.
 std::string RunCase(const std::filesystem::path& dir, double rtol, double atol) {
   namespace fs = std::filesystem;
@@ -596,6 +634,10 @@ std::string RunCase(const std::filesystem::path& dir, double rtol, double atol) 
     };
     std::vector<TensorPtr> in = read_all("input_");
     std::vector<TensorPtr> want = read_all("output_");
+    for (size_t k = 0; k < in.size() && k < inputs.size(); ++k)
+      in[k] = AsBFloat16IfBits(std::move(in[k]), inputs[k].dtype);
+    for (size_t k = 0; k < want.size() && k < outputs.size(); ++k)
+      want[k] = AsBFloat16IfBits(std::move(want[k]), outputs[k].dtype);
     if (in.size() != inputs.size())
       return where + ": " + std::to_string(in.size()) + " input files for a model of " +
              std::to_string(inputs.size()) + " inputs";

@@ -1,6 +1,7 @@
 // ONNX converters of the neural-network ops (ir/ops/nn.cc): Conv, ConvTranspose, MaxPool,
-// AveragePool, GlobalAveragePool, GlobalMaxPool and Pad. The kiln ops share ONNX's attribute names
-// and semantics, so the windowed ops pass their attributes through; kiln checks them.
+// MaxUnpool, AveragePool, GlobalAveragePool, GlobalMaxPool and Pad. The kiln ops share ONNX's
+// attribute names and semantics, so the windowed ops pass their attributes through; kiln checks
+// them.
 #include <string>
 
 #include "api/onnx/op_table.h"
@@ -53,11 +54,26 @@ Attrs PoolAttrs(const NodeContext& c) {
   return a;
 }
 
-// Integer inputs (int8/uint8 from opset 12) pass through: kiln's max_pool takes them.
+// Integer inputs (int8/uint8 from opset 12) pass through: kiln's max_pool takes them. The
+// Indices output (opset 8 on) makes it max_pool_with_indices, the only one storage_order
+// affects.
 Outs MaxPool(const NodeContext& c) {
-  // kiln's max_pool has no argmax output; storage_order only affects that output.
-  if (c.OutputRequested(1)) c.Unsupported("the Indices output (output 1) is not supported");
-  return {c.Call("max_pool", {c.In(0)}, PoolAttrs(c))};
+  Attrs a = PoolAttrs(c);
+  if (!c.OutputRequested(1)) return {c.Call("max_pool", {c.In(0)}, a)};
+  if (c.opset() < 8)
+    c.Invalid("output 1 (Indices) is requested, but MaxPool has it only from opset 8 on");
+  a.Set("storage_order", c.Int("storage_order", 0));
+  Expr both = c.Call("max_pool_with_indices", {c.In(0)}, a);
+  return {MakeTupleGetItem(both, 0), MakeTupleGetItem(both, 1)};
+}
+
+// output_shape (input 2) is the whole output shape; a graph input or computed one makes the
+// call dyn.max_unpool, resolved once its value is known.
+Outs MaxUnpool(const NodeContext& c) {
+  Attrs a = {{"kernel_shape", c.Ints("kernel_shape")},
+             {"strides", c.Ints("strides", Ints{})},
+             {"pads", c.Ints("pads", Ints{})}};
+  return {c.CallWithValues("max_unpool", {c.In(0), c.In(1)}, a, {{"output_shape", 2}})};
 }
 
 Outs AveragePool(const NodeContext& c) {
@@ -117,13 +133,10 @@ Outs Pad(const NodeContext& c) {
 
 const std::map<std::string, Converter>& NnConverters() {
   static const std::map<std::string, Converter> table = {
-      {"AveragePool", AveragePool},
-      {"Conv", Conv},
-      {"ConvTranspose", ConvTranspose},
-      {"GlobalAveragePool", GlobalAveragePool},
-      {"GlobalMaxPool", GlobalMaxPool},
-      {"MaxPool", MaxPool},
-      {"Pad", Pad},
+      {"AveragePool", AveragePool},     {"Conv", Conv},
+      {"ConvTranspose", ConvTranspose}, {"GlobalAveragePool", GlobalAveragePool},
+      {"GlobalMaxPool", GlobalMaxPool}, {"MaxPool", MaxPool},
+      {"MaxUnpool", MaxUnpool},         {"Pad", Pad},
   };
   return table;
 }

@@ -1,5 +1,7 @@
-// ONNX converters of Resize and Upsample, both to kiln's resize (ir/ops/resize.cc), whose
-// attributes are Resize's. roi, scales and sizes are inputs in ONNX and attributes in kiln:
+// ONNX converters of the resize family (ir/ops/resize.cc): Resize and Upsample, both to kiln's
+// resize, whose attributes are Resize's; GridSample to grid_sample; RoiAlign to roi_align.
+//
+// Resize and Upsample. roi, scales and sizes are inputs in ONNX and attributes in kiln:
 // NodeContext::CallWithValues makes a constant input the attribute and anything else a dynamic
 // call (dyn.resize) that specialization resolves once the values are known.
 //
@@ -76,11 +78,38 @@ Outs Upsample(const NodeContext& c) {
   return {c.Call("resize", {x}, a)};
 }
 
+// GridSample-16 (the first): the attributes map one to one; X and Grid stay inputs. Opset 20
+// renames the modes linear and cubic and allows N-D; kiln imports opsets up to 17.
+Outs GridSample(const NodeContext& c) {
+  Attrs a = {{"mode", c.String("mode", "bilinear")},
+             {"padding_mode", c.String("padding_mode", "zeros")},
+             {"align_corners", c.Int("align_corners", 0) != 0}};
+  return {c.Call("grid_sample", {c.In(0), c.In(1)}, a)};
+}
+
+// RoiAlign-10 and 16: X, rois and batch_indices stay inputs. Opset 16 added
+// coordinate_transformation_mode (default half_pixel); RoiAlign-10 has none and samples as
+// output_half_pixel does.
+Outs RoiAlign(const NodeContext& c) {
+  const std::string coord = c.opset() >= 16
+                                ? c.String("coordinate_transformation_mode", "half_pixel")
+                                : std::string("output_half_pixel");
+  Attrs a = {{"coordinate_transformation_mode", coord},
+             {"mode", c.String("mode", "avg")},
+             {"output_height", c.Int("output_height", 1)},
+             {"output_width", c.Int("output_width", 1)},
+             {"sampling_ratio", c.Int("sampling_ratio", 0)},
+             {"spatial_scale", c.Float("spatial_scale", 1.0)}};
+  return {c.Call("roi_align", {c.In(0), c.In(1), c.In(2)}, a)};
+}
+
 }  // namespace
 
 const std::map<std::string, Converter>& ResizeConverters() {
   static const std::map<std::string, Converter> table = {
+      {"GridSample", GridSample},
       {"Resize", Resize},
+      {"RoiAlign", RoiAlign},
       {"Upsample", Upsample},
   };
   return table;

@@ -193,6 +193,12 @@ std::optional<DType> DTypeFromOnnx(int32_t t) {
       return DType::kFloat64;
     case onnx::TensorProto::BFLOAT16:
       return DType::kBFloat16;
+    case onnx::TensorProto::UINT16:
+      return DType::kUInt16;
+    case onnx::TensorProto::UINT32:
+      return DType::kUInt32;
+    case onnx::TensorProto::UINT64:
+      return DType::kUInt64;
     default:
       return std::nullopt;
   }
@@ -256,6 +262,10 @@ Tensor TensorFromProto(const onnx::TensorProto& proto, const std::string& base_d
     case onnx::TensorProto::INT64:
       check_count(proto.int64_data_size(), "int64_data");
       break;
+    case onnx::TensorProto::UINT32:  // both unsigned 32- and 64-bit values live in uint64_data
+    case onnx::TensorProto::UINT64:
+      check_count(proto.uint64_data_size(), "uint64_data");
+      break;
     default:
       check_count(proto.int32_data_size(), "int32_data");
       break;
@@ -270,6 +280,10 @@ Tensor TensorFromProto(const onnx::TensorProto& proto, const std::string& base_d
       break;
     case onnx::TensorProto::INT64:
       CopyTyped(proto.int64_data(), t);
+      break;
+    case onnx::TensorProto::UINT32:
+    case onnx::TensorProto::UINT64:
+      CopyTyped(proto.uint64_data(), t);
       break;
     default:
       CopyTyped(proto.int32_data(), t);

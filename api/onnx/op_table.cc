@@ -236,10 +236,9 @@ Expr NodeContext::CallWithValues(
 
   const OpDef* dyn = OpRegistry::Global().Find("dyn." + op);
   if (!dyn) {
-    int i = 0;
     for (const auto& [attr, index] : value_inputs)
-      if (computed.count(attr)) i = index;
-    Unsupported(StrCat(computed.begin()->first, " (input ", i, ") must be a constant"));
+      if (computed.count(attr))
+        Unsupported(StrCat(attr, " (input ", index, ") must be a constant"));
   }
   // dyn.<op>: every value attribute is an argument, in the variant's order; those not computed
   // are constants of their attribute value (given, else the op's default).
@@ -399,6 +398,13 @@ Outs Pow(const NodeContext& c) {
 
 Outs Mod(const NodeContext& c) {
   return {c.Call("mod", {c.In(0), c.In(1)}, {{"fmod", c.Int("fmod", 0)}})};
+}
+
+Outs BitShift(const NodeContext& c) {
+  const std::string direction = c.String("direction");
+  if (direction != "LEFT" && direction != "RIGHT")
+    c.Invalid(StrCat("direction \"", direction, "\" must be LEFT or RIGHT"));
+  return {c.Call(direction == "LEFT" ? "shift_left" : "shift_right", {c.In(0), c.In(1)})};
 }
 
 // Constant bounds become clip's attributes (one fused elementwise op); computed ones compose.
@@ -689,6 +695,7 @@ const std::map<std::string, OpConverter>& CoreTable() {
       {"Mean", {Mean, 1}},
       {"Min", {Fold<kMinimum>, 1}},
       {"Mod", {Mod, 10}},
+      {"BitShift", {BitShift, 11}},
       {"Mul", {Binary<kMul>, 1}},
       {"Neg", {Unary<kNeg>, 1}},
       {"Not", {Unary<kNot>, 1}},
@@ -742,44 +749,50 @@ const std::map<std::string, int64_t>& FamilyOldestOpsets() {
       {"AveragePool", 1},
       {"Celu", 12},
       {"Conv", 1},
+      {"ConvTranspose", 1},
       {"Cosh", 9},
+      {"DFT", 17},
+      {"DepthToSpace", 1},       // mode since 11, defaulting to DCR, DepthToSpace-1's layout
+      {"DequantizeLinear", 10},  // 13 only added per-axis scales; 10 is per-tensor
       {"Elu", 1},
-      {"DepthToSpace", 1},  // mode since 11, defaulting to DCR, DepthToSpace-1's layout
       {"GlobalAveragePool", 1},
       {"GlobalMaxPool", 1},
+      {"GridSample", 16},
       {"HardSigmoid", 1},
       {"HardSwish", 14},
+      {"InstanceNormalization", 1},  // opset 1's consumed_inputs is a no-op hint
       {"IsInf", 10},
       {"IsNaN", 9},
-      {"LeakyRelu", 1},
-      {"MaxPool", 1},  // storage_order (8), ceil_mode and dilations (10) default as before
-      {"PRelu", 6},
-      {"ConvTranspose", 1},
-      {"DequantizeLinear", 10},      // 13 only added per-axis scales; 10 is per-tensor
-      {"InstanceNormalization", 1},  // opset 1's consumed_inputs is a no-op hint
       {"LRN", 1},
+      {"LeakyRelu", 1},
+      {"MaxPool", 1},    // storage_order (8), ceil_mode and dilations (10) default as before
+      {"MaxUnpool", 9},  // 11 only reworded the pads
       {"MeanVarianceNormalization", 9},
-      {"OneHot", 9},           // the converter branches for OneHot-9's negative indices
+      {"MelWeightMatrix", 17},
+      {"OneHot", 9},  // the converter branches for OneHot-9's negative indices
+      {"PRelu", 6},
+      {"Pad", 2},              // value/pads attributes before 11: the converter branches
       {"QuantizeLinear", 10},  // as DequantizeLinear
-      {"Resize", 10},          // the converter branches on opset < 11 (Resize-10: scales only)
-      {"Scatter", 9},          // ScatterElements without reduction
-      {"TfIdfVectorizer", 9},
-      {"TopK", 1},      // k is an attribute before opset 10: the converter branches
-      {"Upsample", 7},  // the converter branches on opset < 9 (scales attribute)
-      {"Pad", 2},       // value/pads attributes before 11: the converter branches
       {"ReduceL1", 1},
       {"ReduceLogSum", 1},
       {"ReduceLogSumExp", 1},
       {"ReduceSumSquare", 1},
+      {"Resize", 10},    // the converter branches on opset < 11 (Resize-10: scales only)
+      {"RoiAlign", 10},  // the converter uses output_half_pixel before 16 (no mode attribute)
+      {"STFT", 17},
+      {"Scatter", 9},  // ScatterElements without reduction
       {"Selu", 1},
       {"Sinh", 9},
       {"Softplus", 1},
       {"Softsign", 1},
       {"SpaceToDepth", 1},
       {"Tan", 7},
+      {"TfIdfVectorizer", 9},
       {"ThresholdedRelu", 10},
       {"Tile", 6},
+      {"TopK", 1},  // k is an attribute before opset 10: the converter branches
       {"Trilu", 14},
+      {"Upsample", 7},  // the converter branches on opset < 9 (scales attribute)
   };
   return oldest;
 }

@@ -18,7 +18,7 @@
 namespace kiln::onnx_import {
 
 // The kiln dtype of an ONNX TensorProto.DataType; nullopt for the ones kiln lacks (string,
-// uint16/32/64, complex, float8).
+// complex, float8).
 std::optional<DType> DTypeFromOnnx(int32_t onnx_type);
 std::string OnnxTypeName(int32_t onnx_type);
 

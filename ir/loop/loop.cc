@@ -135,9 +135,13 @@ int64_t WrapToDType(int64_t v, DType t) {
       return static_cast<int32_t>(v);
     case DType::kUInt8:
       return static_cast<uint8_t>(v);
+    case DType::kUInt16:
+      return static_cast<uint16_t>(v);
+    case DType::kUInt32:
+      return static_cast<uint32_t>(v);
     case DType::kBool:
       return v != 0;
-    default:
+    default:  // i64, and u64 held as its bit pattern
       return v;
   }
 }
@@ -197,15 +201,24 @@ int64_t IntDTypeMax(DType t) {
       return std::numeric_limits<int32_t>::max();
     case DType::kUInt8:
       return std::numeric_limits<uint8_t>::max();
+    case DType::kUInt16:
+      return std::numeric_limits<uint16_t>::max();
+    case DType::kUInt32:
+      return std::numeric_limits<uint32_t>::max();
     case DType::kBool:
       return 1;
-    default:
+    default:  // i64; u64's top half is not representable, callers leave u64 unfolded
       return std::numeric_limits<int64_t>::max();
   }
 }
 
 bool FoldIntBinary(BinaryOp op, int64_t a, int64_t b, DType t, int64_t* out) {
   bool div_traps = b == 0 || (a == IntDTypeMin(t) && b == -1 && IsSignedInteger(t));
+  // u64 values are held as int64 bit patterns: only the wrapping ops and equality fold alike
+  // for the top half.
+  if (t == DType::kUInt64 && (a < 0 || b < 0) && op != BinaryOp::kAdd && op != BinaryOp::kSub &&
+      op != BinaryOp::kMul && op != BinaryOp::kEQ && op != BinaryOp::kNE)
+    return false;
   switch (op) {
     case BinaryOp::kAdd:
       *out = WrapToDType(WrapAdd(a, b), t);
@@ -258,6 +271,20 @@ bool FoldIntBinary(BinaryOp op, int64_t a, int64_t b, DType t, int64_t* out) {
     case BinaryOp::kOr:
       *out = a || b;
       return true;
+    case BinaryOp::kShl:
+    case BinaryOp::kShr: {
+      const int bits = DTypeSize(t) * 8;
+      const bool out_of_range = b < 0 || b >= bits;
+      if (op == BinaryOp::kShl) {
+        *out =
+            out_of_range ? 0 : WrapToDType(static_cast<int64_t>(static_cast<uint64_t>(a) << b), t);
+      } else if (IsSignedInteger(t)) {
+        *out = a >> (out_of_range ? bits - 1 : b);
+      } else {  // unsigned values are nonnegative here (u64's top half is not folded)
+        *out = out_of_range ? 0 : static_cast<int64_t>(static_cast<uint64_t>(a) >> b);
+      }
+      return true;
+    }
   }
   return false;
 }
@@ -268,6 +295,9 @@ Expr MakeBinary(BinaryOp op, Expr a, Expr b) {
     Throw(ErrorCode::kInvalidArgument, "loop IR: operands of '", BinaryOpName(op),
           "' differ: ", DTypeName(a->dtype), "x", a->lanes, " vs ", DTypeName(b->dtype), "x",
           b->lanes);
+  if ((op == BinaryOp::kShl || op == BinaryOp::kShr) && !IsInteger(a->dtype))
+    Throw(ErrorCode::kInvalidArgument, "loop IR: '", BinaryOpName(op), "' needs integers, not ",
+          DTypeName(a->dtype));
   DType out = IsComparison(op) ? DType::kBool : a->dtype;
   int64_t x, y, r;
   if (IsConstInt(a, &x) && IsConstInt(b, &y) && FoldIntBinary(op, x, y, a->dtype, &r))

@@ -142,6 +142,8 @@ int OpPrecedence(BinaryOp op) {
       return 5;
     case BinaryOp::kMin:
     case BinaryOp::kMax:
+    case BinaryOp::kShl:
+    case BinaryOp::kShr:
       return kPrecAtom;  // printed as calls
   }
   return kPrecAtom;
@@ -242,7 +244,8 @@ class Printer {
   }
 
   std::string PrintBinary(const BinaryNode* n) {
-    if (n->op == BinaryOp::kMin || n->op == BinaryOp::kMax)
+    if (n->op == BinaryOp::kMin || n->op == BinaryOp::kMax || n->op == BinaryOp::kShl ||
+        n->op == BinaryOp::kShr)
       return Cat({BinaryOpName(n->op), "(", E(n->a), ", ", E(n->b), ")"});
     int p = OpPrecedence(n->op);
     // Comparisons do not chain: `a < b < c` would be read as one or the other tree.

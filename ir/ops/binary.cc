@@ -209,7 +209,7 @@ loop::Expr LowerFloatRemainder(const loop::Expr& a, const loop::Expr& b, bool c_
 
 // How many squarings of the base IntPow can need: the value bits of a nonnegative exponent.
 int ExponentBits(DType t) {
-  return t == DType::kUInt8 ? 8 : DTypeSize(t) * 8 - 1;
+  return IsUnsignedInteger(t) ? DTypeSize(t) * 8 : DTypeSize(t) * 8 - 1;
 }
 
 // Squarings per expression before IntPow's state is materialized. The loop IR has no
@@ -332,6 +332,18 @@ std::vector<LTensor> LowerPower(LowerContext& ctx, const std::vector<LTensor>& i
   return {LowerIntPower(ctx, full[0], full[1])};
 }
 
+// a << b or a >> b for the unsigned integers (the relation admits no others; the other
+// instantiations exist only because kernels are generic over the dtype).
+template <bool kLeft, typename T>
+T ShiftBits(T a, T b) {
+  if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T> && !std::is_same_v<T, bool>) {
+    if (b >= sizeof(T) * 8) return 0;
+    return static_cast<T>(kLeft ? a << b : a >> b);
+  } else {
+    return a;
+  }
+}
+
 // Checks that both inputs have the same dtype, in `allowed`, and broadcasts their shapes.
 Shape BroadcastSameDType(TypeRelContext& ctx, DTypeClass allowed) {
   const TensorTypeNode& a = ctx.tensor(0);
@@ -443,6 +455,18 @@ void RegisterBinaryOps(OpRegistry& r) {
       BinaryLowering([](const Expr& x, const Expr& slope) {
         return loop::Select(Cmp(BinaryOp::kLT, x, C(0, x)), loop::Mul(slope, x), x);
       }));
+
+  // ONNX BitShift, on unsigned integers: a shift by the bit width or more gives 0.
+  RegisterBinary<false>(
+      r, "shift_left", "a << b; 0 when b >= the bit width", DTypeClass::kUnsigned,
+      [](auto a, auto b) { return ShiftBits<true>(a, b); },
+      BinaryLowering(
+          [](const Expr& a, const Expr& b) { return loop::MakeBinary(BinaryOp::kShl, a, b); }));
+  RegisterBinary<false>(
+      r, "shift_right", "a >> b (logical); 0 when b >= the bit width", DTypeClass::kUnsigned,
+      [](auto a, auto b) { return ShiftBits<false>(a, b); },
+      BinaryLowering(
+          [](const Expr& a, const Expr& b) { return loop::MakeBinary(BinaryOp::kShr, a, b); }));
 
   // The loop IR's comparisons are C++'s: false with a NaN operand, except !=.
   constexpr DTypeClass kAny = DTypeClass::kAny;

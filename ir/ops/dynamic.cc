@@ -148,6 +148,21 @@ Type DynConstantOfShape(TypeRelContext& ctx) {
   return TensorType(UnknownShape(ValueLength(ctx, 0, "shape")), ctx.attrs().GetDType("dtype"));
 }
 
+// STFT: signal and window; [batch, frames, bins, 2] with frames and bins set by the values.
+Type DynStft(TypeRelContext& ctx) {
+  const TensorTypeNode& signal = ctx.tensor(0);
+  if (signal.ndim() != 3)
+    ctx.Fail(StrCat("signal must be [batch, length, 1 or 2], got ", TypeToString(ctx.arg(0))));
+  return TensorType(
+      {signal.shape[0], TypeRelContext::UnknownDim(), TypeRelContext::UnknownDim(), 2},
+      signal.dtype);
+}
+
+Type DynMelWeightMatrix(TypeRelContext& ctx) {
+  return TensorType({TypeRelContext::UnknownDim(), TypeRelContext::UnknownDim()},
+                    ctx.attrs().GetDType("dtype"));
+}
+
 struct Variant {
   const char* op;
   int num_data_args;
@@ -259,6 +274,12 @@ void RegisterDynamicOps(OpRegistry& r) {
       {"one_hot", 2, {"depth"}, DynOneHot},
       {"topk", 1, {"k"}, DynTopK},
       {"constant_of_shape", 0, {"shape"}, DynConstantOfShape},
+      {"max_unpool", 2, {"output_shape"}, SameRankUnknown},
+      {"stft", 2, {"frame_step", "frame_length"}, DynStft},
+      {"mel_weight_matrix",
+       0,
+       {"num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz"},
+       DynMelWeightMatrix},
   };
   for (const Variant& v : variants) RegisterVariant(r, v);
 }

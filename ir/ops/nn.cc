@@ -1,6 +1,7 @@
-// Neural-network ops on NCHW tensors: conv, conv_transpose, max_pool, avg_pool, global_max_pool,
-// global_avg_pool and pad. Semantics follow ONNX (Conv, ConvTranspose, MaxPool, AveragePool,
-// Global*Pool, Pad). conv_transpose's geometry differs from the others; see its section.
+// Neural-network ops on NCHW tensors: conv, conv_transpose, max_pool, max_pool_with_indices,
+// max_unpool, avg_pool, global_max_pool, global_avg_pool and pad. Semantics follow ONNX (Conv,
+// ConvTranspose, MaxPool with its Indices output, MaxUnpool, AveragePool, Global*Pool, Pad).
+// conv_transpose's and max_unpool's geometries differ from the others; see their sections.
 //
 // Windowed ops (conv and the pools) take x[N, C, *spatial] with 1 to 3 spatial dims. Their
 // output spatial size is fixed by the input's spatial size, so the spatial dims must be
@@ -17,7 +18,8 @@
 // counts positions inside [-pad_begin, in + pad_end), so ceil_mode's overhang is not counted).
 //
 // Float dtypes only (f32, f16, bf16, f64) for the windowed ops and global pools, except that
-// max_pool also takes the integer dtypes (compared exactly, in their own type). The reference
+// max_pool, max_pool_with_indices and max_unpool also take the integer dtypes (compared exactly,
+// in their own type; max_unpool only moves elements). The reference
 // kernels accumulate in double; the lowerings accumulate in f64 too (a loop::Reduce per output
 // element, like matmul's), so the generated kernels match the reference up to rounding order.
 // pad accepts every dtype.
@@ -28,6 +30,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
@@ -70,6 +73,18 @@ std::vector<int64_t> PerDim(const Attrs& attrs, const char* attr, size_t n, int6
   return v;
 }
 
+// The `pads` attribute: the begin pads of the n spatial dims, then their end pads (all 0 when
+// not given).
+std::vector<int64_t> Pads(const Attrs& attrs, size_t n, std::string* error) {
+  std::vector<int64_t> pads = attrs.GetInts("pads");
+  if (pads.empty()) pads.assign(2 * n, 0);
+  if (pads.size() != 2 * n && error->empty())
+    *error = StrCat("pads ", JoinInts(pads), " must have ", 2 * n,
+                    " values (the begin pads of every spatial dim, then the end pads)");
+  pads.resize(2 * n, 0);
+  return pads;
+}
+
 // The geometry of every spatial dim, from the input's spatial sizes and the kernel sizes.
 // Attributes read: strides, pads, dilations (when the op has it), auto_pad, ceil_mode (when the
 // op has it). Sets `*error` (and returns what it could) when the attributes do not fit.
@@ -80,12 +95,7 @@ std::vector<WindowDim> ComputeWindow(const std::vector<int64_t>& in,
   std::vector<int64_t> strides = PerDim(attrs, "strides", n, 1, error);
   std::vector<int64_t> dilations =
       attrs.Has("dilations") ? PerDim(attrs, "dilations", n, 1, error) : std::vector<int64_t>(n, 1);
-  std::vector<int64_t> pads = attrs.GetInts("pads");
-  if (pads.empty()) pads.assign(2 * n, 0);
-  if (pads.size() != 2 * n && error->empty())
-    *error = StrCat("pads ", JoinInts(pads), " must have ", 2 * n,
-                    " values (the begin pads of every spatial dim, then the end pads)");
-  pads.resize(2 * n, 0);
+  std::vector<int64_t> pads = Pads(attrs, n, error);
   const std::string& auto_pad = attrs.GetString("auto_pad");
   const bool ceil_mode = attrs.Has("ceil_mode") && attrs.GetBool("ceil_mode");
   if (auto_pad != "NOTSET" && std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p; }) &&
@@ -460,12 +470,7 @@ std::vector<WindowDim> ComputeTransposeWindow(const std::vector<int64_t>& in,
   std::vector<int64_t> strides = PerDim(attrs, "strides", n, 1, error);
   std::vector<int64_t> dilations = PerDim(attrs, "dilations", n, 1, error);
   std::vector<int64_t> output_padding = PerDim(attrs, "output_padding", n, 0, error);
-  std::vector<int64_t> pads = attrs.GetInts("pads");
-  if (pads.empty()) pads.assign(2 * n, 0);
-  if (pads.size() != 2 * n && error->empty())
-    *error = StrCat("pads ", JoinInts(pads), " must have ", 2 * n,
-                    " values (the begin pads of every spatial dim, then the end pads)");
-  pads.resize(2 * n, 0);
+  std::vector<int64_t> pads = Pads(attrs, n, error);
   const std::vector<int64_t>& output_shape = attrs.GetInts("output_shape");
   const bool has_output_shape = !output_shape.empty();
   if (has_output_shape && output_shape.size() != n && error->empty())
@@ -664,10 +669,23 @@ std::vector<LTensor> LowerConvTranspose(LowerContext& ctx, const std::vector<LTe
   return {LTensor{t, ctx.ShapeExpr(AsTensor(out_types[0])->shape), at}};
 }
 
-// ---- max_pool / avg_pool ----
+// ---- max_pool / max_pool_with_indices / avg_pool ----
+//
+// max_pool_with_indices is max_pool with ONNX MaxPool's second output, Indices (i64, the shape
+// of the values): where in the input each max was taken, as a flat index over the whole input
+// that ignores the padding. With storage_order 0 (row major) that is
+//   ((n * C + c) * D1 + i1) * D2 + i2 ...
+// and with storage_order 1 the plane offset (n * C + c) * D1 * D2 ... plus the position within
+// the plane in column-major order, i1 + i2 * D1 + i3 * D1 * D2 (as ONNX's reference and ONNX
+// Runtime compute it; the batch and channel stay row major). The max of a window is its first
+// occurrence in the window's scan order (the kernel's dims outermost first, as the values are
+// visited); a NaN is the max of its window (the values output propagates it), so the first
+// NaN wins. A window that lies wholly in the padding (possible only with dilations or large
+// pads) has value -inf (the lowest integer) and index -1.
 
-// max_pool when `is_max` (which also takes integers: a max needs no rounding), else avg_pool.
-Type PoolRel(bool is_max, TypeRelContext& ctx) {
+// max_pool when `is_max` (which also takes integers: a max needs no rounding), else avg_pool;
+// `with_indices` (max_pool_with_indices) adds the i64 indices as a second tuple field.
+Type PoolRel(bool is_max, TypeRelContext& ctx, bool with_indices = false) {
   const TensorTypeNode& x = ctx.tensor(0);
   if (!is_max)
     RequireFloat(ctx, x, "input");
@@ -679,14 +697,17 @@ Type PoolRel(bool is_max, TypeRelContext& ctx) {
   if (kernel.size() != spatial.size())
     ctx.Fail(StrCat("kernel_shape ", JoinInts(kernel), " must have ", spatial.size(),
                     " values (one per spatial dim of ", ShapeToString(x.shape), ")"));
-  return TensorType(WindowOutShape(x.shape[0], x.shape[1], WindowOrFail(ctx, spatial, kernel)),
-                    x.dtype);
+  Shape out = WindowOutShape(x.shape[0], x.shape[1], WindowOrFail(ctx, spatial, kernel));
+  if (!with_indices) return TensorType(std::move(out), x.dtype);
+  return TupleType({TensorType(out, x.dtype), TensorType(out, DType::kInt64)});
 }
 
-// max_pool when `is_max`, else avg_pool. Integers (max_pool only) are compared in T, exactly;
+// max_pool when `is_max`, else avg_pool; with `indices`, max_pool_with_indices, which also
+// writes there where each max was taken. Integers (max_pool only) are compared in T, exactly;
 // floats accumulate in double.
 template <typename T>
-void PoolKernelRef(bool is_max, const Tensor& x, const Attrs& attrs, Tensor& out) {
+void PoolKernelRef(bool is_max, const Tensor& x, const Attrs& attrs, Tensor& out,
+                   Tensor* indices = nullptr) {
   std::string error;
   const std::vector<WindowDim> d =
       PadTo3(ComputeWindow(SpatialShape(x.shape()), attrs.GetInts("kernel_shape"), attrs, &error));
@@ -695,6 +716,8 @@ void PoolKernelRef(bool is_max, const Tensor& x, const Attrs& attrs, Tensor& out
   const int64_t in_plane = d[0].in * d[1].in * d[2].in;
   const T* xp = x.data<T>();
   T* yp = out.data<T>();
+  int64_t* ip = indices ? indices->data<int64_t>() : nullptr;
+  const bool column_major = indices && attrs.GetInt("storage_order") == 1;
   constexpr bool kIntegral = std::is_integral_v<T>;
   using Acc = std::conditional_t<kIntegral, T, double>;
   // The max of nothing (a window wholly in the padding): -inf, or the lowest integer.
@@ -712,6 +735,7 @@ void PoolKernelRef(bool is_max, const Tensor& x, const Attrs& attrs, Tensor& out
         for (int64_t o2 = 0; o2 < d[2].out; ++o2) {
           Acc acc = is_max ? kMaxIdentity : Acc(0);
           int64_t count = 0;
+          int64_t best = -1;  // max: the max's row-major position in the plane; -1 none yet
           for (int64_t k0 = 0; k0 < d[0].kernel; ++k0) {
             const int64_t i0 = o0 * d[0].stride - d[0].pad_begin + k0 * d[0].dilation;
             for (int64_t k1 = 0; k1 < d[1].kernel; ++k1) {
@@ -721,18 +745,35 @@ void PoolKernelRef(bool is_max, const Tensor& x, const Attrs& attrs, Tensor& out
                 if (counted(0, i0) && counted(1, i1) && counted(2, i2)) ++count;
                 if (i0 < 0 || i0 >= d[0].in || i1 < 0 || i1 >= d[1].in || i2 < 0 || i2 >= d[2].in)
                   continue;
-                const T& e = xc[(i0 * d[1].in + i1) * d[2].in + i2];
+                const int64_t pos = (i0 * d[1].in + i1) * d[2].in + i2;
+                const T& e = xc[pos];
+                // The first element taken, then only a strictly larger one: the first max in
+                // scan order wins.
                 if constexpr (kIntegral) {
-                  acc = std::max<Acc>(acc, e);
+                  if (best < 0 || e > acc) {
+                    acc = e;
+                    best = pos;
+                  }
                 } else {
                   const double v = ToDouble(e);
-                  if (!is_max)
+                  if (!is_max) {
                     acc += v;
-                  else if (std::isnan(v) || v > acc)  // NaN propagates, as reduce max does
-                    acc = std::isnan(acc) ? acc : v;
+                  } else if (best < 0 || (!std::isnan(acc) && (std::isnan(v) || v > acc))) {
+                    acc = v;  // NaN propagates, as reduce max does, and then stays
+                    best = pos;
+                  }
                 }
               }
             }
+          }
+          if (ip) {
+            int64_t flat = best;
+            if (best >= 0 && column_major) {
+              const int64_t i2 = best % d[2].in, i1 = best / d[2].in % d[1].in;
+              const int64_t i0 = best / (d[1].in * d[2].in);
+              flat = (i2 * d[1].in + i1) * d[0].in + i0;
+            }
+            ip[o] = best < 0 ? -1 : p * in_plane + flat;
           }
           // A window wholly in the padding: max of nothing is -inf; avg is 0 / 0.
           if constexpr (kIntegral)
@@ -796,6 +837,278 @@ std::vector<LTensor> LowerPool(bool is_max, LowerContext& ctx, const std::vector
     return loop::Cast(t, loop::Div(sum, count));
   };
   return {LTensor{t, ctx.ShapeExpr(AsTensor(out_types[0])->shape), at}};
+}
+
+// max_pool_with_indices in two passes, as argmax lowers (reduce.cc), because loop::Reduce
+// combines values and carries no position: max_pool's values, materialized; then per window
+// the smallest row-major position in the plane that holds the max (a NaN, where the max is
+// NaN), which is the first in scan order because the scan visits positions in increasing
+// row-major order. Padded positions never hit. The position is materialized too, since the
+// index reads it several times (column-major reordering, the empty-window test).
+std::vector<LTensor> LowerMaxPoolWithIndices(LowerContext& ctx, const std::vector<LTensor>& in,
+                                             const Attrs& attrs,
+                                             const std::vector<Type>& out_types) {
+  const LTensor x = in[0];
+  const std::vector<WindowDim> dims = LoweredWindow(x, attrs.GetInts("kernel_shape"), attrs);
+  const bool column_major = attrs.GetInt("storage_order") == 1;
+  const bool is_float = IsFloat(x.dtype);
+  const LTensor values = ctx.Materialize(
+      LowerPool(/*is_max=*/true, ctx, in, attrs, {out_types[0]}).at(0), "max_pool_value");
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();  // min's identity: no hit
+  int64_t in_plane = 1;
+  for (const WindowDim& d : dims) in_plane *= d.in;
+  const LTensor first =
+      ctx.Materialize(LTensor{DType::kInt64, values.shape,
+                              [&ctx, x, values, dims, is_float](const std::vector<Expr>& idx) {
+                                WindowTaps taps = Taps(ctx, dims, idx);
+                                std::vector<Expr> xi = {idx[0], idx[1]};
+                                xi.insert(xi.end(), taps.index.begin(), taps.index.end());
+                                Expr v = x.at(xi), best = values.at(idx);
+                                if (is_float) {  // f64 holds every float dtype exactly
+                                  v = loop::Cast(DType::kFloat64, v);
+                                  best = loop::Cast(DType::kFloat64, best);
+                                }
+                                Expr hit = loop::MakeBinary(loop::BinaryOp::kEQ, v, best);
+                                if (is_float)
+                                  hit = Or(hit, loop::MakeBinary(loop::BinaryOp::kNE, v, v));
+                                if (taps.inside) hit = And(taps.inside, hit);
+                                Expr pos = I64(0);
+                                for (size_t i = 0; i < dims.size(); ++i)
+                                  pos = loop::Add(loop::Mul(pos, I64(dims[i].in)), taps.index[i]);
+                                return loop::Reduce(loop::ReduceKind::kMin,
+                                                    loop::Select(hit, pos, I64(kNone)), taps.axes);
+                              }},
+                      "max_pool_first");
+  LTensor indices{DType::kInt64, values.shape,
+                  [x, first, dims, column_major, in_plane](const std::vector<Expr>& idx) {
+                    const Expr r = first.at(idx);
+                    // Clamped so that the arithmetic of an empty window (r = kNone) cannot
+                    // overflow; the select discards it.
+                    const Expr p = loop::Min(r, I64(in_plane - 1));
+                    Expr flat = p;
+                    if (column_major && dims.size() > 1) {
+                      std::vector<Expr> pos(dims.size());
+                      Expr rest = p;
+                      for (size_t i = dims.size(); i-- > 0;) {
+                        pos[i] = loop::FloorMod(rest, I64(dims[i].in));
+                        rest = loop::FloorDiv(rest, I64(dims[i].in));
+                      }
+                      flat = pos.back();
+                      for (size_t i = dims.size() - 1; i-- > 0;)
+                        flat = loop::Add(loop::Mul(flat, I64(dims[i].in)), pos[i]);
+                    }
+                    const Expr plane = loop::Add(loop::Mul(idx[0], x.shape[1]), idx[1]);
+                    return loop::Select(loop::MakeBinary(loop::BinaryOp::kEQ, r, I64(kNone)),
+                                        I64(-1), loop::Add(loop::Mul(plane, I64(in_plane)), flat));
+                  }};
+  return {values, indices};
+}
+
+// ---- max_unpool ----
+//
+// ONNX MaxUnpool, the partial inverse of max_pool_with_indices: x[N, C, *spatial] and
+// indices (i64, x's shape) scatter x into zeros of the "scatter shape" [N, C, *s], where per
+// spatial dim
+//   s = (in - 1) * stride + kernel - pad_begin - pad_end
+// (the input size of the max_pool that x could come from), as scatter.flat[indices[i]] =
+// x.flat[i]. The output is the scatter itself, or, with output_shape (the whole output shape,
+// N and C included, as ONNX's output_shape input), zeros of that shape holding the scatter at
+// its start: out[n, c, o...] = scatter[n, c, o...] where every o < s, else 0. output_shape's
+// spatial dims may not be smaller than s, and with it the pads are ignored (s uses none), as the
+// ONNX spec says. This follows ONNX's reference implementation and backend tests, in which the
+// indices index the scatter shape; ONNX Runtime and PyTorch instead index output_shape
+// directly. The two agree when output_shape is the scatter shape.
+//
+// An index is a flat index over the whole scatter, as MaxPool's Indices are over its input.
+// MaxPool's index for an element of plane (n, c) always lies in plane (n, c), and kiln relies
+// on it: an index outside its element's own plane, [(n * C + c) * P, (n * C + c + 1) * P) for
+// the scatter's plane size P, is dropped (ONNX leaves such input undefined). When several
+// elements of a plane name the same position, the last in row-major order wins, as ONNX's
+// reference and ONNX Runtime, which write in order, have it.
+//
+// Loop IR has no scattered stores, so the lowering gathers: each scatter element searches its
+// plane of `indices` for the last position naming it (a max reduction), materialized, then
+// reads x there. That is scatter_numel * in_plane comparisons, quadratic in the plane size,
+// where a scatter would be linear; the windows that could cover a position are not enough to
+// search, since nothing guarantees that an index lies in its element's window.
+
+struct UnpoolGeometry {
+  std::vector<int64_t> scatter;  // the scatter shape's spatial dims
+  std::vector<int64_t> out;      // the output's: output_shape's, else the scatter's
+};
+
+// The spatial dims of max_unpool's scatter and output for the input's spatial dims `in`; sets
+// `*error` when the attributes do not fit.
+UnpoolGeometry UnpoolSpatial(const std::vector<int64_t>& in, const Attrs& attrs,
+                             std::string* error) {
+  const size_t n = in.size();
+  UnpoolGeometry g{std::vector<int64_t>(n, 1), std::vector<int64_t>(n, 1)};
+  const std::vector<int64_t>& kernel = attrs.GetInts("kernel_shape");
+  if (kernel.size() != n) {
+    *error = StrCat("kernel_shape ", JoinInts(kernel), " must have ", n,
+                    " values (one per spatial dim)");
+    return g;
+  }
+  std::vector<int64_t> strides = PerDim(attrs, "strides", n, 1, error);
+  std::vector<int64_t> pads = Pads(attrs, n, error);
+  const std::vector<int64_t>& output_shape = attrs.GetInts("output_shape");
+  const bool given = output_shape.size() == n + 2;  // the relation checks the length
+  for (size_t i = 0; i < n; ++i) {
+    if (kernel[i] < 1 || strides[i] < 1 || in[i] < 1) {
+      if (error->empty())
+        *error = StrCat("spatial dim ", i, ": input ", in[i], ", kernel ", kernel[i],
+                        " and stride ", strides[i], " must be positive");
+      continue;
+    }
+    const int64_t pb = given ? 0 : pads[i], pe = given ? 0 : pads[n + i];
+    g.scatter[i] = (in[i] - 1) * strides[i] + kernel[i] - pb - pe;
+    if (g.scatter[i] < 1) {
+      if (error->empty())
+        *error =
+            StrCat("spatial dim ", i, ": the output size (", in[i], " - 1) * ", strides[i], " + ",
+                   kernel[i], " - ", pb, " - ", pe, " = ", g.scatter[i], " is not positive");
+      g.scatter[i] = 1;
+      continue;
+    }
+    g.out[i] = given ? output_shape[2 + i] : g.scatter[i];
+    if (g.out[i] < g.scatter[i] && error->empty())
+      *error = StrCat("output_shape ", JoinInts(output_shape), ": spatial dim ", i,
+                      " is smaller than the unpooled size (", in[i], " - 1) * ", strides[i], " + ",
+                      kernel[i], " = ", g.scatter[i]);
+  }
+  return g;
+}
+
+Type MaxUnpoolRel(TypeRelContext& ctx) {
+  const TensorTypeNode& x = ctx.tensor(0);
+  const TensorTypeNode& ind = ctx.tensor(1);
+  if (!IsFloat(x.dtype) && !IsInteger(x.dtype))
+    ctx.Fail(StrCat("input must be a float or integer tensor, got ",
+                    TypeToString(TensorType(x.shape, x.dtype))));
+  std::vector<int64_t> spatial = ConstSpatial(ctx, x);
+  const std::string want = StrCat("x's shape ", ShapeToString(x.shape));
+  if (ind.dtype != DType::kInt64 || ind.ndim() != x.ndim())
+    ctx.Fail(StrCat("indices must be an i64 tensor of ", want, ", got ",
+                    TypeToString(TensorType(ind.shape, ind.dtype))));
+  for (int i = 0; i < x.ndim(); ++i)
+    ctx.AssertEqual(ind.shape[i], x.shape[i],
+                    StrCat("indices ", ShapeToString(ind.shape), " must have ", want));
+  const std::vector<int64_t>& output_shape = ctx.attrs().GetInts("output_shape");
+  if (!output_shape.empty()) {
+    if (static_cast<int>(output_shape.size()) != x.ndim())
+      ctx.Fail(StrCat("output_shape ", JoinInts(output_shape), " must have ", x.ndim(),
+                      " values (the whole output shape, like ", want, ")"));
+    for (int i = 0; i < 2; ++i)
+      ctx.AssertEqual(Dim(output_shape[i]), x.shape[i],
+                      StrCat("output_shape ", JoinInts(output_shape),
+                             " must keep the batch and channels of ", want));
+  }
+  std::string error;
+  const UnpoolGeometry g = UnpoolSpatial(spatial, ctx.attrs(), &error);
+  if (!error.empty()) ctx.Fail(error);
+  Shape out = {x.shape[0], x.shape[1]};
+  for (int64_t d : g.out) out.push_back(d);
+  return TensorType(std::move(out), x.dtype);
+}
+
+// The scatter, in order (the last write wins), straight into the output: a scatter position is
+// the output position with the same coordinates. Zero bits are zero in every dtype it takes.
+void MaxUnpoolKernelRef(const std::vector<Tensor>& in, const Attrs& attrs,
+                        std::vector<Tensor>& out) {
+  const Tensor& x = in[0];
+  const int64_t* ind = in[1].data<int64_t>();
+  Tensor& y = out[0];
+  if (y.numel() == 0) return;  // an empty tensor may have no buffer
+  std::memset(y.raw_data(), 0, static_cast<size_t>(y.numel() * DTypeSize(y.dtype())));
+  std::string error;
+  const UnpoolGeometry g = UnpoolSpatial(SpatialShape(x.shape()), attrs, &error);
+  const int64_t planes = x.shape()[0] * x.shape()[1];
+  int64_t in_plane = 1, scatter_plane = 1, out_plane = 1;
+  for (size_t i = 0; i < g.out.size(); ++i) {
+    in_plane *= x.shape()[2 + i];
+    scatter_plane *= g.scatter[i];
+    out_plane *= g.out[i];
+  }
+  std::vector<int64_t> pos;
+  for (int64_t p = 0; p < planes; ++p) {
+    for (int64_t j = 0; j < in_plane; ++j) {
+      const int64_t target = ind[p * in_plane + j] - p * scatter_plane;
+      if (target < 0 || target >= scatter_plane) continue;  // outside its plane: dropped
+      ops::Unravel(target, g.scatter, pos);
+      ops::CopyElements(x, p * in_plane + j, y, p * out_plane + ops::Ravel(pos, g.out), 1);
+    }
+  }
+}
+
+std::vector<LTensor> LowerMaxUnpool(LowerContext& ctx, const std::vector<LTensor>& in,
+                                    const Attrs& attrs, const std::vector<Type>& out_types) {
+  const LTensor x = in[0], ind = in[1];
+  std::vector<int64_t> in_sp;
+  for (int i = 2; i < x.ndim(); ++i) {
+    int64_t v = 0;
+    KILN_CHECK(loop::IsConstInt(x.shape[i], &v), "max_unpool with a symbolic spatial extent");
+    in_sp.push_back(v);
+  }
+  std::string error;
+  const UnpoolGeometry g = UnpoolSpatial(in_sp, attrs, &error);
+  KILN_CHECK(error.empty(), error);
+  const std::vector<int64_t> sc = g.scatter;
+  int64_t scatter_plane = 1;
+  for (int64_t d : sc) scatter_plane *= d;
+  std::vector<Expr> scatter_shape = {x.shape[0], x.shape[1]};
+  for (int64_t d : sc) scatter_shape.push_back(I64(d));
+  // The last row-major position in the plane of `indices` that names each scatter position,
+  // or -1 when none does.
+  const LTensor source = ctx.Materialize(
+      LTensor{DType::kInt64, scatter_shape,
+              [&ctx, x, ind, in_sp, sc, scatter_plane](const std::vector<Expr>& idx) {
+                const Expr plane = loop::Add(loop::Mul(idx[0], x.shape[1]), idx[1]);
+                Expr target = loop::Mul(plane, I64(scatter_plane));
+                Expr within = I64(0);
+                for (size_t i = 0; i < sc.size(); ++i)
+                  within = loop::Add(loop::Mul(within, I64(sc[i])), idx[2 + i]);
+                target = loop::Add(target, within);
+                std::vector<Expr> ii = {idx[0], idx[1]};
+                std::vector<loop::IterVar> axes;
+                Expr pos = I64(0);
+                for (size_t i = 0; i < in_sp.size(); ++i) {
+                  loop::Var j = ctx.NewVar(StrCat("j", i));
+                  axes.push_back({j, I64(in_sp[i])});
+                  ii.push_back(j);
+                  pos = loop::Add(loop::Mul(pos, I64(in_sp[i])), j);
+                }
+                Expr hit = loop::MakeBinary(loop::BinaryOp::kEQ, ind.at(ii), target);
+                return loop::Reduce(loop::ReduceKind::kMax, loop::Select(hit, pos, I64(-1)), axes);
+              }},
+      "max_unpool_source");
+  const std::vector<int64_t> out_sp = g.out;
+  auto at = [x, source, in_sp, sc, out_sp](const std::vector<Expr>& idx) {
+    // Output positions past the scatter shape (only with output_shape) are zeros; they read
+    // the source at a clamped position, which the select discards.
+    Expr inside;
+    std::vector<Expr> si = {idx[0], idx[1]};
+    for (size_t i = 0; i < sc.size(); ++i) {
+      if (out_sp[i] == sc[i]) {
+        si.push_back(idx[2 + i]);
+        continue;
+      }
+      inside = And(inside, loop::MakeBinary(loop::BinaryOp::kLT, idx[2 + i], I64(sc[i])));
+      si.push_back(loop::Min(idx[2 + i], I64(sc[i] - 1)));
+    }
+    const Expr s = source.at(si);
+    // x at the source position (clamped in range for a miss, whose value the select discards).
+    Expr rest = loop::Max(s, I64(0));
+    std::vector<Expr> xi(x.ndim());
+    xi[0] = idx[0];
+    xi[1] = idx[1];
+    for (size_t i = in_sp.size(); i-- > 0;) {
+      xi[2 + i] = i == 0 ? rest : loop::FloorMod(rest, I64(in_sp[i]));
+      rest = loop::FloorDiv(rest, I64(in_sp[i]));
+    }
+    const Expr found = And(inside, loop::MakeBinary(loop::BinaryOp::kGE, s, I64(0)));
+    return loop::Select(found, x.at(xi), lower::Const(0, x.dtype));
+  };
+  return {LTensor{x.dtype, ctx.ShapeExpr(AsTensor(out_types[0])->shape), at}};
 }
 
 // ---- global_max_pool / global_avg_pool ----
@@ -1060,6 +1373,36 @@ void RegisterNnOps(OpRegistry& r) {
               return LowerPool(is_max, ctx, in, a, out_types);
             },
     });
+    if (is_max) {
+      attrs.push_back({"storage_order", AttrKind::kInt, AttrValue(int64_t{0}),
+                       [](const AttrValue& v) -> std::string {
+                         const int64_t o = std::get<int64_t>(v);
+                         return o == 0 || o == 1
+                                    ? ""
+                                    : StrCat("must be 0 (row major) or 1 (column major), got ", o);
+                       }});
+      r.Register(OpDef{
+          .name = "max_pool_with_indices",
+          .doc = "ONNX MaxPool with its Indices output: a tuple of max_pool's values and, as i64, "
+                 "the flat index over the whole input of each max (the first in the window; "
+                 "a NaN if any), storage_order 0 row major or 1 column major within the plane; "
+                 "-1 for a window wholly in the padding",
+          .attrs = attrs,
+          .pattern = OpPattern::kOpaque,
+          .type_rel = [](TypeRelContext& ctx) { return PoolRel(true, ctx, true); },
+          .ref_kernel =
+              [](const std::vector<Tensor>& in, const Attrs& a, std::vector<Tensor>& out) {
+                DispatchDType(in[0].dtype(), [&]<typename T>() {
+                  if constexpr (std::is_same_v<T, bool>) {
+                    KILN_CHECK(false, "dtype bool passed the type relation");
+                  } else {
+                    PoolKernelRef<T>(true, in[0], a, out[0], &out[1]);
+                  }
+                });
+              },
+          .lower = LowerMaxPoolWithIndices,
+      });
+    }
     r.Register(OpDef{
         .name = is_max ? "global_max_pool" : "global_avg_pool",
         .doc = is_max ? "ONNX GlobalMaxPool: [N, C, *spatial] -> [N, C, 1, ...], the max of each "
@@ -1078,6 +1421,27 @@ void RegisterNnOps(OpRegistry& r) {
                           const std::vector<Type>&) { return LowerGlobalPool(is_max, ctx, in); },
     });
   }
+
+  const AttrValue none = std::vector<int64_t>{};
+  r.Register(OpDef{
+      .name = "max_unpool",
+      .doc = "ONNX MaxUnpool: x[N, C, *spatial] (1-3 spatial dims) and i64 indices of x's shape "
+             "(max_pool_with_indices' row-major ones) scatter x into zeros of spatial dims "
+             "(in - 1) * stride + kernel - pads (the last write wins; an index outside its "
+             "element's (n, c) plane is dropped); output_shape (the whole shape, pads then "
+             "ignored) zero-extends that at the end, as ONNX's reference does. Compiled as a "
+             "search: quadratic in the plane size",
+      .min_inputs = 2,
+      .max_inputs = 2,
+      .attrs = {{"kernel_shape", AttrKind::kInts, std::nullopt, ops::CheckNonNegativeInts()},
+                {"strides", AttrKind::kInts, none, ops::CheckNonNegativeInts()},
+                {"pads", AttrKind::kInts, none, ops::CheckNonNegativeInts()},
+                {"output_shape", AttrKind::kInts, none, ops::CheckNonNegativeInts()}},
+      .pattern = OpPattern::kOpaque,
+      .type_rel = MaxUnpoolRel,
+      .ref_kernel = MaxUnpoolKernelRef,
+      .lower = LowerMaxUnpool,
+  });
 
   r.Register(OpDef{
       .name = "pad",

@@ -36,6 +36,8 @@ bool DTypeIn(DType t, DTypeClass c) {
       return IsFloat(t) || IsSignedInteger(t);
     case DTypeClass::kNumeric:
       return t != DType::kBool;
+    case DTypeClass::kUnsigned:
+      return IsUnsignedInteger(t);
     case DTypeClass::kBool:
       return t == DType::kBool;
     case DTypeClass::kAny:
@@ -56,6 +58,9 @@ void RequireDType(const TypeRelContext& ctx, DType t, DTypeClass c, const std::s
       break;
     case DTypeClass::kNumeric:
       expected = "a numeric (non-bool) dtype";
+      break;
+    case DTypeClass::kUnsigned:
+      expected = "an unsigned integer dtype (u8, u16, u32, u64)";
       break;
     case DTypeClass::kBool:
       expected = "bool";

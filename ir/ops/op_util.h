@@ -134,6 +134,7 @@ enum class DTypeClass {
   kFloat,          // f32, f16, bf16, f64
   kSignedOrFloat,  // the floats and the signed integers
   kNumeric,        // every dtype but bool
+  kUnsigned,       // u8, u16, u32, u64
   kBool,
   kAny,
 };

@@ -82,7 +82,7 @@ Expr LowerRelu(const Expr& x) {
 // Zeros and NaN map to themselves (the innermost `x`); unsigned values are never negative.
 Expr LowerSign(const Expr& x) {
   Expr pos = loop::MakeBinary(loop::BinaryOp::kGT, x, C(0, x));
-  if (x->dtype == DType::kUInt8) return loop::Select(pos, C(1, x), x);
+  if (IsUnsignedInteger(x->dtype)) return loop::Select(pos, C(1, x), x);
   Expr neg = loop::MakeBinary(loop::BinaryOp::kLT, x, C(0, x));
   return loop::Select(pos, C(1, x), loop::Select(neg, C(-1, x), x));
 }

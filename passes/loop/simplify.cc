@@ -213,6 +213,12 @@ int ValueBits(DType t) {
       return 7;
     case DType::kUInt8:
       return 8;
+    case DType::kUInt16:
+      return 16;
+    case DType::kUInt32:
+      return 32;
+    case DType::kUInt64:
+      return 64;
     case DType::kInt16:
       return 15;
     case DType::kInt32:
@@ -239,7 +245,8 @@ bool Lossless(DType from, DType to) {
   if (from == to || from == DType::kBool) return true;
   if (to == DType::kBool) return false;
   if (IsInteger(from) && IsInteger(to)) {
-    if (to == DType::kUInt8) return false;  // `from` is another integer: it has negatives
+    // A signed `from` has negatives, which no unsigned `to` holds.
+    if (IsUnsignedInteger(to) && !IsUnsignedInteger(from)) return false;
     return ValueBits(to) >= ValueBits(from);
   }
   if (IsInteger(from) && IsFloat(to)) return ValueBits(from) <= SignificandBits(to);
@@ -265,6 +272,10 @@ Expr FoldCast(DType t, const Expr& value) {
   DType from = value->dtype;
   int64_t i;
   double f;
+  // u64 constants of the top half are negative int64 patterns, and u64's range is not an
+  // int64 one: those conversions are left to the generated code.
+  if ((from == DType::kUInt64 || t == DType::kUInt64) && !IsIntLike(t)) return nullptr;
+  if (t == DType::kUInt64 && IsFloat(from)) return nullptr;
   if (IntConst(value, &i) && IsIntLike(from)) {
     if (IsIntLike(t)) return IntLike(i, t, value);
     double d;

@@ -64,6 +64,8 @@ static void test_basics(void) {
   CHECK(strcmp(kiln_dtype_name(KILN_F32), "f32") == 0);
   CHECK(strcmp(kiln_dtype_name(KILN_I64), "i64") == 0);
   CHECK(strcmp(kiln_dtype_name(KILN_BOOL), "bool") == 0);
+  CHECK(strcmp(kiln_dtype_name(KILN_U64), "u64") == 0 && kiln_dtype_size(KILN_U32) == 4 &&
+        kiln_dtype_size(KILN_U16) == 2);
   CHECK(kiln_dtype_name((kiln_dtype)99) == NULL);
   CHECK(kiln_dtype_size(KILN_F32) == 4 && kiln_dtype_size(KILN_F16) == 2 &&
         kiln_dtype_size(KILN_F64) == 8 && kiln_dtype_size(KILN_U8) == 1);

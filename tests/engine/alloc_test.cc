@@ -51,6 +51,17 @@ TEST(EngineAllocations, HitRunsAllocateNothing) {
   EXPECT_EQ(AllocationsPerHits(engine, *mlp, {RandomTensor(DType::kFloat32, {4096, 8})}), 0);
   EXPECT_EQ(AllocationsPerHits(engine, *enc, {RandomTensor(DType::kFloat32, {2, 9, 16})}), 0);
   EXPECT_EQ(AllocationsPerHits(engine, *enc, {RandomTensor(DType::kFloat32, {8, 64, 16})}), 0);
+
+  // A value input (a reshape's target shape): its values are hashed and compared in place.
+  Var x = MakeVar("x", TensorType({Dim::Symbol("n")}, DType::kFloat32));
+  Var s = MakeVar("s", TensorType({2}, DType::kInt64));
+  ModelPtr reshape = Model::Create(
+      MakeFunction({x, s}, MakeCall("relu", {MakeCall("dyn.reshape", {x, s})})), "reshape");
+  ASSERT_EQ(reshape->value_inputs(), std::vector<int>{1});
+  EXPECT_EQ(AllocationsPerHits(
+                engine, *reshape,
+                {RandomTensor(DType::kFloat32, {12}, 3), Tensor::FromVector<int64_t>({2}, {3, 4})}),
+            0);
 }
 
 TEST(EngineAllocations, ExecutablesWithParallelLoopsAreTested) {

@@ -65,6 +65,9 @@ TEST(DType, NamesAndSizes) {
   EXPECT_EQ(DTypeName(DType::kInt64), "i64");
   EXPECT_EQ(DTypeName(DType::kUInt8), "u8");
   EXPECT_EQ(DTypeName(DType::kBool), "bool");
+  EXPECT_EQ(DTypeName(DType::kUInt16), "u16");
+  EXPECT_EQ(DTypeName(DType::kUInt32), "u32");
+  EXPECT_EQ(DTypeName(DType::kUInt64), "u64");
   for (DType t : AllDTypes()) {
     int size = DispatchDType(t, [&]<typename T>() { return static_cast<int>(sizeof(T)); });
     EXPECT_EQ(DTypeSize(t), size) << DTypeName(t);
@@ -91,7 +94,7 @@ TEST(DType, AliasesParse) {
 }
 
 TEST(DType, UnknownNamesAreRejectedAndLeaveTheOutputAlone) {
-  for (const char* bad : {"", "f8", "F32", "float32 ", "uint16", "int", "i128", "f32x"}) {
+  for (const char* bad : {"", "f8", "F32", "float32 ", "uint128", "int", "i128", "f32x"}) {
     DType out = DType::kInt16;
     EXPECT_FALSE(ParseDType(bad, &out)) << bad;
     EXPECT_EQ(out, DType::kInt16) << bad;
@@ -102,11 +105,14 @@ TEST(DType, Predicates) {
   for (DType t : AllDTypes()) {
     bool is_float = t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 ||
                     t == DType::kFloat64;
+    bool is_unsigned =
+        t == DType::kUInt8 || t == DType::kUInt16 || t == DType::kUInt32 || t == DType::kUInt64;
     bool is_int = t == DType::kInt8 || t == DType::kInt16 || t == DType::kInt32 ||
-                  t == DType::kInt64 || t == DType::kUInt8;
+                  t == DType::kInt64 || is_unsigned;
     EXPECT_EQ(IsFloat(t), is_float) << DTypeName(t);
     EXPECT_EQ(IsInteger(t), is_int) << DTypeName(t);
-    EXPECT_EQ(IsSignedInteger(t), is_int && t != DType::kUInt8) << DTypeName(t);
+    EXPECT_EQ(IsUnsignedInteger(t), is_unsigned) << DTypeName(t);
+    EXPECT_EQ(IsSignedInteger(t), is_int && !is_unsigned) << DTypeName(t);
   }
 }
 

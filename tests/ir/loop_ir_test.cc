@@ -1,7 +1,8 @@
-// The loop IR's printer, visitor and mutator, structural equality and verifier.
+// The loop IR's printer, visitor and mutator, structural equality, verifier and integer folding.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 #include <set>
 
@@ -645,6 +646,26 @@ TEST(LoopVerify, NullChildrenAreErrorsNotCrashes) {
   EXPECT_THAT(ErrorMessage([&] { Verify(MakeFunc("bad", {nullptr}, 0, {}, Evaluate(I(0)))); }),
               HasSubstr("@bad: func: buffer parameter 0 is null"));
   EXPECT_THAT(ErrorMessage([&] { Verify(nullptr); }), HasSubstr("Verify: null function"));
+}
+
+// Shifts fold as the generated code computes them: past the width (or by a negative amount)
+// a left or unsigned right shift is 0 and a signed right shift keeps the sign.
+TEST(LoopFold, ShiftsPastTheWidthAndSignedRightShifts) {
+  auto fold = [](BinaryOp op, int64_t a, int64_t b, DType t) {
+    int64_t r = 0;
+    EXPECT_TRUE(FoldIntBinary(op, a, b, t, &r));
+    return r;
+  };
+  EXPECT_EQ(fold(BinaryOp::kShl, 3, 4, DType::kInt32), 48);
+  EXPECT_EQ(fold(BinaryOp::kShl, 1, 31, DType::kInt32), std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(fold(BinaryOp::kShl, 1, 32, DType::kInt32), 0);
+  EXPECT_EQ(fold(BinaryOp::kShl, 200, 1, DType::kUInt8), 144);  // wraps in 8 bits
+  EXPECT_EQ(fold(BinaryOp::kShr, -16, 2, DType::kInt32), -4);
+  EXPECT_EQ(fold(BinaryOp::kShr, -16, 40, DType::kInt32), -1);
+  EXPECT_EQ(fold(BinaryOp::kShr, 255, 9, DType::kUInt8), 0);
+  EXPECT_EQ(fold(BinaryOp::kShr, 255, -1, DType::kUInt16), 0);
+  EXPECT_THAT(ErrorMessage([] { MakeBinary(BinaryOp::kShl, FloatImm(1), FloatImm(2)); }),
+              HasSubstr("'shl' needs integers, not f32"));
 }
 
 }  // namespace

@@ -450,5 +450,20 @@ TEST(BinaryKernels, PRelu) {
       ::testing::HasSubstr("must be a float or signed integer dtype"));
 }
 
+TEST(BinaryKernels, ShiftsOfUnsignedIntegers) {
+  Tensor a = MakeTensor<uint32_t>({5}, {1, 0x80000001u, 7, 7, 0xffffffffu});
+  Tensor b = MakeTensor<uint32_t>({5}, {3, 1, 0, 32, 31});
+  Tensor left = RunOne("shift_left", {a, b});
+  Tensor right = RunOne("shift_right", {a, b});
+  EXPECT_TRUE(TensorsNear(left, MakeTensor<uint32_t>({5}, {8, 2, 7, 0, 0x80000000u}), 0, 0));
+  EXPECT_TRUE(TensorsNear(right, MakeTensor<uint32_t>({5}, {0, 0x40000000u, 7, 0, 1}), 0, 0));
+  // Only unsigned integers shift.
+  EXPECT_THAT(
+      ErrorMessage([] {
+        InferOpType("shift_left", {TensorType({2}, DType::kInt32), TensorType({2}, DType::kInt32)});
+      }),
+      HasSubstr("must be an unsigned integer dtype"));
+}
+
 }  // namespace
 }  // namespace kiln

@@ -1,6 +1,7 @@
-// The nn ops (conv, conv_transpose, max_pool, avg_pool, global pools, pad): type relations on
-// concrete and symbolic shapes (auto_pad, ceil_mode, output_shape and output_padding included),
-// errors with their messages, and the reference kernels against small hand-computed examples.
+// The nn ops (conv, conv_transpose, max_pool, max_pool_with_indices, max_unpool, avg_pool, global
+// pools, pad): type relations on concrete and symbolic shapes (auto_pad, ceil_mode, output_shape
+// and output_padding included), errors with their messages, and the reference kernels against
+// small hand-computed examples.
 #include <gmock/gmock.h>
 
 #include <cmath>
@@ -235,6 +236,101 @@ TEST(Pool, Errors) {
               HasSubstr("spatial dims must be constants"));
 }
 
+TEST(MaxPoolWithIndices, Shapes) {
+  Attrs k3s2 = {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}};
+  EXPECT_EQ(Infer("max_pool_with_indices", {F32({S("n"), 2, 5, 4})}, k3s2),
+            "(f32[n, 2, 3, 2], i64[n, 2, 3, 2])");
+  k3s2.Set("storage_order", int64_t{1});
+  EXPECT_EQ(Infer("max_pool_with_indices", {TensorType({1, 3, 7}, DType::kUInt8)},
+                  {{"kernel_shape", Ints{2}}, {"ceil_mode", true}, {"strides", Ints{2}}}),
+            "(u8[1, 3, 4], i64[1, 3, 4])");
+  EXPECT_EQ(
+      Infer("max_pool_with_indices", {F32({1, 1, 4, 4, 4})}, {{"kernel_shape", Ints{2, 2, 2}}}),
+      "(f32[1, 1, 3, 3, 3], i64[1, 1, 3, 3, 3])");
+}
+
+TEST(MaxPoolWithIndices, Errors) {
+  EXPECT_THAT(InferError("max_pool_with_indices", {F32({1, 1, 4})},
+                         {{"kernel_shape", Ints{2}}, {"storage_order", int64_t{2}}}),
+              HasSubstr("must be 0 (row major) or 1 (column major), got 2"));
+  EXPECT_THAT(InferError("max_pool_with_indices", {TensorType({1, 1, 4}, DType::kBool)},
+                         {{"kernel_shape", Ints{2}}}),
+              HasSubstr("input must be a float or integer tensor, got bool[1, 1, 4]"));
+  EXPECT_THAT(InferError("max_pool_with_indices", {F32({1, 1, 4, 4})}, {{"kernel_shape", Ints{2}}}),
+              HasSubstr("kernel_shape [2] must have 2 values"));
+  // max_pool keeps its single output and has no storage_order.
+  EXPECT_EQ(Infer("max_pool", {F32({1, 1, 4})}, {{"kernel_shape", Ints{2}}}), "f32[1, 1, 3]");
+  EXPECT_THAT(ErrorMessage([] {
+                InferOpType("max_pool", {F32({1, 1, 4})},
+                            {{"kernel_shape", Ints{2}}, {"storage_order", int64_t{1}}});
+              }),
+              HasSubstr("storage_order"));
+}
+
+TEST(MaxUnpool, Shapes) {
+  const Type i64 = TensorType({1, 1, 2, 2}, DType::kInt64);
+  Attrs k2s2 = {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}};
+  EXPECT_EQ(Infer("max_unpool", {F32({1, 1, 2, 2}), i64}, k2s2), "f32[1, 1, 4, 4]");
+  // Per spatial dim (in - 1) * stride + kernel - pad_begin - pad_end.
+  Attrs padded = k2s2;
+  padded.Set("pads", Ints{1, 0, 0, 1});
+  EXPECT_EQ(Infer("max_unpool", {F32({1, 1, 2, 2}), i64}, padded), "f32[1, 1, 3, 3]");
+  // output_shape is the whole shape; the pads are then ignored.
+  padded.Set("output_shape", Ints{1, 1, 5, 4});
+  EXPECT_EQ(Infer("max_unpool", {F32({1, 1, 2, 2}), i64}, padded), "f32[1, 1, 5, 4]");
+  EXPECT_EQ(
+      Infer("max_unpool",
+            {TensorType({S("n"), 3, 5}, DType::kInt32), TensorType({S("n"), 3, 5}, DType::kInt64)},
+            {{"kernel_shape", Ints{3}}}),
+      "i32[n, 3, 7]");
+  EXPECT_EQ(Infer("max_unpool",
+                  {TensorType({1, 2, 2, 3, 1}, DType::kFloat64),
+                   TensorType({1, 2, 2, 3, 1}, DType::kInt64)},
+                  {{"kernel_shape", Ints{2, 2, 2}}, {"strides", Ints{2, 1, 3}}}),
+            "f64[1, 2, 4, 4, 2]");
+}
+
+TEST(MaxUnpool, Errors) {
+  const Type x = F32({1, 2, 2, 2});
+  const Type i = TensorType({1, 2, 2, 2}, DType::kInt64);
+  const Attrs k2 = {{"kernel_shape", Ints{2, 2}}};
+  EXPECT_THAT(InferError("max_unpool", {x, TensorType({1, 2, 2, 2}, DType::kInt32)}, k2),
+              HasSubstr("indices must be an i64 tensor of x's shape [1, 2, 2, 2], got i32"));
+  EXPECT_THAT(InferError("max_unpool", {x, TensorType({1, 2, 2, 3}, DType::kInt64)}, k2),
+              HasSubstr("indices [1, 2, 2, 3] must have x's shape [1, 2, 2, 2]"));
+  EXPECT_THAT(InferError("max_unpool", {x, i}, {{"kernel_shape", Ints{2}}}),
+              HasSubstr("kernel_shape [2] must have 2 values"));
+  EXPECT_THAT(
+      InferError("max_unpool", {x, i}, {{"kernel_shape", Ints{2, 2}}, {"pads", Ints{1, 1}}}),
+      HasSubstr("pads [1, 1] must have 4 values"));
+  EXPECT_THAT(
+      InferError("max_unpool", {x, i}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{0, 1}}}),
+      HasSubstr("spatial dim 0: input 2, kernel 2 and stride 0 must be positive"));
+  EXPECT_THAT(InferError("max_unpool", {F32({1, 1, 1}), TensorType({1, 1, 1}, DType::kInt64)},
+                         {{"kernel_shape", Ints{1}}, {"pads", Ints{1, 0}}}),
+              HasSubstr("the output size (1 - 1) * 1 + 1 - 1 - 0 = 0 is not positive"));
+  Attrs shaped = k2;
+  shaped.Set("output_shape", Ints{3, 3});
+  EXPECT_THAT(InferError("max_unpool", {x, i}, shaped),
+              HasSubstr("output_shape [3, 3] must have 4 values (the whole output shape"));
+  shaped.Set("output_shape", Ints{1, 3, 3, 3});
+  EXPECT_THAT(InferError("max_unpool", {x, i}, shaped),
+              HasSubstr("output_shape [1, 3, 3, 3] must keep the batch and channels"));
+  shaped.Set("output_shape", Ints{1, 2, 3, 2});
+  EXPECT_THAT(InferError("max_unpool", {x, i}, shaped),
+              HasSubstr("spatial dim 1 is smaller than the unpooled size (2 - 1) * 1 + 2 = 3"));
+  EXPECT_THAT(
+      InferError("max_unpool",
+                 {TensorType({1, 1, 2}, DType::kBool), TensorType({1, 1, 2}, DType::kInt64)},
+                 {{"kernel_shape", Ints{2}}}),
+      HasSubstr("input must be a float or integer tensor"));
+  EXPECT_THAT(
+      InferError("max_unpool", {F32({1, 1, S("w")}), TensorType({1, 1, S("w")}, DType::kInt64)},
+                 {{"kernel_shape", Ints{2}}}),
+      HasSubstr("spatial dims must be constants"));
+  EXPECT_THAT(ErrorMessage([&] { InferOpType("max_unpool", {x, i}); }), HasSubstr("kernel_shape"));
+}
+
 TEST(GlobalPool, Shapes) {
   EXPECT_EQ(Infer("global_avg_pool", {F32({S("n"), 3, 7, 7})}), "f32[n, 3, 1, 1]");
   EXPECT_EQ(Infer("global_max_pool", {F32({2, 3, S("w")})}), "f32[2, 3, 1]");
@@ -417,6 +513,148 @@ TEST(PoolRef, PaddingCeilModeDilation) {
   EXPECT_TRUE(
       TensorsNear(RunOne("max_pool", {xd}, {{"kernel_shape", Ints{2}}, {"dilations", Ints{2}}}),
                   Floats({1, 1, 3}, {2, 5, 3})));
+}
+
+// Runs max_pool_with_indices' reference and returns {values, indices}.
+std::vector<Tensor> WithIndices(const Tensor& x, const Attrs& attrs) {
+  std::vector<Tensor> out = RunOpReference("max_pool_with_indices", {x}, attrs);
+  EXPECT_EQ(out.size(), 2u);
+  return out;
+}
+
+TEST(MaxPoolWithIndicesRef, RowMajor) {
+  // ONNX's test_maxpool_with_argmax_2d_precomputed_pads: 1..25, a 5x5 kernel, pads 2.
+  std::vector<float> v(25);
+  for (int i = 0; i < 25; ++i) v[i] = static_cast<float>(i + 1);
+  std::vector<Tensor> r = WithIndices(Floats({1, 1, 5, 5}, v),
+                                      {{"kernel_shape", Ints{5, 5}}, {"pads", Ints{2, 2, 2, 2}}});
+  EXPECT_TRUE(
+      TensorsNear(r[0], Floats({1, 1, 5, 5}, {13, 14, 15, 15, 15, 18, 19, 20, 20, 20, 23, 24, 25,
+                                              25, 25, 23, 24, 25, 25, 25, 23, 24, 25, 25, 25})));
+  EXPECT_TRUE(TensorsNear(
+      r[1], MakeTensor<int64_t>({1, 1, 5, 5}, {12, 13, 14, 14, 14, 17, 18, 19, 19, 19, 22, 23, 24,
+                                               24, 24, 22, 23, 24, 24, 24, 22, 23, 24, 24, 24})));
+  // The index counts the batch and channel planes before it: ((n * C + c) * W + w).
+  Tensor x = Floats({2, 2, 3}, {1, 5, 2, 7, 0, 3, 4, 4, 1, 0, 9, 8});
+  r = WithIndices(x, {{"kernel_shape", Ints{2}}});
+  EXPECT_TRUE(TensorsNear(r[0], Floats({2, 2, 2}, {5, 5, 7, 3, 4, 4, 9, 9})));
+  // Plane 2 is [4, 4, 1]: its first window's tie goes to the first 4 (index 6 + 0).
+  EXPECT_TRUE(TensorsNear(r[1], MakeTensor<int64_t>({2, 2, 2}, {1, 1, 3, 5, 6, 7, 10, 10})));
+}
+
+TEST(MaxPoolWithIndicesRef, ColumnMajor) {
+  // ONNX's test_maxpool_with_argmax_2d_precomputed_strides: a 2x2 kernel, stride 2, storage
+  // order 1: (h, w) has index h + w * H.
+  std::vector<float> v(25);
+  for (int i = 0; i < 25; ++i) v[i] = static_cast<float>(i + 1);
+  Attrs a = {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"storage_order", int64_t{1}}};
+  std::vector<Tensor> r = WithIndices(Floats({1, 1, 5, 5}, v), a);
+  EXPECT_TRUE(TensorsNear(r[0], Floats({1, 1, 2, 2}, {7, 9, 17, 19})));
+  EXPECT_TRUE(TensorsNear(r[1], MakeTensor<int64_t>({1, 1, 2, 2}, {6, 16, 8, 18})));
+  // A 1x1 kernel takes every element: the indices list the plane in column-major order, after
+  // the planes before it (6 elements each).
+  Tensor x = Floats({1, 2, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  a = {{"kernel_shape", Ints{1, 1}}, {"storage_order", int64_t{1}}};
+  EXPECT_TRUE(
+      TensorsNear(WithIndices(x, a)[1], MakeTensor<int64_t>({1, 2, 2, 3}, {0, 2, 4, 1, 3, 5,  //
+                                                                           6, 8, 10, 7, 9, 11})));
+  // Ties go to the first in scan order (row by row), not the first in storage order: the 7 at
+  // (0, 1) has index 0 + 1 * 2 = 2, though the 7 at (1, 0) has the smaller index 1.
+  EXPECT_TRUE(
+      TensorsNear(WithIndices(Floats({1, 1, 2, 2}, {1, 7, 7, 2}),
+                              {{"kernel_shape", Ints{2, 2}}, {"storage_order", int64_t{1}}})[1],
+                  MakeTensor<int64_t>({1, 1, 1, 1}, {2})));
+  // 3-D: (d, h, w) has index d + h * D + w * D * H; the max sits at (0, 1, 1).
+  Tensor x3 = Floats({1, 1, 2, 2, 2}, {1, 2, 3, 9, 4, 5, 6, 7});
+  a = {{"kernel_shape", Ints{2, 2, 2}}};
+  EXPECT_TRUE(TensorsNear(WithIndices(x3, a)[1], MakeTensor<int64_t>({1, 1, 1, 1, 1}, {3})));
+  a.Set("storage_order", int64_t{1});
+  EXPECT_TRUE(TensorsNear(WithIndices(x3, a)[1], MakeTensor<int64_t>({1, 1, 1, 1, 1}, {6})));
+}
+
+TEST(MaxPoolWithIndicesRef, PadsDilationsNaN) {
+  // Padding never wins, even over negative values.
+  std::vector<Tensor> r = WithIndices(Floats({1, 1, 3}, {-1, -2, -3}),
+                                      {{"kernel_shape", Ints{3}}, {"pads", Ints{1, 1}}});
+  EXPECT_TRUE(TensorsNear(r[0], Floats({1, 1, 3}, {-1, -1, -2})));
+  EXPECT_TRUE(TensorsNear(r[1], MakeTensor<int64_t>({1, 1, 3}, {0, 0, 1})));
+  // Dilation 2: the windows are {0, 2}, {1, 3}, {2, 4}.
+  r = WithIndices(Floats({1, 1, 5}, {1, 5, 2, 4, 3}),
+                  {{"kernel_shape", Ints{2}}, {"dilations", Ints{2}}});
+  EXPECT_TRUE(TensorsNear(r[0], Floats({1, 1, 3}, {2, 5, 3})));
+  EXPECT_TRUE(TensorsNear(r[1], MakeTensor<int64_t>({1, 1, 3}, {2, 1, 4})));
+  // Strides with pads in 2-D: windows start at -1 and 1 in both dims.
+  r = WithIndices(
+      Floats({1, 1, 3, 3}, {1, 8, 2, 3, 4, 9, 5, 6, 7}),
+      {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 0, 0}}});
+  EXPECT_TRUE(TensorsNear(r[0], Floats({1, 1, 2, 2}, {1, 8, 5, 9})));
+  EXPECT_TRUE(TensorsNear(r[1], MakeTensor<int64_t>({1, 1, 2, 2}, {0, 1, 6, 5})));
+  // A NaN is the max of its window; the first one wins.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  r = WithIndices(Floats({1, 1, 5}, {1, nan, 3, nan, 2}), {{"kernel_shape", Ints{2}}});
+  EXPECT_TRUE(TensorsNear(r[0], Floats({1, 1, 4}, {nan, nan, nan, nan})));
+  EXPECT_TRUE(TensorsNear(r[1], MakeTensor<int64_t>({1, 1, 4}, {1, 1, 3, 3})));
+  // A window wholly in the padding (positions -1 and 1 of a size-1 input): -inf and index -1.
+  r = WithIndices(Floats({1, 1, 1}, {4}),
+                  {{"kernel_shape", Ints{2}}, {"dilations", Ints{2}}, {"pads", Ints{1, 1}}});
+  EXPECT_TRUE(TensorsNear(r[0], Floats({1, 1, 1}, {-std::numeric_limits<float>::infinity()})));
+  EXPECT_TRUE(TensorsNear(r[1], MakeTensor<int64_t>({1, 1, 1}, {-1})));
+  // All -inf: the first is still the max.
+  const float inf = std::numeric_limits<float>::infinity();
+  r = WithIndices(Floats({1, 1, 2}, {-inf, -inf}), {{"kernel_shape", Ints{2}}});
+  EXPECT_TRUE(TensorsNear(r[1], MakeTensor<int64_t>({1, 1, 1}, {0})));
+}
+
+TEST(MaxPoolWithIndicesRef, Integers) {
+  // Padding never wins over the lowest value; ties go to the first.
+  std::vector<Tensor> r = WithIndices(MakeTensor<int8_t>({1, 1, 3}, {-128, -128, 5}),
+                                      {{"kernel_shape", Ints{2}}, {"pads", Ints{1, 0}}});
+  EXPECT_TRUE(TensorsNear(r[0], MakeTensor<int8_t>({1, 1, 3}, {-128, -128, 5})));
+  EXPECT_TRUE(TensorsNear(r[1], MakeTensor<int64_t>({1, 1, 3}, {0, 0, 2})));
+  // Compared exactly: 2^53 + 1 and 2^53 are one double.
+  const int64_t big = (int64_t{1} << 53) + 1;
+  r = WithIndices(MakeTensor<int64_t>({1, 1, 3}, {big - 1, big, big - 1}),
+                  {{"kernel_shape", Ints{3}}});
+  EXPECT_TRUE(TensorsNear(r[1], MakeTensor<int64_t>({1, 1, 1}, {1})));
+}
+
+TEST(MaxUnpoolRef, ScatterAndOutputShape) {
+  // ONNX's test_maxunpool_export_without_output_shape.
+  const Tensor idx = MakeTensor<int64_t>({1, 1, 2, 2}, {5, 7, 13, 15});
+  Attrs a = {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}};
+  EXPECT_TRUE(TensorsNear(RunOne("max_unpool", {Floats({1, 1, 2, 2}, {1, 2, 3, 4}), idx}, a),
+                          Floats({1, 1, 4, 4}, {0, 0, 0, 0, 0, 1, 0, 2, 0, 0, 0, 0, 0, 3, 0, 4})));
+  // test_maxunpool_export_with_output_shape: the indices index the 4x4 scatter, which the 5x5
+  // output holds at its start.
+  a.Set("output_shape", Ints{1, 1, 5, 5});
+  EXPECT_TRUE(TensorsNear(RunOne("max_unpool", {Floats({1, 1, 2, 2}, {5, 6, 7, 8}), idx}, a),
+                          Floats({1, 1, 5, 5}, {0, 0, 0, 0, 0, 0, 5, 0, 6, 0, 0, 0, 0,
+                                                0, 0, 0, 7, 0, 8, 0, 0, 0, 0, 0, 0})));
+  // Pads shrink the default output: (2 - 1) * 2 + 2 - 1 = 3 per dim.
+  a = {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 0, 1}}};
+  EXPECT_TRUE(TensorsNear(
+      RunOne("max_unpool",
+             {Floats({1, 1, 2, 2}, {1, 2, 3, 4}), MakeTensor<int64_t>({1, 1, 2, 2}, {0, 2, 4, 8})},
+             a),
+      Floats({1, 1, 3, 3}, {1, 0, 2, 0, 3, 0, 0, 0, 4})));
+}
+
+TEST(MaxUnpoolRef, PlanesCollisionsAndIntegers) {
+  // Indices are over the whole output: plane p's lie in [p * 4, p * 4 + 4). An index outside
+  // its element's plane (or negative) is dropped; of two writes to one position the last wins.
+  Tensor x = MakeTensor<int32_t>({1, 2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor idx = MakeTensor<int64_t>({1, 2, 3}, {1, 1, 0, 4, 3, 7});
+  EXPECT_TRUE(TensorsNear(RunOne("max_unpool", {x, idx}, {{"kernel_shape", Ints{2}}}),
+                          MakeTensor<int32_t>({1, 2, 4}, {3, 2, 0, 0, 4, 0, 0, 6})));
+  idx = MakeTensor<int64_t>({1, 2, 3}, {-1, 9, 2, 1, 2, 6});
+  EXPECT_TRUE(TensorsNear(RunOne("max_unpool", {x, idx}, {{"kernel_shape", Ints{2}}}),
+                          MakeTensor<int32_t>({1, 2, 4}, {0, 0, 3, 0, 0, 0, 6, 0})));
+  // Unpooling max_pool_with_indices' output puts each max back where it was.
+  Tensor src = Floats({2, 1, 4}, {1, 3, 2, 0, 5, 4, 7, 6});
+  Attrs k2s2 = {{"kernel_shape", Ints{2}}, {"strides", Ints{2}}};
+  std::vector<Tensor> pooled = WithIndices(src, k2s2);
+  EXPECT_TRUE(
+      TensorsNear(RunOne("max_unpool", pooled, k2s2), Floats({2, 1, 4}, {0, 3, 2, 0, 5, 0, 7, 0})));
 }
 
 TEST(GlobalPoolRef, Values) {

@@ -44,6 +44,8 @@ Tensor Random(DType t, const std::vector<int64_t>& shape, double lo, double hi, 
   if (t == DType::kInt8) lo = std::max(lo, -128.0), hi = std::min(hi, 127.0);
   if (t == DType::kInt16) lo = std::max(lo, -32768.0), hi = std::min(hi, 32767.0);
   if (t == DType::kUInt8) lo = std::max(lo, 0.0), hi = std::min(hi, 255.0);
+  if (t == DType::kUInt16) lo = std::max(lo, 0.0), hi = std::min(hi, 65535.0);
+  if (t == DType::kUInt32 || t == DType::kUInt64) lo = std::max(lo, 0.0);
   return RandomTensor(t, shape, seed, lo, hi);
 }
 
@@ -212,6 +214,36 @@ TEST(LowerBinaryTest, PReluMatchesReference) {
   for (DType t : kFloats) CheckAllShapes("prelu", t, {-10, 10}, {-2, 2});
   for (DType t : {DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64})
     CheckAllShapes("prelu", t, {-1e6, 1e6}, {-1e3, 1e3});  // products wrap in i8/i16
+}
+
+// The wider unsigned dtypes: arithmetic wraps modulo 2^n, division and min/max and comparisons
+// are unsigned (LLVM's udiv, umin, ult), and the shifts give 0 past the bit width. Fewer
+// shapes than above: the generic paths are the same as u8's.
+TEST(LowerBinaryTest, WideUnsignedMatchesReference) {
+  const std::vector<ShapePair> shapes = {{{1}, {1}}, {{13, 5}, {5}}};
+  for (DType t : {DType::kUInt16, DType::kUInt32, DType::kUInt64}) {
+    SCOPED_TRACE(DTypeName(t));
+    uint64_t seed = 100;
+    auto check = [&](const std::string& op, Range ra, Range rb) {
+      for (const auto& [sa, sb] : shapes) {
+        Tensor a = Random(t, sa, ra.lo, ra.hi, seed++);
+        Tensor b = Random(t, sb, rb.lo, rb.hi, seed++);
+        EXPECT_TRUE(CompiledMatchesReference(op, {a, b}, {}, 0, 0)) << op << " " << a.TypeString();
+      }
+    };
+    for (const char* op : {"add", "sub", "mul", "div", "maximum", "minimum", "less", "equal"})
+      check(op, {0, 1e12}, {0, 1e12});
+    check("div", {0, 1e12}, {0, 5});  // many x / 0
+    check("pow", {0, 4}, {0, 20});
+    const double bits = DTypeSize(t) * 8;
+    check("shift_left", {0, 1e12}, {0, bits + 3});  // shifts past the width included
+    check("shift_right", {0, 1e12}, {0, bits + 3});
+  }
+  // u64 values past 2^63 compare, divide and shift as unsigned (they are negative as i64).
+  Tensor a = Tensor::FromVector<uint64_t>({4}, {~uint64_t{0}, uint64_t{1} << 63, 5, 0});
+  Tensor b = Tensor::FromVector<uint64_t>({4}, {3, 1, uint64_t{1} << 63, 64});
+  for (const char* op : {"div", "mod", "maximum", "less", "shift_right", "shift_left"})
+    EXPECT_TRUE(CompiledMatchesReference(op, {a, b}, {}, 0, 0)) << op;
 }
 
 }  // namespace

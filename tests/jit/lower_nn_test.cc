@@ -1,7 +1,8 @@
-// Lowering of the nn ops (conv, conv_transpose, max_pool, avg_pool, global pools, pad): each
-// compiled and compared with its reference kernel on random data, over size-1, odd and larger
-// shapes, groups, dilations, strides, explicit and automatic pads, ceil_mode, output_padding and
-// output_shape, and integer max_pool.
+// Lowering of the nn ops (conv, conv_transpose, max_pool, max_pool_with_indices, max_unpool,
+// avg_pool, global pools, pad): each compiled and compared with its reference kernel on random
+// data, over size-1, odd and larger shapes, groups, dilations, strides, explicit and automatic
+// pads, ceil_mode, output_padding and output_shape, integer max_pool, both storage orders of
+// the indices, and unpooling of real and of colliding, out-of-plane indices.
 //
 // The windowed ops need constant spatial dims, so their shape-generic case makes only the batch
 // symbolic (SymbolicBatchMatchesReference); global pools and constant-mode pad are also
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -31,17 +33,20 @@ std::string AttrsText(const Attrs& attrs) {
   return s;
 }
 
-// `op` compiled with dim 0 of input 0 (the batch) symbolic and the rest constant, against the
-// reference.
+// `op` compiled with dim 0 of every input (the batch) symbolic and the rest constant, against
+// the reference; every output is compared exactly (max_pool, max_pool_with_indices and
+// max_unpool) or to 1e-5.
 ::testing::AssertionResult SymbolicBatchMatchesReference(const std::string& op,
                                                          const std::vector<Tensor>& inputs,
-                                                         const Attrs& attrs) {
+                                                         const Attrs& attrs, double tol = 1e-5) {
   std::vector<Var> params;
   std::vector<Expr> args;
   for (size_t i = 0; i < inputs.size(); ++i) {
+    // max_unpool's indices share x's batch; the other ops' later inputs (weights) have none.
+    const bool batched = i == 0 || op == "max_unpool";
     Shape shape;
     for (size_t d = 0; d < inputs[i].shape().size(); ++d)
-      shape.push_back(i == 0 && d == 0 ? Dim::Symbol("batch") : Dim(inputs[i].shape()[d]));
+      shape.push_back(batched && d == 0 ? Dim::Symbol("batch") : Dim(inputs[i].shape()[d]));
     params.push_back(MakeVar(StrCat("x", i), TensorType(shape, inputs[i].dtype())));
     args.push_back(params.back());
   }
@@ -54,7 +59,14 @@ std::string AttrsText(const Attrs& attrs) {
   } catch (const Error& e) {
     return ::testing::AssertionFailure() << op << " (symbolic batch): " << e.what();
   }
-  return TensorsNear(got.at(0), want.at(0));
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure()
+           << op << ": " << got.size() << " outputs, want " << want.size();
+  for (size_t i = 0; i < want.size(); ++i) {
+    ::testing::AssertionResult r = TensorsNear(got[i], want[i], tol, tol);
+    if (!r) return ::testing::AssertionFailure() << op << " output " << i << ": " << r.message();
+  }
+  return ::testing::AssertionSuccess();
 }
 
 struct ConvCase {
@@ -267,9 +279,120 @@ TEST(LowerPool, IntegerMax) {
 TEST(LowerPool, SymbolicBatch) {
   Tensor x = RandomTensor(DType::kFloat32, {3, 2, 7, 6}, 11);
   Attrs a = {{"kernel_shape", Ints{3, 2}}, {"pads", Ints{1, 1, 1, 0}}, {"strides", Ints{2, 2}}};
-  EXPECT_TRUE(SymbolicBatchMatchesReference("max_pool", {x}, a));
-  a.Set("count_include_pad", true);
+  EXPECT_TRUE(SymbolicBatchMatchesReference("max_pool", {x}, a, 0));
+  a.Set("storage_order", int64_t{1});
+  EXPECT_TRUE(SymbolicBatchMatchesReference("max_pool_with_indices", {x}, a, 0));
+  a = {{"kernel_shape", Ints{3, 2}},
+       {"pads", Ints{1, 1, 1, 0}},
+       {"strides", Ints{2, 2}},
+       {"count_include_pad", true}};
   EXPECT_TRUE(SymbolicBatchMatchesReference("avg_pool", {x}, a));
+}
+
+// max_pool_with_indices over every pool case: row major with a float and an integer dtype,
+// column major (which differs only with 2 or more spatial dims) with one of them in turn; the
+// values and indices exactly. Float data is continuous, so ties are rare; the integer data (few
+// values) has many, which checks that the first max in scan order wins.
+TEST(LowerMaxPoolWithIndices, MatchesReference) {
+  uint64_t seed = 500;
+  int n = 0;
+  for (const PoolCase& c : PoolCases()) {
+    std::vector<std::pair<int64_t, DType>> runs = {{0, DType::kFloat32}, {0, DType::kInt8}};
+    if (c.x.size() > 3) runs.push_back({1, n++ % 2 ? DType::kInt32 : DType::kFloat64});
+    for (const auto& [order, t] : runs) {
+      Attrs a = c.attrs;
+      a.Set("storage_order", order);
+      Tensor x = IsFloat(t) ? RandomTensor(t, c.x, seed++) : RandomTensor(t, c.x, seed++, -3, 3);
+      EXPECT_TRUE(CompiledMatchesReference("max_pool_with_indices", {x}, a, 0, 0, false))
+          << DTypeName(t) << AttrsText(a);
+    }
+  }
+}
+
+// NaN wins its window (the first NaN), -inf can be the max, f16 compares exactly, and a window
+// wholly in the padding gives -inf and index -1.
+TEST(LowerMaxPoolWithIndices, SpecialValues) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor x = RandomTensor(DType::kFloat32, {2, 3, 7, 6}, 21);
+  for (int64_t i : {0, 5, 6, 40, 41, 100, 200, 201}) x.SetFromDouble(i, i % 2 ? nan : -inf);
+  for (int64_t order : {0, 1}) {
+    Attrs a = {{"kernel_shape", Ints{3, 2}},
+               {"pads", Ints{1, 0, 1, 1}},
+               {"strides", Ints{1, 2}},
+               {"storage_order", order}};
+    EXPECT_TRUE(CompiledMatchesReference("max_pool_with_indices", {x}, a, 0, 0, false));
+  }
+  Tensor all_low = Tensor::Empty(DType::kFloat64, {1, 2, 4});
+  for (int64_t i = 0; i < all_low.numel(); ++i) all_low.SetFromDouble(i, -inf);
+  EXPECT_TRUE(CompiledMatchesReference("max_pool_with_indices", {all_low},
+                                       {{"kernel_shape", Ints{2}}}, 0, 0, false));
+  Tensor h = RandomTensor(DType::kFloat16, {1, 3, 9, 5}, 23);
+  EXPECT_TRUE(CompiledMatchesReference(
+      "max_pool_with_indices", {h}, {{"kernel_shape", Ints{2, 3}}, {"storage_order", int64_t{1}}},
+      0, 0, false));
+  Tensor one = RandomTensor(DType::kFloat32, {1, 1, 1}, 24);
+  EXPECT_TRUE(CompiledMatchesReference(
+      "max_pool_with_indices", {one},
+      {{"kernel_shape", Ints{2}}, {"dilations", Ints{2}}, {"pads", Ints{1, 1}}}, 0, 0, false));
+}
+
+// max_unpool: x and its indices from max_pool_with_indices of a random tensor (as in a model),
+// then random indices that collide and stray out of their plane, over size 1, odd sizes,
+// pads, output_shape, 1-3 spatial dims and a larger case; float and integer data. Some pool
+// geometries do not invert exactly (their scatter is smaller than the pooled input), which
+// exercises the dropped indices too.
+TEST(LowerMaxUnpool, MatchesReference) {
+  struct UnpoolCase {
+    Ints src;      // the shape max_pool_with_indices pools
+    Attrs pool;    // its attributes
+    Attrs unpool;  // max_unpool's
+  };
+  const Attrs k2s2 = {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}};
+  std::vector<UnpoolCase> cases = {
+      {{1, 1, 1}, {{"kernel_shape", Ints{1}}}, {{"kernel_shape", Ints{1}}}},  // size 1
+      {{2, 3, 7},
+       {{"kernel_shape", Ints{3}}, {"strides", Ints{2}}},
+       {{"kernel_shape", Ints{3}}, {"strides", Ints{2}}}},
+      {{1, 2, 4, 6}, k2s2, k2s2},  // the maxes back where they were
+      // The 4x6 scatter at the start of a 5x7 output.
+      {{1, 2, 4, 6},
+       k2s2,
+       {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"output_shape", Ints{1, 2, 5, 7}}}},
+      // Pooling floors 5x7 to 2x3, whose scatter is 4x6: the indices count 35-element planes
+      // and the scatter's hold 24, so some drop out of their plane.
+      {{1, 2, 5, 7}, k2s2, k2s2},
+      {{2, 1, 6, 5},
+       {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}},
+       {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{1, 2, 4, 6, 3},
+       {{"kernel_shape", Ints{2, 3, 1}}, {"strides", Ints{2, 3, 1}}},
+       {{"kernel_shape", Ints{2, 3, 1}}, {"strides", Ints{2, 3, 1}}}},
+      {{2, 8, 32, 32}, k2s2, k2s2},  // larger: 256 positions searched for each of 16384
+  };
+  uint64_t seed = 600;
+  for (const UnpoolCase& c : cases) {
+    for (DType t : {DType::kFloat32, DType::kInt32}) {
+      std::vector<Tensor> pooled = RunOpReference(
+          "max_pool_with_indices", {RandomTensor(t, c.src, seed++, -100, 100)}, c.pool);
+      EXPECT_TRUE(CompiledMatchesReference("max_unpool", pooled, c.unpool, 0, 0, false))
+          << DTypeName(t) << AttrsText(c.unpool);
+      if (t != DType::kFloat32) continue;
+      // Random indices over a range a bit wider than the whole output: collisions, misses,
+      // negatives and other planes' positions.
+      const int64_t out_numel = RunOpReference("max_unpool", pooled, c.unpool)[0].numel();
+      Tensor random_idx = RandomTensor(DType::kInt64, pooled[1].shape(), seed++, -2,
+                                       static_cast<double>(out_numel + 2));
+      EXPECT_TRUE(
+          CompiledMatchesReference("max_unpool", {pooled[0], random_idx}, c.unpool, 0, 0, false))
+          << DTypeName(t) << AttrsText(c.unpool) << " (random indices)";
+    }
+  }
+  std::vector<Tensor> pooled = RunOpReference(
+      "max_pool_with_indices", {RandomTensor(DType::kFloat64, {3, 2, 6, 5}, seed++)}, k2s2);
+  Attrs shaped = k2s2;
+  shaped.Set("output_shape", Ints{3, 2, 7, 6});
+  EXPECT_TRUE(SymbolicBatchMatchesReference("max_unpool", pooled, shaped, 0));
 }
 
 TEST(LowerGlobalPool, MatchesReference) {

@@ -810,11 +810,11 @@ TEST(OnnxImportErrors, CycleAndUndefinedInputNameTheNode) {
 TEST(OnnxImportErrors, UnsupportedOpNamesOpTypeNodeAndOpset) {
   onnx::ModelProto m = NewModel(13);
   AddInput(m, "x", {int64_t{3}, int64_t{3}});
-  AddNode(m, "Det", {"x"}, {"y"}, "det1");
+  AddNode(m, "NonZero", {"x"}, {"y"}, "nz1");
   AddOutput(m, "y");
   Error e = ImportError(m);
   EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
-  EXPECT_THAT(e.what(), HasSubstr("unsupported ONNX op 'Det' (node 'det1', opset 13)"));
+  EXPECT_THAT(e.what(), HasSubstr("unsupported ONNX op 'NonZero' (node 'nz1', opset 13)"));
 }
 
 TEST(OnnxImportErrors, UnsupportedOpset) {
@@ -962,6 +962,17 @@ const char kNodeData[] = "/usr/share/libonnx-testdata/data/node/";
 // Imports case `name`, runs it on input_N.pb and compares with output_N.pb. The suite feeds
 // shapes, axes and indices as graph inputs, which kiln needs at import time, so integer inputs
 // become initializers (the op still runs on the same data).
+// The suite stores bfloat16 test data as UINT16 tensors of the same bits: read as bf16 where the
+// model's value is bf16.
+Tensor AsBFloat16IfBits(Tensor t, const onnx::ValueInfoProto& v) {
+  if (t.dtype() != DType::kUInt16 ||
+      v.type().tensor_type().elem_type() != onnx::TensorProto::BFLOAT16)
+    return t;
+  Tensor out = Tensor::Empty(DType::kBFloat16, t.shape());
+  if (t.nbytes()) std::memcpy(out.raw_data(), t.raw_data(), t.nbytes());
+  return out;
+}
+
 ::testing::AssertionResult RunBackendCase(const std::string& name,
                                           const std::string& root = kNodeData) {
   fs::path dir = fs::path(root) / name;
@@ -980,7 +991,8 @@ const char kNodeData[] = "/usr/share/libonnx-testdata/data/node/";
   for (const onnx::TensorProto& t : g->initializer()) initialized.insert(t.name());
   for (int i = 0, file = 0; i < g->input_size(); ++i) {
     if (initialized.count(g->input(i).name())) continue;
-    Tensor t = ReadOnnxTensorFile((data / StrCat("input_", file++, ".pb")).string());
+    Tensor t = AsBFloat16IfBits(
+        ReadOnnxTensorFile((data / StrCat("input_", file++, ".pb")).string()), g->input(i));
     if (t.dtype() == DType::kInt64 || t.dtype() == DType::kInt32)
       *g->add_initializer() = ToProto(g->input(i).name(), t);
     else
@@ -988,7 +1000,9 @@ const char kNodeData[] = "/usr/share/libonnx-testdata/data/node/";
   }
   ImportedModel model = Import(m);
   for (size_t i = 0; i < model.output_names.size(); ++i)
-    want.push_back(ReadOnnxTensorFile((data / StrCat("output_", i, ".pb")).string()));
+    want.push_back(
+        AsBFloat16IfBits(ReadOnnxTensorFile((data / StrCat("output_", i, ".pb")).string()),
+                         g->output(static_cast<int>(i))));
   std::vector<Tensor> got = Interpret(model.graph, inputs);
   if (got.size() != want.size()) return ::testing::AssertionFailure() << "output count";
   for (size_t i = 0; i < got.size(); ++i) {
@@ -1098,9 +1112,26 @@ TEST(OnnxBackendModelCases, OlderOpsetsImportAndMatchTheirOutputs) {
   }
 }
 
+// Cases whose expected data kiln deliberately does not reproduce, with the reason. Each must
+// still fail (a case that starts to match is reported, so the list stays true).
+const std::map<std::string, std::string>& KnownDifferences() {
+  static const std::map<std::string, std::string> known = {
+      {"test_cast_FLOAT_to_BFLOAT16",
+       "the expected data truncates f32 to bf16; kiln rounds to nearest even (as the ONNX spec "
+       "now says)"},
+      {"test_castlike_BFLOAT16_to_FLOAT", "input 'like' is [1] but the model declares [3, 4]"},
+      {"test_castlike_BFLOAT16_to_FLOAT_expanded",
+       "input 'like' is [1] but the model declares [3, 4]"},
+      {"test_castlike_FLOAT_to_BFLOAT16", "input 'like' is [1] but the model declares [3, 4]"},
+      {"test_castlike_FLOAT_to_BFLOAT16_expanded",
+       "input 'like' is [1] but the model declares [3, 4]"},
+  };
+  return known;
+}
+
 // Every case of one folder of the suite: each either imports and matches, or is rejected as
-// kUnsupported (an op, opset or dtype kiln lacks); anything else is a failure. Returns the count
-// that pass.
+// kUnsupported (an op, opset or dtype kiln lacks), or is a known difference; anything else is a
+// failure. Returns the count that pass.
 int SweepFolder(const std::string& folder) {
   const fs::path root = fs::path(kSuiteData) / folder;
   int passed = 0, unsupported = 0;
@@ -1109,13 +1140,17 @@ int SweepFolder(const std::string& folder) {
   std::sort(dirs.begin(), dirs.end());
   for (const fs::path& dir : dirs) {
     std::string name = dir.filename().string();
+    const bool known = KnownDifferences().count(name) != 0;
     try {
       ::testing::AssertionResult r = RunBackendCase(name, root.string());
-      if (r)
+      if (r && known)
+        failed.push_back(StrCat(name, ": matches, but is listed as a known difference"));
+      else if (r)
         ++passed;
-      else
+      else if (!known)
         failed.push_back(StrCat(name, ": ", r.message()));
     } catch (const Error& e) {
+      if (known) continue;
       // Unsupported ops, opsets and dtypes; and test data that is a sequence or an optional,
       // not a TensorProto (ReadOnnxTensorFile rejects it, naming the file).
       if (e.code() == ErrorCode::kUnsupported ||
