@@ -1,6 +1,6 @@
 // Normalizations: layer_norm (ONNX LayerNormalization, without the optional mean/inv-std
 // outputs), batch_norm in inference form (ONNX BatchNormalization with training_mode=0),
-// instance_norm (InstanceNormalization), lrn (LRN) and mean_variance_normalization
+// instance_norm (InstanceNormalization), group_norm, lrn (LRN) and mean_variance_normalization
 // (MeanVarianceNormalization). The references compute the statistics in double, with a two-pass
 // variance, so they serve as the accurate side when generated kernels are compared with them.
 #include <algorithm>
@@ -227,6 +227,51 @@ void InstanceNormKernel(const std::vector<Tensor>& in, const Attrs& attrs,
   }
 }
 
+// group_norm: the channels split into num_groups groups of C / num_groups consecutive
+// channels; statistics per (n, group) over its channels and the spatial dims, then the
+// per-channel scale and bias (PyTorch's GroupNorm; ONNX GroupNormalization from opset 21).
+
+Type GroupNormRel(TypeRelContext& ctx) {
+  RequireFloat(ctx, 0, "x");
+  const TensorTypeNode& x = ctx.tensor(0);
+  if (x.ndim() < 2)
+    ctx.Fail(StrCat("x must be [N, C, ...] with rank >= 2, got ", TypeToString(ctx.arg(0))));
+  RequireChannelParam(ctx, 1, "scale");
+  RequireChannelParam(ctx, 2, "bias");
+  int64_t groups = ctx.attrs().GetInt("num_groups");
+  if (x.shape[1].is_const() && x.shape[1].value() % groups != 0)
+    ctx.Fail(StrCat("num_groups ", groups, " does not divide the ", x.shape[1].value(),
+                    " channels of x ", ShapeToString(x.shape)));
+  return ctx.arg(0);
+}
+
+void GroupNormKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
+  const Tensor &x = in[0], &scale = in[1], &bias = in[2];
+  const double eps = attrs.GetFloat("epsilon");
+  const int64_t groups = attrs.GetInt("num_groups");
+  ops::AxisSplit split = ops::SplitAtAxis(x.shape(), 1);  // [N, C, spatial]
+  const int64_t per_group = split.len / groups * split.inner;
+  // Each (n, g) is one contiguous run of per_group elements.
+  for (int64_t r = 0; r < split.outer * groups; ++r) {
+    const int64_t base = r * per_group;
+    double sum = 0, sq = 0;
+    for (int64_t k = 0; k < per_group; ++k) sum += x.GetAsDouble(base + k);
+    const double mean = per_group ? sum / static_cast<double>(per_group) : 0;
+    for (int64_t k = 0; k < per_group; ++k) {
+      double d = x.GetAsDouble(base + k) - mean;
+      sq += d * d;
+    }
+    const double inv_std =
+        1.0 / std::sqrt((per_group ? sq / static_cast<double>(per_group) : 0) + eps);
+    for (int64_t k = 0; k < per_group; ++k) {
+      int64_t c = ((base + k) / split.inner) % split.len;
+      out[0].SetFromDouble(
+          base + k,
+          (x.GetAsDouble(base + k) - mean) * inv_std * scale.GetAsDouble(c) + bias.GetAsDouble(c));
+    }
+  }
+}
+
 // mean_variance_normalization: ONNX's function body is
 //   (x - mean(x)) / (sqrt(mean(x^2) - mean(x)^2) + 1e-9)
 // with the means over `axes`. The variance here is the two-pass one, equal to
@@ -440,6 +485,38 @@ std::vector<LTensor> LowerInstanceNorm(LowerContext& ctx, const std::vector<LTen
   })};
 }
 
+// The statistics of x seen as [N, G, C / G, spatial...]: LowerStats over that view's dims 2 on,
+// read back at x's own indices.
+std::vector<LTensor> LowerGroupNorm(LowerContext& ctx, const std::vector<LTensor>& in,
+                                    const Attrs& attrs) {
+  const LTensor &x = in[0], scale = in[1], bias = in[2];
+  DType t = x.dtype, c = ComputeDType(t);
+  const int64_t groups = attrs.GetInt("num_groups");
+  loop::Expr cg = loop::FloorDiv(x.shape[1], loop::IntImm(groups));  // channels per group
+  LTensor view;
+  view.dtype = t;
+  view.shape = {x.shape[0], loop::IntImm(groups), cg};
+  for (int i = 2; i < x.ndim(); ++i) view.shape.push_back(x.shape[i]);
+  view.at = [x, cg](const std::vector<loop::Expr>& idx) {
+    std::vector<loop::Expr> xi{idx[0], loop::Add(loop::Mul(idx[1], cg), idx[2])};
+    xi.insert(xi.end(), idx.begin() + 3, idx.end());
+    return x.at(xi);
+  };
+  std::vector<int> reduced;
+  for (int i = 2; i < view.ndim(); ++i) reduced.push_back(i);
+  LoweredStats s = LowerStats(ctx, view, reduced, "group_norm");
+  LTensor inv_std =
+      MaterializeFactor(ctx, s.var, c, InvStd(attrs.GetFloat("epsilon")), "group_norm_inv_std");
+  return {lower::Map(x, t, [s, inv_std, scale, bias, t, c, cg](const std::vector<loop::Expr>& idx) {
+    std::vector<loop::Expr> vi{idx[0], loop::FloorDiv(idx[1], cg), loop::FloorMod(idx[1], cg)};
+    vi.insert(vi.end(), idx.begin() + 2, idx.end());
+    std::vector<loop::Expr> ch{idx[1]};
+    loop::Expr v = loop::Mul(loop::Mul(loop::Cast(c, s.centered.at(vi)), inv_std.at(s.group(vi))),
+                             loop::Cast(c, scale.at(ch)));
+    return loop::Cast(t, loop::Add(v, loop::Cast(c, bias.at(ch))));
+  })};
+}
+
 std::vector<LTensor> LowerMvn(LowerContext& ctx, const std::vector<LTensor>& in,
                               const Attrs& attrs) {
   const LTensor& x = in[0];
@@ -536,6 +613,24 @@ void RegisterNormOps(OpRegistry& r) {
       .ref_kernel = InstanceNormKernel,
       .lower = [](LowerContext& ctx, const std::vector<LTensor>& in, const Attrs& attrs,
                   const std::vector<Type>&) { return LowerInstanceNorm(ctx, in, attrs); },
+  });
+  r.Register(OpDef{
+      .name = "group_norm",
+      .doc = "(x - mean) / sqrt(var + epsilon) * scale[c] + bias[c], the statistics per (n, "
+             "group) over the group's C / num_groups channels and the spatial dims of x [N, C, "
+             "...]; num_groups must divide C; floats.",
+      .min_inputs = 3,
+      .max_inputs = 3,
+      .attrs = {AttrSpec{"num_groups", AttrKind::kInt, std::nullopt,
+                         [](const AttrValue& v) {
+                           return std::get<int64_t>(v) >= 1 ? "" : "must be at least 1";
+                         }},
+                AttrSpec{"epsilon", AttrKind::kFloat, AttrValue{1e-5}, CheckEpsilon}},
+      .pattern = OpPattern::kReduction,
+      .type_rel = GroupNormRel,
+      .ref_kernel = GroupNormKernel,
+      .lower = [](LowerContext& ctx, const std::vector<LTensor>& in, const Attrs& attrs,
+                  const std::vector<Type>&) { return LowerGroupNorm(ctx, in, attrs); },
   });
   r.Register(OpDef{
       .name = "mean_variance_normalization",

@@ -377,6 +377,47 @@ TEST(InstanceNormKernel, RandomAgainstDoubleDefinition) {
   }
 }
 
+// ---- group_norm ----
+
+TEST(GroupNorm, ShapesAndErrors) {
+  Type c = F32({6});
+  Attrs two{{"num_groups", int64_t{2}}};
+  EXPECT_EQ(Infer("group_norm", {F32({2, 6, 4, 5}), c, c}, two), "f32[2, 6, 4, 5]");
+  EXPECT_EQ(Infer("group_norm", {F32({S("n"), 6, S("l")}), c, c}, two), "f32[n, 6, l]");
+  EXPECT_THAT(InferError("group_norm", {F32({2, 6, 4}), c, c}, {{"num_groups", int64_t{4}}}),
+              HasSubstr("num_groups 4 does not divide the 6 channels of x [2, 6, 4]"));
+  // A symbolic channel count is checked when it is bound.
+  EXPECT_EQ(Infer("group_norm", {F32({2, S("c"), 4}), F32({S("c")}), F32({S("c")})}, two),
+            "f32[2, c, 4]");
+  EXPECT_THAT(InferError("group_norm", {F32({2, 6, 4}), c, c}, {{"num_groups", int64_t{0}}}),
+              HasSubstr("'num_groups' = 0: must be at least 1"));
+  EXPECT_THAT(InferError("group_norm", {F32({2, 6, 4}), c, c}), HasSubstr("'num_groups'"));
+  EXPECT_THAT(InferError("group_norm", {F32({2, 6, 4}), F32({3}), c}, two),
+              HasSubstr("scale [3] must be [C] with C = 6"));
+}
+
+TEST(GroupNormKernel, HandComputedAndItsTwoLimits) {
+  // x [1, 4, 1], two groups: channels {0, 1} hold [1, 3], channels {2, 3} hold [5, 5].
+  Tensor x = MakeTensor<float>({1, 4, 1}, {1, 3, 5, 5});
+  Tensor scale = MakeTensor<float>({4}, {1, 2, 3, 4});
+  Tensor bias = MakeTensor<float>({4}, {0, 0, 1, 1});
+  EXPECT_TRUE(TensorsNear(
+      RunOne("group_norm", {x, scale, bias}, {{"num_groups", int64_t{2}}, {"epsilon", 1e-30}}),
+      MakeTensor<float>({1, 4, 1}, {-1, 2, 1, 1})));
+  // One group per channel is instance_norm.
+  Tensor r = test::RandomTensor(DType::kFloat32, {2, 3, 5}, 8, -2, 3);
+  Tensor sc = test::RandomTensor(DType::kFloat32, {3}, 9),
+         bi = test::RandomTensor(DType::kFloat32, {3}, 10);
+  EXPECT_TRUE(TensorsNear(RunOne("group_norm", {r, sc, bi}, {{"num_groups", int64_t{3}}}),
+                          RunOne("instance_norm", {r, sc, bi}), 1e-6, 1e-6));
+  // One group is a layer norm over everything but the batch, then the per-channel affine map.
+  Tensor ones = MakeTensor<float>({3}, {1, 1, 1}), zeros = MakeTensor<float>({3}, {0, 0, 0});
+  Tensor ln = RunOne("layer_norm", {r, MakeTensor<float>({1}, {1}), MakeTensor<float>({1}, {0})},
+                     {{"axis", int64_t{1}}});
+  EXPECT_TRUE(TensorsNear(RunOne("group_norm", {r, ones, zeros}, {{"num_groups", int64_t{1}}}), ln,
+                          1e-5, 1e-5));
+}
+
 // ---- mean_variance_normalization ----
 
 TEST(Mvn, Shapes) {

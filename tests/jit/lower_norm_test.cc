@@ -212,6 +212,30 @@ TEST(LowerNorm, InstanceNorm) {
   }
 }
 
+// ---- group_norm ----
+
+TEST(LowerNorm, GroupNorm) {
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t groups;
+  };
+  const Case cases[] = {{{1, 1, 1}, 1}, {{2, 6, 7}, 3}, {{1, 4, 3, 5}, 2}, {{3, 8, 9, 11}, 4}};
+  for (DType t : kFloatDTypes) {
+    uint64_t seed = 1;
+    Tolerance tol = TolFor(t);
+    for (size_t i = 0; i < std::size(cases); ++i) {
+      if (!InReducedSet(t, i)) continue;
+      const Case& k = cases[i];
+      std::vector<int64_t> c{k.shape[1]};
+      std::vector<Tensor> in{RandomTensor(t, k.shape, seed++, 2, 5),
+                             RandomTensor(t, c, seed++, -2, 2), RandomTensor(t, c, seed++, -1, 1)};
+      SCOPED_TRACE(StrCat("group_norm ", in[0].TypeString(), " groups ", k.groups));
+      EXPECT_TRUE(CompiledMatchesReference(
+          "group_norm", in, {{"num_groups", k.groups}, {"epsilon", 1e-3}}, tol.atol, tol.rtol));
+    }
+  }
+}
+
 // ---- mean_variance_normalization ----
 
 struct MvnCase {
