@@ -11,6 +11,14 @@
 
 namespace kiln::test {
 
+// ` name=value ...` of every attribute, for test failure messages.
+inline std::string AttrsText(const Attrs& attrs) {
+  std::string s;
+  for (const auto& [name, value] : attrs.values())
+    s += StrCat(" ", name, "=", AttrValueToString(value));
+  return s;
+}
+
 // A function with one parameter per input and a single call of `op`. With `symbolic`, every
 // dim larger than 1 becomes a symbol named after its size (`d7`), so equal sizes share a
 // symbol and the kernel is compiled shape-generic.

@@ -20,18 +20,13 @@
 namespace kiln {
 namespace {
 
+using test::AttrsText;
+
 using test::CompiledMatchesReference;
 using test::RandomTensor;
 using test::TensorsNear;
 
 using Ints = std::vector<int64_t>;
-
-std::string AttrsText(const Attrs& attrs) {
-  std::string s;
-  for (const auto& [name, value] : attrs.values())
-    s += StrCat(" ", name, "=", AttrValueToString(value));
-  return s;
-}
 
 // `op` compiled with dim 0 of every input (the batch) symbolic and the rest constant, against
 // the reference; every output is compared exactly (max_pool, max_pool_with_indices and

@@ -17,6 +17,8 @@
 namespace kiln {
 namespace {
 
+using test::AttrsText;
+
 using test::CompiledMatchesReference;
 using test::MakeTensor;
 using test::RandomTensor;
@@ -42,13 +44,6 @@ Tolerance TolFor(DType t) {
     default:
       return {1e-5, 1e-5};
   }
-}
-
-std::string AttrsText(const Attrs& attrs) {
-  std::string s;
-  for (const auto& [name, value] : attrs.values())
-    s += StrCat(" ", name, "=", AttrValueToString(value));
-  return s;
 }
 
 // ---- softmax / log_softmax ----

@@ -17,6 +17,8 @@
 namespace kiln {
 namespace {
 
+using test::AttrsText;
+
 using test::CompiledMatchesReference;
 using test::MakeTensor;
 using test::RandomTensor;
@@ -26,13 +28,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 Attrs Axes(std::vector<int64_t> axes, bool keepdims = true) {
   return {{"axes", std::move(axes)}, {"keepdims", keepdims}};
-}
-
-std::string AttrsText(const Attrs& attrs) {
-  std::string s;
-  for (const auto& [name, value] : attrs.values())
-    s += StrCat(" ", name, "=", AttrValueToString(value));
-  return s;
 }
 
 // One input shape and the reduction's attributes.

@@ -27,6 +27,8 @@
 namespace kiln {
 namespace {
 
+using test::AttrsText;
+
 using test::CompiledMatchesReference;
 using test::RandomTensor;
 using test::RunCompiled;
@@ -37,13 +39,6 @@ using Doubles = std::vector<double>;
 
 AttrValue Str(const char* s) {
   return std::string(s);
-}
-
-std::string AttrsText(const Attrs& attrs) {
-  std::string s;
-  for (const auto& [name, value] : attrs.values())
-    s += StrCat(" ", name, "=", AttrValueToString(value));
-  return s;
 }
 
 struct Case {

@@ -14,6 +14,8 @@
 namespace kiln {
 namespace {
 
+using test::AttrsText;
+
 using test::CompiledMatchesReference;
 using test::ErrorOf;
 using test::RandomTensor;
@@ -36,13 +38,6 @@ Tolerance TolFor(DType t) {
     default:
       return {1e-5, 1e-5};
   }
-}
-
-std::string AttrsText(const Attrs& attrs) {
-  std::string s;
-  for (const auto& [name, value] : attrs.values())
-    s += StrCat(" ", name, "=", AttrValueToString(value));
-  return s;
 }
 
 // A function of one call of `op` in which the dims that `symbolic(input, dim)` picks are symbols
