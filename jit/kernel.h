@@ -33,6 +33,9 @@ struct CodegenOptions {
   int opt_level = 3;
   bool fast_math = false;   // reassociation and contraction for float math
   bool fp_contract = true;  // contraction only: a * b + c may become fma(a, b, c)
+  // Narrow workarounds for miscompiles of the linked LLVM on some CPUs (LLVMWorkarounds in
+  // jit/llvm_target.h). Turned off only by tests that check a workaround is still needed.
+  bool llvm_workarounds = true;
 };
 
 // A set of compiled kernels and the machine code that backs them. Immutable once built; may be
@@ -72,6 +75,10 @@ std::string LLVMVersion();
 // and the features, sorted and deduplicated (`x86_64-pc-linux-gnu znver3 +avx2,+fma,-avx512f`).
 // With options.mcpu empty it is the real host CPU and its detected features plus options.mattr.
 std::string LLVMTargetDescription(const CodegenOptions& options = {});
+// Whether this machine can execute code BuildLLVM makes for `options`: "" when it can, else why
+// not, naming the instruction-set features the CPU model (plus mattr) has and the host lacks,
+// or the unknown CPU name.
+std::string HostCannotRun(const CodegenOptions& options);
 
 // Code generators by target kind ("llvm", later "cuda"), looked up as `target.build.<kind>`.
 using BuildFn = std::function<std::unique_ptr<CompiledModule>(const std::vector<loop::PrimFunc>&,

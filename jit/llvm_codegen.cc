@@ -56,6 +56,7 @@
 #include "ir/error.h"
 #include "ir/loop/loop_visitor.h"
 #include "jit/kernel.h"
+#include "jit/llvm_target.h"
 #include "jit/runtime.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/ExecutionEngine/Orc/Core.h"
@@ -1309,57 +1310,11 @@ class LLVMCompiledModule final : public CompiledModule {
   std::string object_;
 };
 
-std::once_flag g_llvm_init;
-
-void InitializeLLVM() {
-  std::call_once(g_llvm_init, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-  });
-}
-
-llvm::CodeGenOptLevel CodeGenLevel(int opt_level) {
-  switch (opt_level) {
-    case 0:
-      return llvm::CodeGenOptLevel::None;
-    case 1:
-      return llvm::CodeGenOptLevel::Less;
-    case 2:
-      return llvm::CodeGenOptLevel::Default;
-    default:
-      return llvm::CodeGenOptLevel::Aggressive;
-  }
-}
-
-// The host (or the requested CPU). A named CPU brings its own feature set plus `mattr`; for
-// the host, `mattr` is appended to the detected features, so "-avx512f" turns one off.
-llvm::orc::JITTargetMachineBuilder TargetFor(const CodegenOptions& options) {
-  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!jtmb)
-    Throw(ErrorCode::kCompileError,
-          "LLVM cannot describe the host: ", TakeMessage(jtmb.takeError()));
-  if (!options.mcpu.empty()) {
-    jtmb->setCPU(options.mcpu);
-    jtmb->setFeatures(options.mattr);
-  } else if (!options.mattr.empty()) {
-    std::vector<std::string> extra;
-    size_t start = 0;
-    while (start <= options.mattr.size()) {
-      size_t comma = options.mattr.find(',', start);
-      if (comma == std::string::npos) comma = options.mattr.size();
-      if (comma > start) extra.push_back(options.mattr.substr(start, comma - start));
-      start = comma + 1;
-    }
-    jtmb->addFeatures(extra);
-  }
-  jtmb->setCodeGenOptLevel(CodeGenLevel(options.opt_level));
-  return std::move(*jtmb);
-}
-
-void Optimize(llvm::Module& module, llvm::TargetMachine* tm, int opt_level) {
+void Optimize(llvm::Module& module, llvm::TargetMachine* tm, int opt_level,
+              const LLVMWorkarounds& workarounds) {
   llvm::PipelineTuningOptions tuning;
   tuning.LoopVectorization = opt_level >= 2;
-  tuning.SLPVectorization = opt_level >= 2;
+  tuning.SLPVectorization = opt_level >= 2 && !workarounds.no_slp_vectorizer;
   tuning.LoopUnrolling = opt_level >= 1;
   tuning.LoopInterleaving = opt_level >= 2;
   llvm::LoopAnalysisManager lam;
@@ -1467,7 +1422,8 @@ std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& fun
 
   // ---- opt ----
   auto t1 = std::chrono::steady_clock::now();
-  Optimize(*module, tm->get(), options.opt_level);
+  Optimize(*module, tm->get(), options.opt_level,
+           WorkaroundsFor((*tm)->getTargetCPU().str(), options));
   result->timings_.opt_ms = MsSince(t1);
   {
     llvm::raw_string_ostream os(result->source_);
@@ -1565,28 +1521,6 @@ std::unique_ptr<CompiledModule> LoadLLVMObject(const std::string& object,
   }
   result->timings_.codegen_ms = MsSince(t0);
   return result;
-}
-
-std::string LLVMVersion() {
-  return LLVM_VERSION_STRING;
-}
-
-std::string LLVMTargetDescription(const CodegenOptions& options) {
-  llvm::orc::JITTargetMachineBuilder jtmb = TargetFor(options);
-  // SubtargetFeatures keeps flags in order and a later one wins ("+avx512f" then "-avx512f"
-  // after mattr); resolve that first, so that equal feature sets describe equally.
-  std::map<std::string, char> features;
-  for (const std::string& f : jtmb.getFeatures().getFeatures()) {
-    if (f.empty()) continue;
-    if (f[0] == '+' || f[0] == '-') {
-      features[f.substr(1)] = f[0];
-    } else {
-      features[f] = '+';
-    }
-  }
-  std::string list;
-  for (const auto& [name, sign] : features) list += StrCat(list.empty() ? "" : ",", sign, name);
-  return StrCat(jtmb.getTargetTriple().str(), ' ', jtmb.getCPU(), ' ', list);
 }
 
 }  // namespace kiln

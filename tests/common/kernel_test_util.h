@@ -1,7 +1,15 @@
 // Compile-and-compare helpers: one op (or one fused function) lowered, put through the loop
 // pipeline, JIT-compiled and run, then compared with the op's reference kernel.
+//
+// CPU models. Kernels are compiled for the host unless KILN_TEST_CPU names an LLVM CPU model
+// (`znver4`, `x86-64-v3`, ...): tests/CMakeLists.txt runs a sweep of these tests once per model
+// in a fixed list, so code generated for other CPUs is checked on every host that can execute
+// it. A process whose model this host cannot execute prints why and exits with
+// kSkipCpuExitCode, which ctest reports as skipped.
 #pragma once
 
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 
 #include "common/test_util.h"
@@ -10,6 +18,38 @@
 #include "passes/compile.h"
 
 namespace kiln::test {
+
+// The code generation options every kernel of this test process is compiled with.
+inline const CodegenOptions& TestCodegen() {
+  static const CodegenOptions options = [] {
+    CodegenOptions o;
+    if (const char* cpu = std::getenv("KILN_TEST_CPU")) o.mcpu = cpu;
+    return o;
+  }();
+  return options;
+}
+
+inline constexpr int kSkipCpuExitCode = 77;  // SKIP_RETURN_CODE of the cross-CPU ctest entries
+
+// Says which CPU model this process compiles for before any test runs, or, when this host
+// cannot execute that model's code, why not, and ends the process as skipped.
+class TestCpuEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    const CodegenOptions& o = TestCodegen();
+    if (o.mcpu.empty()) return;
+    std::string why = HostCannotRun(o);
+    if (!why.empty()) {
+      std::printf("kiln: CPU model %s skipped: %s\n", o.mcpu.c_str(), why.c_str());
+      std::fflush(stdout);
+      std::exit(kSkipCpuExitCode);
+    }
+    std::printf("kiln: kernels compiled for CPU model %s (%s)\n", o.mcpu.c_str(),
+                LLVMTargetDescription(o).c_str());
+  }
+};
+inline ::testing::Environment* const kTestCpuEnvironment =
+    ::testing::AddGlobalTestEnvironment(new TestCpuEnvironment);
 
 // ` name=value ...` of every attribute, for test failure messages.
 inline std::string AttrsText(const Attrs& attrs) {
@@ -37,9 +77,11 @@ inline Function SingleOpFunction(const std::string& op, const std::vector<Tensor
   return InferTypes(MakeFunction(params, call, nullptr, Attrs{{"primitive", true}}));
 }
 
-// Runs `fn` compiled. Symbols are bound from the inputs' shapes.
+// Runs `fn` compiled (for TestCodegen() unless `options` say otherwise). Symbols are bound from
+// the inputs' shapes.
 inline std::vector<Tensor> RunCompiled(const Function& fn, const std::vector<Tensor>& inputs,
-                                       const std::string& name = "kernel") {
+                                       const std::string& name = "kernel",
+                                       const CodegenOptions& options = TestCodegen()) {
   std::vector<Type> types;
   for (const Tensor& t : inputs) types.push_back(TypeOfTensor(t));
   std::map<std::string, int64_t> symbols = BindInputShapes(fn, types);
@@ -54,7 +96,7 @@ inline std::vector<Tensor> RunCompiled(const Function& fn, const std::vector<Ten
   } else {
     add(concrete->body->type);
   }
-  CompiledKernel k = CompileKernel(fn, name);
+  CompiledKernel k = CompileKernel(fn, name, options);
   return RunKernel(k, inputs, out_types, symbols);
 }
 

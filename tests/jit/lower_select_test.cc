@@ -515,7 +515,7 @@ std::vector<Tensor> RunGuarded(const Function& fn, const std::vector<Tensor>& in
   for (const Tensor& t : inputs) types.push_back(TypeOfTensor(t));
   std::map<std::string, int64_t> symbols = BindInputShapes(fn, types);
   Function concrete = BindSymbols(fn, symbols);
-  CompiledKernel k = CompileKernel(fn, "guarded");
+  CompiledKernel k = CompileKernel(fn, "guarded", test::TestCodegen());
   std::vector<std::unique_ptr<GuardedCopy>> copies;
   std::vector<void*> buffers;
   for (const Tensor& t : inputs) {

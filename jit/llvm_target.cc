@@ -1,0 +1,153 @@
+// Which machine code is generated for, and whether this machine can run it (jit/llvm_target.h,
+// jit/kernel.h). Kept apart from llvm_codegen.cc so that the target questions the engine, the
+// disk cache and the cross-CPU tests ask do not sit in the emitter.
+#include "jit/llvm_target.h"
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "ir/error.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/X86TargetParser.h"
+
+namespace kiln {
+namespace {
+
+std::once_flag g_llvm_init;
+
+llvm::CodeGenOptLevel CodeGenLevel(int opt_level) {
+  switch (opt_level) {
+    case 0:
+      return llvm::CodeGenOptLevel::None;
+    case 1:
+      return llvm::CodeGenOptLevel::Less;
+    case 2:
+      return llvm::CodeGenOptLevel::Default;
+    default:
+      return llvm::CodeGenOptLevel::Aggressive;
+  }
+}
+
+std::vector<std::string> SplitFeatures(const std::string& mattr) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= mattr.size()) {
+    size_t comma = mattr.find(',', start);
+    if (comma == std::string::npos) comma = mattr.size();
+    if (comma > start) out.push_back(mattr.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+// Features whose instructions LLVM emits only through their own intrinsics, which generated
+// kernels never call: a CPU model that has them runs kiln's code on a host without them. (Host
+// detection also leaves some of them out in virtual machines, and never reports x87.)
+bool IntrinsicOnly(const std::string& f) {
+  static const std::set<std::string> kFeatures = {
+      "x87",      "mwaitx",     "monitorx", "pku",       "rdpru",     "wbnoinvd", "sgx",
+      "pconfig",  "ptwrite",    "movdiri",  "movdir64b", "waitpkg",   "uintr",    "serialize",
+      "cldemote", "enqcmd",     "tsxldtrk", "rtm",       "prefetchi", "clzero",   "clflushopt",
+      "clwb",     "invpcid",    "rdpid",    "rdrnd",     "rdseed",    "shstk",    "fsgsbase",
+      "xsave",    "xsaveopt",   "xsavec",   "xsaves",    "fxsr",      "hreset",   "kl",
+      "widekl",   "lwp",        "usermsr",  "raoint",    "amx-tile",  "amx-int8", "amx-bf16",
+      "amx-fp16", "amx-complex"};
+  return kFeatures.count(f) != 0;
+}
+
+}  // namespace
+
+void InitializeLLVM() {
+  std::call_once(g_llvm_init, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+}
+
+llvm::orc::JITTargetMachineBuilder TargetFor(const CodegenOptions& options) {
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb)
+    Throw(ErrorCode::kCompileError,
+          "LLVM cannot describe the host: ", llvm::toString(jtmb.takeError()));
+  if (!options.mcpu.empty()) {
+    jtmb->setCPU(options.mcpu);
+    jtmb->setFeatures(options.mattr);
+  } else if (!options.mattr.empty()) {
+    jtmb->addFeatures(SplitFeatures(options.mattr));
+  }
+  jtmb->setCodeGenOptLevel(CodeGenLevel(options.opt_level));
+  return std::move(*jtmb);
+}
+
+LLVMWorkarounds WorkaroundsFor(const std::string& cpu, const CodegenOptions& options) {
+  LLVMWorkarounds w;
+  if (!options.llvm_workarounds) return w;
+#if LLVM_VERSION_MAJOR == 19
+  // Seen with 19.1.7 (Debian 12's llvm-19); not checked on 20 and later, so only 19 gets it.
+  // tests/jit/llvm_workarounds_test.cc shows whether the miscompile is still there.
+  w.no_slp_vectorizer = cpu == "znver4" || cpu == "znver5";
+#else
+  (void)cpu;
+#endif
+  return w;
+}
+
+std::string LLVMVersion() {
+  return LLVM_VERSION_STRING;
+}
+
+std::string LLVMTargetDescription(const CodegenOptions& options) {
+  llvm::orc::JITTargetMachineBuilder jtmb = TargetFor(options);
+  // SubtargetFeatures keeps flags in order and a later one wins ("+avx512f" then "-avx512f"
+  // after mattr); resolve that first, so that equal feature sets describe equally.
+  std::map<std::string, char> features;
+  for (const std::string& f : jtmb.getFeatures().getFeatures()) {
+    if (f.empty()) continue;
+    if (f[0] == '+' || f[0] == '-') {
+      features[f.substr(1)] = f[0];
+    } else {
+      features[f] = '+';
+    }
+  }
+  std::string list;
+  for (const auto& [name, sign] : features) list += StrCat(list.empty() ? "" : ",", sign, name);
+  std::string text = StrCat(jtmb.getTargetTriple().str(), ' ', jtmb.getCPU(), ' ', list);
+  // A workaround changes the code, so it is part of what the code was built for.
+  if (WorkaroundsFor(jtmb.getCPU(), options).no_slp_vectorizer) text += " [no-slp]";
+  return text;
+}
+
+std::string HostCannotRun(const CodegenOptions& options) {
+  // What the code may use: the named CPU's instruction set (the host's own when none is named),
+  // with mattr's +feature added and -feature removed.
+  std::set<std::string> needed;
+  if (!options.mcpu.empty()) {
+    if (llvm::X86::parseArchX86(options.mcpu, /*Only64Bit=*/true) == llvm::X86::CK_None)
+      return StrCat("'", options.mcpu, "' is not an x86-64 CPU model LLVM ", LLVMVersion(),
+                    " knows");
+    llvm::SmallVector<llvm::StringRef, 64> cpu_features;
+    llvm::X86::getFeaturesForCPU(options.mcpu, cpu_features);
+    for (llvm::StringRef f : cpu_features) needed.insert(f.str());
+  }
+  for (const std::string& f : SplitFeatures(options.mattr)) {
+    if (f.size() < 2) continue;
+    if (f[0] == '+') needed.insert(f.substr(1));
+    if (f[0] == '-') needed.erase(f.substr(1));
+  }
+  const llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
+  std::string missing;
+  for (const std::string& f : needed) {
+    auto it = host.find(f);
+    if ((it == host.end() || !it->second) && !IntrinsicOnly(f))
+      missing += StrCat(missing.empty() ? "" : " ", f);
+  }
+  if (missing.empty()) return "";
+  return StrCat("the host (", llvm::sys::getHostCPUName().str(), ") lacks ", missing);
+}
+
+}  // namespace kiln

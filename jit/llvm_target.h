@@ -1,0 +1,35 @@
+// The machine LLVM generates code for, for the files in jit/ only (it names LLVM types): the
+// target machine builder for a CodegenOptions, and the narrow workarounds for miscompiles in
+// the LLVM kiln links, decided per resolved CPU. kernel.h has the LLVM-free part of this API
+// (LLVMVersion, LLVMTargetDescription, HostCannotRun).
+#pragma once
+
+#include <string>
+
+#include "jit/kernel.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+
+namespace kiln {
+
+// Registers the native target with LLVM, once per process. Thread-safe.
+void InitializeLLVM();
+
+// The host (or the requested CPU). A named CPU brings its own feature set plus `mattr`; for
+// the host, `mattr` is appended to the detected features, so "-avx512f" turns one off.
+// kCompileError when LLVM cannot describe the host.
+llvm::orc::JITTargetMachineBuilder TargetFor(const CodegenOptions& options);
+
+// What BuildLLVM changes in its pipeline for one resolved CPU, because the LLVM it links would
+// otherwise generate wrong code there. Each field says which LLVM versions need it.
+struct LLVMWorkarounds {
+  // LLVM 19's SLP vectorizer miscompiles straight-line multiply-add trees that reuse loaded
+  // scalars when the cost model makes masked gathers cheap, which it does for znver4 and
+  // znver5 (found as conv f64, group=2, strides=[3]: 4 of 18 outputs wrong). The fix is to
+  // not run the SLP vectorizer there; the loop vectorizer and kiln's own vectors are unaffected.
+  bool no_slp_vectorizer = false;
+};
+// The workarounds for `cpu` (a resolved LLVM CPU name, as TargetFor's getCPU() gives) under
+// `options`; none when options.llvm_workarounds is false.
+LLVMWorkarounds WorkaroundsFor(const std::string& cpu, const CodegenOptions& options);
+
+}  // namespace kiln
