@@ -54,8 +54,9 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-DiskKernelStore::DiskKernelStore(const std::string& dir, uint64_t max_bytes)
-    : cache_(dir, max_bytes) {}
+DiskKernelStore::DiskKernelStore(const std::string& dir, uint64_t max_bytes,
+                                 const std::string& build)
+    : cache_(dir, max_bytes, build) {}
 
 std::string DiskKernelStore::TargetDescription(const CodegenOptions& codegen) {
   const std::string fingerprint = CodegenFingerprint(codegen);

@@ -2,11 +2,13 @@
 // blob cache of jit/disk_cache.h. The engine makes one when EngineOptions::cache_dir is set.
 //
 // An entry's key text names everything the machine code depends on, so that an entry is used
-// only by the same program compiled the same way for the same machine: the kiln and LLVM
-// versions, the target string, the resolved CPU and features (LLVMTargetDescription: the real
-// host CPU when no -mcpu is given), the codegen options, the pass configuration hash, the group's
-// structural hash and its printed text, with each large constant as dtype, shape and a hash of
-// its bytes. The payload is the kernel's symbol name and its relocatable object file.
+// only by the same program compiled the same way for the same machine: the build of kiln's
+// code generator (KilnCodegenIdentity, kept in the entry's header: another build's entry for
+// the same key is rejected as other_build and rebuilt), the kiln and LLVM versions, the target
+// string, the resolved CPU and features (LLVMTargetDescription: the real host CPU when no -mcpu is
+// given), the codegen options, the pass configuration hash, the group's structural hash and its
+// printed text, with each large constant as dtype, shape and a hash of its bytes. The payload is
+// the kernel's symbol name and its relocatable object file.
 //
 // A load re-runs LowerToLoops and the loop pipeline for the group (no LLVM work: a fraction of
 // a millisecond per kernel) for the metadata the engine binds buffers by, exactly as
@@ -30,8 +32,11 @@ namespace kiln {
 
 class DiskKernelStore final : public KernelStore {
  public:
-  // Opens (creating) the cache directory; DiskCache's errors otherwise.
-  DiskKernelStore(const std::string& dir, uint64_t max_bytes);
+  // Opens (creating) the cache directory; DiskCache's errors otherwise. `build` is the code
+  // generator's identity the entries are written and read as; tests pass others to act as
+  // another build of kiln.
+  DiskKernelStore(const std::string& dir, uint64_t max_bytes,
+                  const std::string& build = KilnCodegenIdentity());
 
   LoadResult Load(const KernelKey& key, std::shared_ptr<const CompiledKernel>* kernel) override;
   void Store(const KernelKey& key, const CompiledKernel& kernel) override;

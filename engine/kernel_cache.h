@@ -50,6 +50,12 @@ std::string CodegenFingerprint(const CodegenOptions& o);
 
 // The version string compiled into every key.
 const char* KilnVersion();
+// The identity of the code that makes kernels in this build: 32 hex digits of a hash of the
+// sources of ir/, passes/, jit/ and engine/ (and the compiler and build type), computed at build
+// time (cmake/codegen_identity.cmake). Every disk cache entry carries it, so a kiln rebuilt with
+// other lowering or codegen never loads machine code an older build wrote, whatever its
+// version number says.
+const char* KilnCodegenIdentity();
 
 // 64-bit FNV-1a: a hash that is the same in every process and build, for keys that persist.
 uint64_t StableHash(const std::string& text, uint64_t seed = 0xcbf29ce484222325ull);

@@ -90,21 +90,24 @@ uint64_t Fnv1a64(std::string_view bytes, uint64_t seed) {
   return h;
 }
 
-std::string EncodeDiskCacheEntry(std::string_view key, std::string_view payload) {
+std::string EncodeDiskCacheEntry(std::string_view build, std::string_view key,
+                                 std::string_view payload) {
   std::string out;
-  out.reserve(sizeof(kMagic) + 4 + 8 + key.size() + 16 + payload.size());
+  out.reserve(sizeof(kMagic) + 4 + 8 + build.size() + 8 + key.size() + 16 + payload.size());
   out.append(kMagic, sizeof(kMagic));
   PutLE(&out, kDiskCacheFormatVersion, 4);
+  PutLE(&out, build.size(), 8);
+  out.append(build);
   PutLE(&out, key.size(), 8);
   out.append(key);
   PutLE(&out, payload.size(), 8);
-  PutLE(&out, Fnv1a64(payload, Fnv1a64(key)), 8);
+  PutLE(&out, Fnv1a64(payload, Fnv1a64(key, Fnv1a64(build))), 8);
   out.append(payload);
   return out;
 }
 
-std::optional<DiskCacheRejection> DecodeDiskCacheEntry(std::string_view bytes, std::string* key,
-                                                       std::string* payload) {
+std::optional<DiskCacheRejection> DecodeDiskCacheEntry(std::string_view bytes, std::string* build,
+                                                       std::string* key, std::string* payload) {
   // Every length read from the file is compared with what is left before it is used, by
   // subtraction, so no field value can overflow an offset or reach past `bytes`.
   size_t at = 0;
@@ -116,12 +119,18 @@ std::optional<DiskCacheRejection> DecodeDiskCacheEntry(std::string_view bytes, s
   if (left() < 4) return DiskCacheRejection::kTruncated;
   if (GetLE(bytes, at, 4) != kDiskCacheFormatVersion) return DiskCacheRejection::kBadVersion;
   at += 4;
-  if (left() < 8) return DiskCacheRejection::kTruncated;
-  const uint64_t key_size = GetLE(bytes, at, 8);
-  at += 8;
-  if (key_size > left()) return DiskCacheRejection::kTruncated;
-  std::string_view key_bytes = bytes.substr(at, key_size);
-  at += key_size;
+  // A length-prefixed field; empty when the bytes are too few for it.
+  auto field = [&](std::string_view* out) {
+    if (left() < 8) return false;
+    const uint64_t size = GetLE(bytes, at, 8);
+    at += 8;
+    if (size > left()) return false;
+    *out = bytes.substr(at, size);
+    at += size;
+    return true;
+  };
+  std::string_view build_bytes, key_bytes;
+  if (!field(&build_bytes) || !field(&key_bytes)) return DiskCacheRejection::kTruncated;
   if (left() < 16) return DiskCacheRejection::kTruncated;
   const uint64_t payload_size = GetLE(bytes, at, 8);
   const uint64_t checksum = GetLE(bytes, at + 8, 8);
@@ -129,14 +138,16 @@ std::optional<DiskCacheRejection> DecodeDiskCacheEntry(std::string_view bytes, s
   if (payload_size > left()) return DiskCacheRejection::kTruncated;
   if (payload_size < left()) return DiskCacheRejection::kBadLength;
   std::string_view payload_bytes = bytes.substr(at, payload_size);
-  if (Fnv1a64(payload_bytes, Fnv1a64(key_bytes)) != checksum) return DiskCacheRejection::kChecksum;
+  if (Fnv1a64(payload_bytes, Fnv1a64(key_bytes, Fnv1a64(build_bytes))) != checksum)
+    return DiskCacheRejection::kChecksum;
+  build->assign(build_bytes);
   key->assign(key_bytes);
   payload->assign(payload_bytes);
   return std::nullopt;
 }
 
-DiskCache::DiskCache(std::string dir, uint64_t max_bytes)
-    : dir_(std::move(dir)), max_bytes_(max_bytes) {
+DiskCache::DiskCache(std::string dir, uint64_t max_bytes, std::string build)
+    : dir_(std::move(dir)), max_bytes_(max_bytes), build_(std::move(build)) {
   if (dir_.empty()) Throw(ErrorCode::kInvalidArgument, "kernel cache directory: empty path");
   struct stat st;
   const bool existed = stat(dir_.c_str(), &st) == 0;
@@ -212,11 +223,17 @@ DiskCache::Result DiskCache::Load(const std::string& key) {
     got += static_cast<size_t>(n);
   }
   bytes.resize(got);
-  std::string stored_key;
+  std::string stored_build, stored_key;
   if (std::optional<DiskCacheRejection> bad =
-          DecodeDiskCacheEntry(bytes, &stored_key, &r.payload)) {
+          DecodeDiskCacheEntry(bytes, &stored_build, &stored_key, &r.payload)) {
     close(fd);
     return reject(*bad);
+  }
+  // Another build first: its entry may well be for this very key, and must not be used.
+  if (stored_build != build_) {
+    close(fd);
+    r.payload.clear();
+    return reject(DiskCacheRejection::kOtherBuild);
   }
   if (stored_key != key) {
     close(fd);
@@ -237,7 +254,7 @@ void DiskCache::Reject(const std::string& key, DiskCacheRejection reason) {
 
 void DiskCache::Store(const std::string& key, const std::string& payload) {
   const std::string path = PathFor(key);
-  const std::string bytes = EncodeDiskCacheEntry(key, payload);
+  const std::string bytes = EncodeDiskCacheEntry(build_, key, payload);
   // It would evict everything else and then itself.
   if (bytes.size() > max_bytes_) return;
   std::string temp = StrCat(dir_, '/', kTempPrefix, Hex16(Fnv1a64(key)), "-XXXXXX");

@@ -2,24 +2,29 @@
 // nothing of kernels or LLVM: a key is text that names everything the payload depends on, the
 // payload is bytes (the engine stores object files; engine/disk_store.h).
 //
-//   DiskCache cache("/home/me/.cache/kiln", 1 << 30);
+//   DiskCache cache("/home/me/.cache/kiln", 1 << 30, build_id);
 //   cache.Store(key_text, object_bytes);
 //   DiskCache::Result r = cache.Load(key_text);  // kHit: r.payload; kRejected: r.reason
 //
 // One file per entry, `<16 hex digits of FNV-1a(key)>.kc`, laid out little-endian as
 //
-//   magic "KILNKC\r\n" (8) | format version u32 | key length u64 | key | payload length u64 |
-//   checksum u64 (FNV-1a 64 over key then payload) | payload
+//   magic "KILNKC\r\n" (8) | format version u32 | build length u64 | build | key length u64 |
+//   key | payload length u64 | checksum u64 (FNV-1a 64 over build, key, payload) | payload
+//
+// `build` identifies the program that wrote the entry (for kiln, a hash of the code that makes
+// kernels, computed at build time: engine/kernel_cache.h KilnCodegenIdentity). It is not part
+// of the file name, so a rebuilt program finds the entries an older build wrote under the same
+// key, rejects them as other_build and writes its own over them.
 //
 // Trust. Every read checks everything before anything is returned: the magic, the version, that
 // the lengths add up to the file size exactly, the checksum, and that the key stored in the file
-// is byte for byte the key asked for (so a name collision, or an entry from another kiln, LLVM or
-// CPU, is never used). An entry failing any check is rejected, counted by reason and removed;
-// the caller rebuilds it. The checksum catches corruption, not malice: whoever can write to the
-// directory can make this process run their code. So the directory is created owner-only
-// (0700), and an existing directory that is not owned by this user, or that group or others can
-// access, is refused with an error saying what to fix. Its permissions are never changed,
-// because it may be a directory the user made for other things too.
+// is byte for byte the key asked for and the build is this cache's (so a name collision, or an
+// entry from another build of kiln, LLVM or CPU, is never used). An entry failing any check is
+// rejected, counted by reason and removed; the caller rebuilds it. The checksum catches corruption,
+// not malice: whoever can write to the directory can make this process run their code. So the
+// directory is created owner-only (0700), and an existing directory that is not owned by this user,
+// or that group or others can access, is refused with an error saying what to fix. Its permissions
+// are never changed, because it may be a directory the user made for other things too.
 //
 // Writes go to a temporary file in the same directory (mkstemp, 0600) and are renamed over the
 // entry, so a reader sees a whole old entry, a whole new one or none, and processes writing one
@@ -55,6 +60,7 @@ namespace kiln {
   X(kBadLength, "bad_length")     /* longer than its header says */                            \
   X(kChecksum, "checksum")        /* key or payload bytes changed */                           \
   X(kKeyMismatch, "key_mismatch") /* an intact entry for another key (target, version, ...) */ \
+  X(kOtherBuild, "other_build")   /* intact, written by another build of the program */        \
   X(kUnreadable, "unreadable")    /* not a regular file, or reading it failed */               \
   X(kBadPayload, "bad_payload")   /* intact, but the caller could not use the payload */
 
@@ -70,18 +76,20 @@ inline constexpr size_t kNumDiskCacheRejections = 0
     ;
 const char* DiskCacheRejectionName(DiskCacheRejection r);
 
-inline constexpr uint32_t kDiskCacheFormatVersion = 1;
+inline constexpr uint32_t kDiskCacheFormatVersion = 2;
 inline constexpr uint64_t kFnvOffsetBasis = 0xcbf29ce484222325ull;
 
 // 64-bit FNV-1a: the same in every process and build. Any change of one byte changes it.
 uint64_t Fnv1a64(std::string_view bytes, uint64_t seed = kFnvOffsetBasis);
 
 // The file format alone, for the cache and for tests and tools that inspect or damage entries.
-std::string EncodeDiskCacheEntry(std::string_view key, std::string_view payload);
-// Verifies `bytes` as an entry (all but the key comparison) and on success sets `*key` and
-// `*payload`; otherwise returns why not. Reads nothing outside `bytes`, whatever they hold.
-std::optional<DiskCacheRejection> DecodeDiskCacheEntry(std::string_view bytes, std::string* key,
-                                                       std::string* payload);
+std::string EncodeDiskCacheEntry(std::string_view build, std::string_view key,
+                                 std::string_view payload);
+// Verifies `bytes` as an entry (all but the build and key comparisons) and on success sets
+// `*build`, `*key` and `*payload`; otherwise returns why not. Reads nothing outside `bytes`,
+// whatever they hold.
+std::optional<DiskCacheRejection> DecodeDiskCacheEntry(std::string_view bytes, std::string* build,
+                                                       std::string* key, std::string* payload);
 
 struct DiskCacheStats {
   uint64_t hits = 0;
@@ -96,7 +104,8 @@ class DiskCache {
  public:
   // Opens `dir`, creating it (and missing parents) owner-only. kInvalidArgument naming the path
   // when it cannot be created, is not a directory, is another user's, or is open to others.
-  DiskCache(std::string dir, uint64_t max_bytes);
+  // Entries are written as `build`'s, and only `build`'s are used.
+  DiskCache(std::string dir, uint64_t max_bytes, std::string build);
   DiskCache(const DiskCache&) = delete;
   DiskCache& operator=(const DiskCache&) = delete;
 
@@ -120,6 +129,7 @@ class DiskCache {
   // The entries' total size now, by a scan of the directory.
   uint64_t TotalBytes() const;
   const std::string& dir() const { return dir_; }
+  const std::string& build() const { return build_; }
   uint64_t max_bytes() const { return max_bytes_; }
   DiskCacheStats stats() const;
 
@@ -129,6 +139,7 @@ class DiskCache {
 
   const std::string dir_;
   const uint64_t max_bytes_;
+  const std::string build_;
   std::mutex evict_mu_;  // one eviction scan at a time in this process
   std::atomic<uint64_t> hits_{0}, misses_{0}, writes_{0}, evictions_{0};
   std::array<std::atomic<uint64_t>, kNumDiskCacheRejections> rejections_{};

@@ -19,6 +19,7 @@
 #include "engine/disk_store.h"
 #include "engine/engine.h"
 #include "ir/interpreter.h"
+#include "ir/type_infer.h"
 #include "jit/disk_cache.h"
 
 namespace kiln {
@@ -114,11 +115,13 @@ struct Damage {
 };
 
 std::string Reencode(const std::string& bytes,
-                     const std::function<void(std::string* key, std::string* payload)>& edit) {
-  std::string key, payload;
-  EXPECT_FALSE(DecodeDiskCacheEntry(bytes, &key, &payload).has_value());
+                     const std::function<void(std::string* key, std::string* payload)>& edit,
+                     const std::string& build = KilnCodegenIdentity()) {
+  std::string stored_build, key, payload;
+  EXPECT_FALSE(DecodeDiskCacheEntry(bytes, &stored_build, &key, &payload).has_value());
+  EXPECT_EQ(stored_build, KilnCodegenIdentity());
   edit(&key, &payload);
-  return EncodeDiskCacheEntry(key, payload);
+  return EncodeDiskCacheEntry(build, key, payload);
 }
 
 const std::vector<Damage>& Damages() {
@@ -159,6 +162,12 @@ const std::vector<Damage>& Damages() {
          });
        },
        "bad_payload"},
+      {"written by another build",  // intact, right key, another code generator's identity
+       [](const std::string& b) {
+         return Reencode(
+             b, [](std::string*, std::string*) {}, "another kiln build");
+       },
+       "other_build"},
   };
   return damages;
 }
@@ -209,6 +218,42 @@ TEST(EngineDiskCache, AnotherCpuNeverLoadsTheHostsEntries) {
   EXPECT_EQ(Entries(dir.path()).size(), 2 * host.kernel_compiles);
   std::vector<Tensor> want = Interpret(model->graph(), inputs);
   EXPECT_TRUE(TensorsNear(got[0], want[0], 1e-5, 1e-4));
+}
+
+// Two builds of kiln whose code generators differ share one cache folder: neither loads the
+// other's entries (each is rejected as other_build and rebuilt), and each loads its own.
+TEST(EngineDiskCache, TwoBuildsNeverLoadEachOthersEntries) {
+  TempDir dir;
+  DiskKernelStore a(dir.path(), 1 << 20, "build-a"), b(dir.path(), 1 << 20, "build-b");
+  Var x = MakeVar("x", TensorType({3, 8}, DType::kFloat32));
+  Function group =
+      InferTypes(MakeFunction({x}, MakeCall("relu", {x}, {}), nullptr, Attrs{{"primitive", true}}));
+  KernelKey key = KernelKey::Make(group, "llvm", CodegenOptions{}, 42);
+  CompiledKernel kernel = CompileKernel(group, "k_relu");
+  std::shared_ptr<const CompiledKernel> loaded;
+
+  a.Store(key, kernel);
+  EXPECT_EQ(b.Load(key, &loaded), KernelStore::LoadResult::kRejected);
+  EXPECT_EQ(b.RejectionsByReason(), (std::map<std::string, uint64_t>{{"other_build", 1}}));
+  EXPECT_EQ(loaded, nullptr);
+  b.Store(key, kernel);  // the rebuild replaces a's entry
+  EXPECT_EQ(a.Load(key, &loaded), KernelStore::LoadResult::kRejected);
+  EXPECT_EQ(a.RejectionsByReason(), (std::map<std::string, uint64_t>{{"other_build", 1}}));
+  EXPECT_EQ(loaded, nullptr);
+  a.Store(key, kernel);
+  EXPECT_EQ(a.Load(key, &loaded), KernelStore::LoadResult::kHit);
+  ASSERT_NE(loaded, nullptr);
+  EXPECT_NE(loaded->fn, nullptr);
+}
+
+// The identity is a real hash of this build's code generator, not a placeholder.
+TEST(EngineDiskCache, CodegenIdentityIsAHash) {
+  const std::string id = KilnCodegenIdentity();
+  EXPECT_EQ(id.size(), 32u) << id;
+  EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
+  TempDir dir;
+  DiskKernelStore store(dir.path(), 1 << 20);
+  EXPECT_EQ(store.cache().build(), id);
 }
 
 TEST(EngineDiskCache, KeyTextNamesEverythingTheCodeDependsOn) {

@@ -47,22 +47,25 @@ std::vector<std::string> FileNames(const std::string& dir) {
 const std::string kKey = "kiln kernel\ntarget=llvm\nmachine=x86_64 znver3 +avx2\n";
 const std::string kPayload = std::string("payload \0 with a NUL and more bytes", 35);
 
+const std::string kBuild = "0123456789abcdef0123456789abcdef";  // as KilnCodegenIdentity's
+
 // Offsets in an entry for kKey (see disk_cache.h for the layout).
 constexpr size_t kVersionAt = 8;
-const size_t kKeyAt = 8 + 4 + 8;
+const size_t kBuildAt = 8 + 4 + 8;
+const size_t kKeyAt = kBuildAt + kBuild.size() + 8;
 const size_t kPayloadSizeAt = kKeyAt + kKey.size();
 const size_t kChecksumAt = kPayloadSizeAt + 8;
 const size_t kPayloadAt = kChecksumAt + 8;
 
 TEST(DiskCache, RoundTrip) {
   TempDir dir;
-  DiskCache cache(dir.path(), 1 << 20);
+  DiskCache cache(dir.path(), 1 << 20, kBuild);
   EXPECT_EQ(cache.Load(kKey).status, DiskCache::Status::kMiss);
   cache.Store(kKey, kPayload);
   DiskCache::Result r = cache.Load(kKey);
   ASSERT_EQ(r.status, DiskCache::Status::kHit);
   EXPECT_EQ(r.payload, kPayload);
-  EXPECT_EQ(ReadFile(cache.PathFor(kKey)), EncodeDiskCacheEntry(kKey, kPayload));
+  EXPECT_EQ(ReadFile(cache.PathFor(kKey)), EncodeDiskCacheEntry(kBuild, kKey, kPayload));
   EXPECT_EQ(ReadFile(cache.PathFor(kKey)).size(), kPayloadAt + kPayload.size());
   // Replacing an entry is a plain store.
   cache.Store(kKey, "second");
@@ -124,11 +127,19 @@ TEST(DiskCache, DamagedEntriesAreRejectedByReason) {
       {"bit flip in payload", [](std::string s) { return FlipBit(s, kPayloadAt + 9, 0); },
        DiskCacheRejection::kChecksum},
       {"entry of another key",
-       [](std::string) { return EncodeDiskCacheEntry(kKey + "mcpu=skylake\n", kPayload); },
+       [](std::string) { return EncodeDiskCacheEntry(kBuild, kKey + "mcpu=skylake\n", kPayload); },
        DiskCacheRejection::kKeyMismatch},
+      {"cut in the build", [](std::string s) { return s.substr(0, kBuildAt + 5); },
+       DiskCacheRejection::kTruncated},
+      {"bit flip in build", [](std::string s) { return FlipBit(s, kBuildAt + 3, 1); },
+       DiskCacheRejection::kChecksum},
+      // Intact, for this very key, but written by a kiln whose code generator differs.
+      {"entry of another build",
+       [](std::string) { return EncodeDiskCacheEntry(kBuild + "x", kKey, kPayload); },
+       DiskCacheRejection::kOtherBuild},
   };
   TempDir dir;
-  DiskCache cache(dir.path(), 1 << 20);
+  DiskCache cache(dir.path(), 1 << 20, kBuild);
   std::map<std::string, uint64_t> want;
   for (const Damage& d : cases) {
     SCOPED_TRACE(d.what);
@@ -154,25 +165,26 @@ TEST(DiskCache, DamagedEntriesAreRejectedByReason) {
 TEST(DiskCache, DecodeRejectsEveryPrefixAndEveryBitFlip) {
   // Exhaustive over a small entry: no damage of these kinds decodes, and none reads outside
   // the bytes (each case decodes from a buffer of exactly its size).
-  const std::string entry = EncodeDiskCacheEntry("key", "0123456789");
-  std::string key, payload;
-  ASSERT_FALSE(DecodeDiskCacheEntry(entry, &key, &payload).has_value());
+  const std::string entry = EncodeDiskCacheEntry("build", "key", "0123456789");
+  std::string build, key, payload;
+  ASSERT_FALSE(DecodeDiskCacheEntry(entry, &build, &key, &payload).has_value());
   EXPECT_EQ(key, "key");
   EXPECT_EQ(payload, "0123456789");
   for (size_t n = 0; n < entry.size(); ++n) {
     std::vector<char> exact(entry.begin(), entry.begin() + n);
-    EXPECT_TRUE(DecodeDiskCacheEntry(std::string_view(exact.data(), n), &key, &payload).has_value())
+    EXPECT_TRUE(
+        DecodeDiskCacheEntry(std::string_view(exact.data(), n), &build, &key, &payload).has_value())
         << "prefix of " << n;
   }
   for (size_t at = 0; at < entry.size(); ++at)
     for (int bit = 0; bit < 8; ++bit)
-      EXPECT_TRUE(DecodeDiskCacheEntry(FlipBit(entry, at, bit), &key, &payload).has_value())
+      EXPECT_TRUE(DecodeDiskCacheEntry(FlipBit(entry, at, bit), &build, &key, &payload).has_value())
           << "byte " << at << " bit " << bit;
 }
 
 TEST(DiskCache, UnreadableEntryIsRejected) {
   TempDir dir;
-  DiskCache cache(dir.path(), 1 << 20);
+  DiskCache cache(dir.path(), 1 << 20, kBuild);
   // A directory where an entry should be: never read, never trusted.
   ASSERT_TRUE(fs::create_directory(cache.PathFor(kKey)));
   DiskCache::Result r = cache.Load(kKey);
@@ -181,14 +193,14 @@ TEST(DiskCache, UnreadableEntryIsRejected) {
   // A symbolic link to a valid entry elsewhere is refused too (O_NOFOLLOW).
   fs::remove(cache.PathFor(kKey));
   const std::string elsewhere = dir.path() + "/elsewhere";
-  WriteFile(elsewhere, EncodeDiskCacheEntry(kKey, kPayload));
+  WriteFile(elsewhere, EncodeDiskCacheEntry(kBuild, kKey, kPayload));
   fs::create_symlink(elsewhere, cache.PathFor(kKey));
   EXPECT_EQ(cache.Load(kKey).status, DiskCache::Status::kRejected);
 }
 
 TEST(DiskCache, ConcurrentWritesLeaveOnlyWholeEntries) {
   TempDir dir;
-  DiskCache cache(dir.path(), 1 << 20);
+  DiskCache cache(dir.path(), 1 << 20, kBuild);
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
@@ -212,8 +224,8 @@ TEST(DiskCache, ConcurrentWritesLeaveOnlyWholeEntries) {
 TEST(DiskCache, EvictsLeastRecentlyUsedBeyondTheBound) {
   TempDir dir;
   const std::string payload(1000, 'p');
-  const uint64_t entry = EncodeDiskCacheEntry("a", payload).size();
-  DiskCache cache(dir.path(), 2 * entry + entry / 2);  // room for two
+  const uint64_t entry = EncodeDiskCacheEntry(kBuild, "a", payload).size();
+  DiskCache cache(dir.path(), 2 * entry + entry / 2, kBuild);  // room for two
   // File times are coarse (a kernel tick); sleeping orders them.
   auto tick = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
   cache.Store("a", payload);
@@ -250,7 +262,7 @@ TEST(DiskCache, EvictsLeastRecentlyUsedBeyondTheBound) {
 TEST(DiskCache, DirectoryIsOwnerOnly) {
   TempDir dir;
   const std::string nested = dir.path() + "/a/b/kiln";
-  DiskCache cache(nested, 1 << 20);
+  DiskCache cache(nested, 1 << 20, kBuild);
   struct stat st;
   ASSERT_EQ(stat(nested.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
@@ -262,18 +274,18 @@ TEST(DiskCache, DirectoryIsOwnerOnly) {
   const std::string open_dir = dir.path() + "/open";
   ASSERT_EQ(mkdir(open_dir.c_str(), 0700), 0);
   ASSERT_EQ(chmod(open_dir.c_str(), 0755), 0);
-  std::string msg = ErrorMessage([&] { DiskCache c(open_dir, 1 << 20); });
+  std::string msg = ErrorMessage([&] { DiskCache c(open_dir, 1 << 20, kBuild); });
   EXPECT_THAT(msg, HasSubstr("has mode 0755"));
   EXPECT_THAT(msg, HasSubstr("chmod 700"));
   ASSERT_EQ(stat(open_dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0755u);
 
   WriteFile(dir.path() + "/file", "x");
-  EXPECT_THAT(ErrorMessage([&] { DiskCache c(dir.path() + "/file", 1 << 20); }),
+  EXPECT_THAT(ErrorMessage([&] { DiskCache c(dir.path() + "/file", 1 << 20, kBuild); }),
               HasSubstr("is not a directory"));
-  EXPECT_THAT(ErrorMessage([&] { DiskCache c(dir.path() + "/file/sub", 1 << 20); }),
+  EXPECT_THAT(ErrorMessage([&] { DiskCache c(dir.path() + "/file/sub", 1 << 20, kBuild); }),
               HasSubstr("cannot create"));
-  EXPECT_THAT(ErrorMessage([&] { DiskCache c("", 1 << 20); }), HasSubstr("empty path"));
+  EXPECT_THAT(ErrorMessage([&] { DiskCache c("", 1 << 20, kBuild); }), HasSubstr("empty path"));
 }
 
 // ---- Object files ----
@@ -316,7 +328,7 @@ TEST(LLVMObject, RoundTripThroughTheDiskCacheRunsTheSame) {
             "ELF");
 
   TempDir dir;
-  DiskCache cache(dir.path(), 1 << 20);
+  DiskCache cache(dir.path(), 1 << 20, kBuild);
   cache.Store(kKey, built->object());
   DiskCache::Result r = cache.Load(kKey);
   ASSERT_EQ(r.status, DiskCache::Status::kHit);
