@@ -26,10 +26,13 @@ Tensor Random(const std::vector<int64_t>& shape, uint64_t seed) {
 }
 
 Function Primitive(std::vector<Var> params, Expr body) {
-  return InferTypes(MakeFunction(std::move(params), std::move(body), nullptr, Attrs{{"primitive", true}}));
+  return InferTypes(
+      MakeFunction(std::move(params), std::move(body), nullptr, Attrs{{"primitive", true}}));
 }
 
-Expr Scalar(float v) { return MakeConstant(Tensor::Scalar<float>(v)); }
+Expr Scalar(float v) {
+  return MakeConstant(Tensor::Scalar<float>(v));
+}
 
 // abs(neg(min(relu(x * 2 + 1), 6))): six cheap ops, so the fused kernel is bound by memory.
 Function ElementwiseChain(int64_t n) {
@@ -70,15 +73,21 @@ void BM_CompileLatency(benchmark::State& state, Function (*make)(), const char*)
   state.counters["O3_ms"] = sum.opt_ms / n;
   state.counters["codegen_ms"] = sum.codegen_ms / n;
 }
-Function SmallChain() { return ElementwiseChain(4096); }
+Function SmallChain() {
+  return ElementwiseChain(4096);
+}
 Function MatmulBiasRelu() {
   Var x = MakeVar("x", TensorType({32, 128}, DType::kFloat32));
   Var w = MakeVar("w", TensorType({128, 64}, DType::kFloat32));
   Var b = MakeVar("b", TensorType({64}, DType::kFloat32));
   return Primitive({x, w, b}, MakeCall("relu", {MakeCall("add", {MakeCall("matmul", {x, w}), b})}));
 }
-BENCHMARK_CAPTURE(BM_CompileLatency, elementwise_chain, SmallChain, "")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_CompileLatency, matmul_bias_relu, MatmulBiasRelu, "")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CompileLatency, elementwise_chain, SmallChain, "")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CompileLatency, matmul_bias_relu, MatmulBiasRelu, "")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // ---- (b) fused elementwise chain vs STREAM triad ----
 
@@ -124,9 +133,14 @@ void BM_EigenMatmul(benchmark::State& state) {
     benchmark::DoNotOptimize(c.data());
   }
   state.counters["GFLOPs"] =
-      benchmark::Counter(2.0 * m * k * n * state.iterations(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+      benchmark::Counter(2.0 * m * k * n * state.iterations(), benchmark::Counter::kIsRate,
+                         benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_EigenMatmul)->Args({1024, 1024, 1024})->Args({32, 768, 3072})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_EigenMatmul)
+    ->Args({1024, 1024, 1024})
+    ->Args({32, 768, 3072})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_KilnMatmul(benchmark::State& state) {
   auto t = Threads(static_cast<int>(state.range(3)));
@@ -141,7 +155,8 @@ void BM_KilnMatmul(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.counters["GFLOPs"] =
-      benchmark::Counter(2.0 * m * k * n * state.iterations(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+      benchmark::Counter(2.0 * m * k * n * state.iterations(), benchmark::Counter::kIsRate,
+                         benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_KilnMatmul)
     ->ArgNames({"m", "k", "n", "threads", "fast_math"})
@@ -151,7 +166,60 @@ BENCHMARK(BM_KilnMatmul)
     ->Args({32, 768, 3072, 1, 0})
     ->Args({32, 768, 3072, 1, 1})
     ->Args({32, 768, 3072, 2, 1})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// ---- (d) what the LLVM workarounds cost (jit/llvm_target.h) ----
+// Each kernel with CodegenOptions::llvm_workarounds on (arg 1) and off (arg 0), for the host:
+// compare the two rows of a kernel. Where no workaround applies to the host CPU the two are the
+// same code. (Off is not safe in general: it is how the miscompile was found.)
+
+Function Conv3x3() {
+  Var x = MakeVar("x", TensorType({1, 16, 56, 56}, DType::kFloat32));
+  Var w = MakeVar("w", TensorType({32, 16, 3, 3}, DType::kFloat32));
+  return Primitive({x, w}, MakeCall("conv", {x, w}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
+}
+Function Softmax() {
+  Var x = MakeVar("x", TensorType({256, 1000}, DType::kFloat32));
+  return Primitive({x}, MakeCall("softmax", {x}, {{"axis", int64_t{-1}}}));
+}
+Function Matmul256() {
+  return Matmul(256, 256, 256);
+}
+Function Chain1M() {
+  return ElementwiseChain(1 << 20);
+}
+
+void BM_Workarounds(benchmark::State& state, Function (*make)(), const char*) {
+  auto t = Threads(1);
+  CodegenOptions opts;
+  opts.llvm_workarounds = state.range(0) != 0;
+  Function fn = make();
+  CompiledKernel k = CompileKernel(fn, "wk", opts);
+  std::vector<Tensor> tensors;
+  std::vector<void*> bufs;
+  uint64_t seed = 10;
+  for (const Var& p : fn->params) {
+    const TensorTypeNode* tt = AsTensor(p->type);
+    tensors.push_back(Random(ConstShape(tt->shape), seed++));
+  }
+  const TensorTypeNode* out = AsTensor(fn->body->type);
+  tensors.push_back(Tensor::Empty(DType::kFloat32, ConstShape(out->shape)));
+  for (Tensor& t : tensors) bufs.push_back(t.raw_data());
+  for (const Tensor& c : k.lowered.constants) bufs.insert(bufs.end() - 1, c.raw_data());
+  for (auto _ : state) {
+    k.fn(bufs.data(), nullptr);
+    benchmark::ClobberMemory();
+  }
+}
+// Workarounds on (1), then off (0).
+void OnAndOff(benchmark::internal::Benchmark* b) {
+  b->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+BENCHMARK_CAPTURE(BM_Workarounds, conv3x3, Conv3x3, "")->Apply(OnAndOff);
+BENCHMARK_CAPTURE(BM_Workarounds, matmul256, Matmul256, "")->Apply(OnAndOff);
+BENCHMARK_CAPTURE(BM_Workarounds, softmax, Softmax, "")->Apply(OnAndOff);
+BENCHMARK_CAPTURE(BM_Workarounds, chain1m, Chain1M, "")->Apply(OnAndOff);
 
 }  // namespace
 }  // namespace kiln

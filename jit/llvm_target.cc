@@ -50,13 +50,16 @@ std::vector<std::string> SplitFeatures(const std::string& mattr) {
 // detection also leaves some of them out in virtual machines, and never reports x87.)
 bool IntrinsicOnly(const std::string& f) {
   static const std::set<std::string> kFeatures = {
-      "x87",      "mwaitx",     "monitorx", "pku",       "rdpru",     "wbnoinvd", "sgx",
-      "pconfig",  "ptwrite",    "movdiri",  "movdir64b", "waitpkg",   "uintr",    "serialize",
-      "cldemote", "enqcmd",     "tsxldtrk", "rtm",       "prefetchi", "clzero",   "clflushopt",
-      "clwb",     "invpcid",    "rdpid",    "rdrnd",     "rdseed",    "shstk",    "fsgsbase",
-      "xsave",    "xsaveopt",   "xsavec",   "xsaves",    "fxsr",      "hreset",   "kl",
-      "widekl",   "lwp",        "usermsr",  "raoint",    "amx-tile",  "amx-int8", "amx-bf16",
-      "amx-fp16", "amx-complex"};
+      // system, synchronization and security instructions
+      "x87", "mwaitx", "monitorx", "pku", "rdpru", "wbnoinvd", "sgx", "pconfig", "ptwrite",
+      "movdiri", "movdir64b", "waitpkg", "uintr", "serialize", "cldemote", "enqcmd", "tsxldtrk",
+      "rtm", "clzero", "clflushopt", "clwb", "invpcid", "rdpid", "rdrnd", "rdseed", "shstk",
+      "fsgsbase", "xsave", "xsaveopt", "xsavec", "xsaves", "fxsr", "hreset", "kl", "widekl", "lwp",
+      "usermsr", "raoint",
+      // prefetches (kiln emits none) and cryptography
+      "prfchw", "prefetchi", "sha", "sha512", "sm3", "sm4", "aes", "vaes", "pclmul", "vpclmulqdq",
+      // AMX tiles
+      "amx-tile", "amx-int8", "amx-bf16", "amx-fp16", "amx-complex"};
   return kFeatures.count(f) != 0;
 }
 

@@ -22,10 +22,16 @@ llvm::orc::JITTargetMachineBuilder TargetFor(const CodegenOptions& options);
 // What BuildLLVM changes in its pipeline for one resolved CPU, because the LLVM it links would
 // otherwise generate wrong code there. Each field says which LLVM versions need it.
 struct LLVMWorkarounds {
-  // LLVM 19's SLP vectorizer miscompiles straight-line multiply-add trees that reuse loaded
-  // scalars when the cost model makes masked gathers cheap, which it does for znver4 and
-  // znver5 (found as conv f64, group=2, strides=[3]: 4 of 18 outputs wrong). The fix is to
-  // not run the SLP vectorizer there; the loop vectorizer and kiln's own vectors are unaffected.
+  // LLVM 19's SLP vectorizer miscompiles straight-line multiply trees that reuse loaded
+  // scalars when the cost model makes masked gathers cheap, which it does for znver4 and znver5:
+  // for a vector of products whose operands come partly from a gather and partly from scalar
+  // loads, it builds the operand with a final shufflevector whose mask leaves poison in the
+  // lanes that should come from the scalars (the shuffle that would fill them is left dead).
+  // Found as conv f64, group=2, strides=[3]: outputs 13, 14, 16 and 17 of 18 wrong. The IR kiln
+  // gives it is valid (in-bounds, true noalias, no poison); reduced case:
+  // tests/jit/data/zen4_slp_gather_shuffle.ll. The fix is to not run the SLP vectorizer there;
+  // the loop vectorizer and kiln's own vectors are unaffected, and the kernels bench
+  // (BM_Workarounds) shows no loss from it.
   bool no_slp_vectorizer = false;
 };
 // The workarounds for `cpu` (a resolved LLVM CPU name, as TargetFor's getCPU() gives) under
