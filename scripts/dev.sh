@@ -21,6 +21,10 @@ if ((${#missing[@]})); then
     "${missing[@]}" >/dev/null
 fi
 
+# ccache keys on absolute paths unless told the tree's root: with it, a fresh clone in another
+# folder (as CI makes) reuses what an earlier build of the same sources compiled.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
+
 build="${KILN_BUILD_DIR:-build}"
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${KILN_CMAKE_ARGS:-}
