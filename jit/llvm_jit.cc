@@ -1,0 +1,238 @@
+// Loop IR -> machine code, the JIT half (kernel.h: BuildLLVM, LoadLLVMObject): the module
+// llvm_codegen.cc emits is optimized (LLVM's O0-O3 pipeline for the target, less what
+// LLVMWorkarounds turns off), compiled by ORC LLJIT, and its object file kept for the disk
+// cache; LoadLLVMObject links such an object into a fresh JIT. Every JIT defines the runtime
+// helpers (jit/runtime.h) itself.
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/error.h"
+#include "jit/kernel.h"
+#include "jit/llvm_emit.h"
+#include "jit/llvm_target.h"
+#include "jit/runtime.h"
+#include "llvm/ExecutionEngine/Orc/Core.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/ObjectTransformLayer.h"
+#include "llvm/ExecutionEngine/Orc/ThreadSafeModule.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Object/ObjectFile.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+
+namespace kiln {
+namespace {
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string TakeMessage(llvm::Error err) {
+  return llvm::toString(std::move(err));
+}
+
+class LLVMCompiledModule final : public CompiledModule {
+ public:
+  KernelFn Lookup(const std::string& name) const override {
+    auto it = kernels_.find(name);
+    if (it == kernels_.end()) {
+      std::string names;
+      for (const auto& [k, fn] : kernels_) names += (names.empty() ? "" : ", ") + k;
+      Throw(ErrorCode::kNotFound, "no kernel '", name, "' in this module (it has: ", names, ")");
+    }
+    return it->second;
+  }
+  const CompileTimings& timings() const override { return timings_; }
+  const std::string& source() const override { return source_; }
+  const std::string& object() const override { return object_; }
+
+  std::unique_ptr<llvm::orc::LLJIT> jit;  // owns the machine code the kernels point into
+  std::map<std::string, KernelFn> kernels_;
+  CompileTimings timings_;
+  std::string source_;
+  std::string object_;
+};
+
+void Optimize(llvm::Module& module, llvm::TargetMachine* tm, int opt_level,
+              const LLVMWorkarounds& workarounds) {
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = opt_level >= 2;
+  tuning.SLPVectorization = opt_level >= 2 && !workarounds.no_slp_vectorizer;
+  tuning.LoopUnrolling = opt_level >= 1;
+  tuning.LoopInterleaving = opt_level >= 2;
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  // With the TargetMachine, the cost models (vector width, FMA) are the CPU's.
+  llvm::PassBuilder pb(tm, tuning);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm;
+  switch (opt_level) {
+    case 0:
+      mpm = pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0);
+      break;
+    case 1:
+      mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O1);
+      break;
+    case 2:
+      mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
+      break;
+    default:
+      mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+      break;
+  }
+  mpm.run(module, mam);
+}
+
+// An LLJIT for `jtmb`'s target with the runtime helpers defined in its main JITDylib: they are
+// defined here rather than found in the process, which may not export them (a static library
+// inside a shared one). BuildLLVM and LoadLLVMObject both link against exactly this.
+std::unique_ptr<llvm::orc::LLJIT> CreateJIT(llvm::orc::JITTargetMachineBuilder jtmb) {
+  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create();
+  if (!jit) Throw(ErrorCode::kCompileError, "LLVM JIT: ", TakeMessage(jit.takeError()));
+  llvm::orc::LLJIT& lljit = **jit;
+  llvm::orc::SymbolMap runtime;
+  runtime[lljit.mangleAndIntern("kiln_parallel_for")] =
+      llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&kiln_parallel_for),
+                                   llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+  if (llvm::Error err =
+          lljit.getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(runtime))))
+    Throw(ErrorCode::kCompileError, "LLVM JIT: ", TakeMessage(std::move(err)));
+  return std::move(*jit);
+}
+
+}  // namespace
+
+std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& funcs,
+                                          const CodegenOptions& options) {
+  InitializeLLVM();
+  auto result = std::make_unique<LLVMCompiledModule>();
+  auto t0 = std::chrono::steady_clock::now();
+
+  // ---- lower: loop IR -> LLVM IR, verified ----
+  llvm::orc::JITTargetMachineBuilder jtmb = TargetFor(options);
+  auto tm = jtmb.createTargetMachine();
+  if (!tm) Throw(ErrorCode::kCompileError, "LLVM target machine: ", TakeMessage(tm.takeError()));
+  auto context = std::make_unique<llvm::LLVMContext>();
+  auto module = std::make_unique<llvm::Module>("kiln", *context);
+  module->setDataLayout((*tm)->createDataLayout());
+  module->setTargetTriple((*tm)->getTargetTriple().str());
+
+  EmitKernels(*module, funcs, options);
+  result->timings_.lower_ms = MsSince(t0);
+
+  // ---- opt ----
+  auto t1 = std::chrono::steady_clock::now();
+  Optimize(*module, tm->get(), options.opt_level,
+           WorkaroundsFor((*tm)->getTargetCPU().str(), options));
+  result->timings_.opt_ms = MsSince(t1);
+  {
+    llvm::raw_string_ostream os(result->source_);
+    module->print(os, nullptr);
+  }
+
+  // ---- codegen: ORC compiles lazily, so look every kernel up to force it ----
+  auto t2 = std::chrono::steady_clock::now();
+  result->jit = CreateJIT(std::move(jtmb));
+  llvm::orc::LLJIT& lljit = *result->jit;
+  // Keep a copy of the object file the module compiles to, for the disk cache. ORC compiles on
+  // the first lookup below, on this thread, so the copy is made before BuildLLVM returns. One
+  // module makes one object; a second would mean the copy no longer covers every kernel.
+  std::string* object = &result->object_;
+  lljit.getObjTransformLayer().setTransform(
+      [object](std::unique_ptr<llvm::MemoryBuffer> buffer)
+          -> llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> {
+        if (!object->empty())
+          return llvm::make_error<llvm::StringError>("kiln: a second object file for one module",
+                                                     llvm::inconvertibleErrorCode());
+        object->assign(buffer->getBufferStart(), buffer->getBufferSize());
+        return buffer;
+      });
+  if (llvm::Error err =
+          lljit.addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(context))))
+    Throw(ErrorCode::kCompileError, "LLVM JIT: ", TakeMessage(std::move(err)));
+  for (const loop::PrimFunc& f : funcs) {
+    auto addr = lljit.lookup(f->name);
+    if (!addr) Throw(ErrorCode::kCompileError, "@", f->name, ": ", TakeMessage(addr.takeError()));
+    result->kernels_[f->name] = addr->toPtr<KernelFn>();
+  }
+  result->timings_.codegen_ms = MsSince(t2);
+  return result;
+}
+
+// ---- Object files: the disk cache's way back in ----
+
+std::unique_ptr<CompiledModule> LoadLLVMObject(const std::string& object,
+                                               const CodegenOptions& options) {
+  InitializeLLVM();
+  auto t0 = std::chrono::steady_clock::now();
+  auto result = std::make_unique<LLVMCompiledModule>();
+  result->object_ = object;
+  // A copy that LLVM owns (and aligns, as the object readers want): the JIT keeps it.
+  std::unique_ptr<llvm::MemoryBuffer> buffer =
+      llvm::MemoryBuffer::getMemBufferCopy(object, "kiln-cached-kernels");
+  llvm::orc::JITTargetMachineBuilder jtmb = TargetFor(options);
+
+  // Read the symbol table before the JIT sees the bytes, so that what is not an object file for
+  // this machine fails here with LLVM's reason, and so we know which kernels it defines: its
+  // global function definitions (the f.body and f.parallel.K helpers are internal).
+  std::vector<std::string> names;
+  {
+    auto file = llvm::object::ObjectFile::createObjectFile(buffer->getMemBufferRef());
+    if (!file)
+      Throw(ErrorCode::kCompileError,
+            "cached kernels: not an object file: ", TakeMessage(file.takeError()));
+    llvm::Triple triple = (*file)->makeTriple();
+    if (triple.getArch() != jtmb.getTargetTriple().getArch())
+      Throw(ErrorCode::kCompileError, "cached kernels: object file for ",
+            triple.getArchName().str(), ", not ", jtmb.getTargetTriple().getArchName().str());
+    for (const llvm::object::SymbolRef& sym : (*file)->symbols()) {
+      auto flags = sym.getFlags();
+      if (!flags)
+        Throw(ErrorCode::kCompileError, "cached kernels: ", TakeMessage(flags.takeError()));
+      if (!(*flags & llvm::object::SymbolRef::SF_Global) ||
+          (*flags & llvm::object::SymbolRef::SF_Undefined))
+        continue;
+      auto type = sym.getType();
+      if (!type) Throw(ErrorCode::kCompileError, "cached kernels: ", TakeMessage(type.takeError()));
+      if (*type != llvm::object::SymbolRef::ST_Function) continue;
+      auto name = sym.getName();
+      if (!name) Throw(ErrorCode::kCompileError, "cached kernels: ", TakeMessage(name.takeError()));
+      names.push_back(name->str());
+    }
+  }
+  if (names.empty())
+    Throw(ErrorCode::kCompileError, "cached kernels: the object file defines no function");
+
+  result->jit = CreateJIT(std::move(jtmb));
+  llvm::orc::LLJIT& lljit = *result->jit;
+  if (llvm::Error err = lljit.addObjectFile(std::move(buffer)))
+    Throw(ErrorCode::kCompileError, "cached kernels: ", TakeMessage(std::move(err)));
+  // Linking happens here, at the first lookup: a relocation or symbol that cannot be resolved is
+  // an error now, not when a kernel is called.
+  const char prefix = lljit.getDataLayout().getGlobalPrefix();
+  for (const std::string& linker_name : names) {
+    auto addr = lljit.lookupLinkerMangled(linker_name);
+    if (!addr)
+      Throw(ErrorCode::kCompileError, "cached kernels: @", linker_name, ": ",
+            TakeMessage(addr.takeError()));
+    std::string name = linker_name;
+    if (prefix != '\0' && !name.empty() && name[0] == prefix) name.erase(0, 1);
+    result->kernels_[name] = addr->toPtr<KernelFn>();
+  }
+  result->timings_.codegen_ms = MsSince(t0);
+  return result;
+}
+
+}  // namespace kiln
