@@ -1,5 +1,6 @@
 // Kernel benchmarks for issue 4: compile latency by phase, a fused elementwise chain against a
-// STREAM triad, and matmul against Eigen, each baseline measured in this same binary.
+// STREAM triad, matmul against Eigen, and the code generator's vector math against scalar libm,
+// each baseline measured in this same binary.
 //
 //   build/bench/kiln_kernels_bench --benchmark_min_time=0.2
 //
@@ -8,9 +9,16 @@
 #include <tbb/global_control.h>
 
 #include <Eigen/Core>
+#include <cmath>
+#include <memory>
 #include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
 
+#include "ir/loop/loop.h"
 #include "ir/type_infer.h"
+#include "jit/kernel.h"
 #include "passes/compile.h"
 #include "passes/pass.h"
 
@@ -220,6 +228,114 @@ BENCHMARK_CAPTURE(BM_Workarounds, conv3x3, Conv3x3, "")->Apply(OnAndOff);
 BENCHMARK_CAPTURE(BM_Workarounds, matmul256, Matmul256, "")->Apply(OnAndOff);
 BENCHMARK_CAPTURE(BM_Workarounds, softmax, Softmax, "")->Apply(OnAndOff);
 BENCHMARK_CAPTURE(BM_Workarounds, chain1m, Chain1M, "")->Apply(OnAndOff);
+
+// ---- (e) vector math: the code generator's exp, log, tanh, erf, sin, cos vs scalar libm ----
+// out[i] = f(a[i]) over kMathN elements: a kiln kernel built as the loop pipeline shapes an
+// elementwise op (a vector loop of 16 f32 / 8 f64 lanes, then a scalar tail), against a C++ loop
+// of std:: calls, which GCC leaves scalar without -ffast-math. Compare items/s of the /kiln and
+// /libm rows of one function. Inputs in each function's everyday range.
+
+constexpr int64_t kMathN = int64_t{1} << 16;
+
+loop::PrimFunc MathKernel(loop::Intrinsic fn, DType t, int lanes) {
+  using loop::Expr;
+  loop::Var n = loop::MakeVar("n"), io = loop::MakeVar("io"), i = loop::MakeVar("i");
+  loop::Buffer a = loop::MakeBuffer("a", t, {n}), out = loop::MakeBuffer("out", t, {n});
+  auto store = [&](const Expr& index) {
+    return loop::Store(out, {index}, loop::Call(fn, {loop::Load(a, {index})}));
+  };
+  Expr vector_trips = loop::FloorDiv(n, loop::IntImm(lanes));
+  Expr vector_end = loop::Mul(vector_trips, loop::IntImm(lanes));
+  auto f = std::make_shared<loop::PrimFuncNode>();
+  f->name = "math";
+  f->buffer_params = {a, out};
+  f->num_inputs = 1;
+  f->scalar_params = {n};
+  f->body = loop::Seq({
+      loop::For(io, loop::IntImm(0), vector_trips, loop::ForKind::kSerial,
+                store(loop::Ramp(loop::Mul(io, loop::IntImm(lanes)), 1, lanes))),
+      loop::For(i, vector_end, loop::Sub(n, vector_end), loop::ForKind::kSerial, store(i)),
+  });
+  return f;
+}
+
+template <typename T>
+T Libm(loop::Intrinsic fn, T x) {
+  switch (fn) {
+    case loop::Intrinsic::kExp:
+      return std::exp(x);
+    case loop::Intrinsic::kLog:
+      return std::log(x);
+    case loop::Intrinsic::kTanh:
+      return std::tanh(x);
+    case loop::Intrinsic::kErf:
+      return std::erf(x);
+    case loop::Intrinsic::kSin:
+      return std::sin(x);
+    default:
+      return std::cos(x);
+  }
+}
+
+// The baseline: fn a constant, so the switch folds away and the loop is just the libm calls.
+template <typename T, loop::Intrinsic kFn>
+void LibmLoop(const T* a, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = Libm(kFn, a[i]);
+}
+
+// kiln's kernel for `fn`, or the `libm` loop where that is given.
+template <typename T>
+void BM_VectorMath(benchmark::State& state, loop::Intrinsic fn, double lo, double hi,
+                   void (*libm)(const T*, T*, int64_t)) {
+  constexpr bool f64 = std::is_same_v<T, double>;
+  std::vector<T> a(kMathN), out(kMathN);
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> d(lo, hi);
+  for (T& x : a) x = static_cast<T>(d(rng));
+  std::unique_ptr<CompiledModule> module;
+  KernelFn kernel = nullptr;
+  if (!libm) {
+    module = BuildLLVM({MathKernel(fn, f64 ? DType::kFloat64 : DType::kFloat32, f64 ? 8 : 16)});
+    kernel = module->Lookup("math");
+  }
+  void* bufs[] = {a.data(), out.data()};
+  int64_t n = kMathN;
+  for (auto _ : state) {
+    if (libm)
+      libm(a.data(), out.data(), n);
+    else
+      kernel(bufs, &n);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kMathN);
+}
+
+template <typename T, loop::Intrinsic kFn>
+void RegisterVectorMath(double lo, double hi) {
+  std::string name = StrCat("BM_VectorMath/", loop::IntrinsicName(kFn),
+                            std::is_same_v<T, float> ? "_f32" : "_f64");
+  benchmark::RegisterBenchmark(StrCat(name, "/kiln").c_str(), BM_VectorMath<T>, kFn, lo, hi,
+                               nullptr)
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark(StrCat(name, "/libm").c_str(), BM_VectorMath<T>, kFn, lo, hi,
+                               LibmLoop<T, kFn>)
+      ->Unit(benchmark::kMicrosecond);
+}
+template <loop::Intrinsic kFn>
+void RegisterVectorMath(double lo, double hi) {
+  RegisterVectorMath<float, kFn>(lo, hi);
+  RegisterVectorMath<double, kFn>(lo, hi);
+}
+// BM_VectorMath/<fn>_<f32|f64>/<kiln|libm>, over each function's everyday inputs.
+[[maybe_unused]] const bool kVectorMathRegistered = [] {
+  RegisterVectorMath<loop::Intrinsic::kExp>(-10, 10);
+  RegisterVectorMath<loop::Intrinsic::kLog>(1e-3, 100);
+  RegisterVectorMath<loop::Intrinsic::kTanh>(-5, 5);
+  RegisterVectorMath<loop::Intrinsic::kErf>(-5, 5);
+  RegisterVectorMath<loop::Intrinsic::kSin>(-10, 10);
+  RegisterVectorMath<loop::Intrinsic::kCos>(-10, 10);
+  return true;
+}();
 
 }  // namespace
 }  // namespace kiln

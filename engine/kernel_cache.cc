@@ -27,7 +27,9 @@ uint64_t StableHash(const std::string& text, uint64_t seed) {
 // Every CodegenOptions field, in one string: the one place to extend when the options grow.
 std::string CodegenFingerprint(const CodegenOptions& o) {
   return StrCat("mcpu=", o.mcpu, ";mattr=", o.mattr, ";O", o.opt_level, ";fast_math=", o.fast_math,
-                ";fp_contract=", o.fp_contract, ";llvm_workarounds=", o.llvm_workarounds);
+                ";fp_contract=", o.fp_contract,
+                ";reassociate_reductions=", o.reassociate_reductions,
+                ";llvm_workarounds=", o.llvm_workarounds);
 }
 
 KernelKey KernelKey::Make(Function group, std::string target, CodegenOptions codegen,

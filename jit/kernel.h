@@ -33,6 +33,9 @@ struct CodegenOptions {
   int opt_level = 3;
   bool fast_math = false;   // reassociation and contraction for float math
   bool fp_contract = true;  // contraction only: a * b + c may become fma(a, b, c)
+  // A reduction's update `acc[i] = acc[i] + v` may reassociate, so the loop vectorizer keeps
+  // per-lane partial sums: the sum's order then follows the vector width (within rounding).
+  bool reassociate_reductions = true;
   // Narrow workarounds for miscompiles of the linked LLVM on some CPUs (LLVMWorkarounds in
   // jit/llvm_target.h). Turned off only by tests that check a workaround is still needed.
   bool llvm_workarounds = true;

@@ -35,6 +35,8 @@
 // true, every other comparison with NaN false); casts are the reference `cast` kernel's
 // (float -> int truncates and saturates, NaN -> 0). fast_math adds only reassoc and contract;
 // fp_contract (the default) only contract, so a multiply-add may round once, as an FMA.
+// reassociate_reductions (the default) marks the add of a float reduction's update
+// (`acc[i] = acc[i] + v`) reassoc, which lets the loop vectorizer sum in per-lane partial sums.
 //
 // ScheduleBlocks are compiled directly: iter_vars are bound to their bindings (like lets) and
 // `init` runs when every reduction iter_var's binding is 0, its first iteration (the ranges
@@ -49,9 +51,11 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "ir/loop/loop_text.h"
 #include "ir/loop/loop_visitor.h"
 #include "jit/kernel.h"
 #include "jit/llvm_emit.h"
+#include "jit/llvm_vector_math.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/LLVMContext.h"
@@ -161,7 +165,12 @@ class FunctionEmitter {
  public:
   FunctionEmitter(llvm::Module& module, const loop::PrimFuncNode& func, llvm::Function* kernel,
                   const CodegenOptions& options)
-      : ctx_(module.getContext()), module_(module), b_(ctx_), func_(func), kernel_(kernel) {
+      : ctx_(module.getContext()),
+        module_(module),
+        b_(ctx_),
+        func_(func),
+        kernel_(kernel),
+        reassociate_reductions_(options.reassociate_reductions) {
     if (options.fast_math || options.fp_contract) {
       // kernel.h's fast_math means reassociation and contraction only: NaN and infinity
       // keep their meaning, so maximum/minimum and comparisons still behave.
@@ -715,6 +724,11 @@ class FunctionEmitter {
       Fail(loop::IntrinsicName(n->fn), " needs float arguments, got ", DTypeName(t));
     }
     bool f64 = t == DType::kFloat64;
+    // Transcendentals as inline vector code where kiln has it (jit/llvm_vector_math.h).
+    auto libm = [this](const std::string& name, const std::vector<llvm::Value*>& a) {
+      return CallLibm(name, a);
+    };
+    if (llvm::Value* v = EmitInlineMath(b_, n->fn, args, libm)) return v;
     switch (n->fn) {
       case Intrinsic::kExp:
         return b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, args[0]);
@@ -854,6 +868,35 @@ class FunctionEmitter {
     return FromMemory(raw, t);
   }
 
+  // `buf[idx] = buf[idx] + v` on floats: a reduction's update (LowerReductions writes them).
+  static bool IsAccumulation(const loop::StoreNode* n) {
+    if (!IsFloat(n->buffer->dtype) || n->value->kind != ExprKind::kBinary) return false;
+    const auto* add = loop::AsBinary(n->value);
+    if (add->op != loop::BinaryOp::kAdd || add->a->kind != ExprKind::kLoad) return false;
+    const auto* load = loop::AsLoad(add->a);
+    if (load->buffer.get() != n->buffer.get() || load->indices.size() != n->indices.size())
+      return false;
+    for (size_t k = 0; k < n->indices.size(); ++k)
+      if (!loop::StructuralEqual(load->indices[k], n->indices[k])) return false;
+    return true;
+  }
+
+  // The update's add may reassociate: LLVM's loop vectorizer keeps per-lane partial sums only
+  // for a reassociable add, and a float sum that runs one element at a time is bound by the
+  // add's latency (4 cycles an element). The order of the sum then depends on the vector width
+  // the target picks, within rounding, as in any vectorized library; the terms are computed as
+  // written (the flag is on this add alone).
+  llvm::Value* EmitAccumulation(const loop::StoreNode* n) {
+    const auto* add = loop::AsBinary(n->value);
+    llvm::Value* a = EmitExpr(add->a);
+    llvm::Value* b = EmitExpr(add->b);
+    llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
+    llvm::FastMathFlags fmf = b_.getFastMathFlags();
+    fmf.setAllowReassoc();
+    b_.setFastMathFlags(fmf);
+    return b_.CreateFAdd(a, b);
+  }
+
   void EmitStore(const loop::StoreNode* n) {
     DType t = n->buffer->dtype;
     if (n->value->dtype != t)
@@ -866,7 +909,8 @@ class FunctionEmitter {
            "'");
     if (n->value->lanes > 1 && n->value->lanes != index_lanes)
       Fail("stores a ", n->value->lanes, "-lane value through ", index_lanes, "-lane indices");
-    llvm::Value* value = EmitExpr(n->value);
+    llvm::Value* value =
+        reassociate_reductions_ && IsAccumulation(n) ? EmitAccumulation(n) : EmitExpr(n->value);
     Access acc = ComputeAccess(n->buffer, n->indices, index_lanes);
     llvm::Value* raw = ToMemory(Splat(value, index_lanes), t);
     llvm::Align align(DTypeSize(t));
@@ -1230,6 +1274,7 @@ class FunctionEmitter {
   llvm::IRBuilder<> b_;
   const loop::PrimFuncNode& func_;
   llvm::Function* kernel_;
+  bool reassociate_reductions_;
   llvm::Function* fn_ = nullptr;  // the function statements are emitted into
   // Scopes, innermost last. Vectors rather than maps so that closures are built in a
   // deterministic order and shadowing is a reverse search.

@@ -27,7 +27,11 @@ CompiledKernel CompileKernel(const Function& fn, const std::string& name,
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   CodegenOptions opts = options;
   opts.fast_math = opts.fast_math || PassContext::Current().GetConfigBool("codegen.fast_math");
-  opts.fp_contract = opts.fp_contract && PassContext::Current().GetConfigBool("codegen.fp_contract");
+  opts.fp_contract =
+      opts.fp_contract && PassContext::Current().GetConfigBool("codegen.fp_contract");
+  opts.reassociate_reductions =
+      opts.reassociate_reductions &&
+      PassContext::Current().GetConfigBool("codegen.reassociate_reductions");
   k.module = GetCodegen("target.build.llvm")({k.lowered.func}, opts);
   k.fn = k.module->Lookup(name);
   k.timings = k.module->timings();

@@ -127,9 +127,11 @@ inline std::vector<Tensor> ExecuteOnRandomData(const loop::PrimFunc& f,
     pointers.push_back(buffers.back().raw_data());
   }
   // Bit-for-bit comparisons need every multiply-add rounded the same way in both kernels:
-  // without contraction, LLVM cannot fuse one into an FMA in one kernel and not the other.
+  // without contraction, LLVM cannot fuse one into an FMA in one kernel and not the other;
+  // without reassociated reductions, it cannot split one kernel's sum into partial sums.
   CodegenOptions exact;
   exact.fp_contract = false;
+  exact.reassociate_reductions = false;
   std::unique_ptr<CompiledModule> m = BuildLLVM({f}, exact);
   m->Lookup(f->name)(pointers.data(), scalars.data());
   return buffers;

@@ -54,12 +54,13 @@ struct Range {
 };
 
 // `op` on every shape pair, with a in `ra` and b in `rb`.
-void CheckAllShapes(const std::string& op, DType t, Range ra, Range rb, const Attrs& attrs = {}) {
+void CheckAllShapes(const std::string& op, DType t, Range ra, Range rb, const Attrs& attrs = {},
+                    double rtol = 0) {
   uint64_t seed = 1;
   for (const auto& [sa, sb] : kShapePairs) {
     Tensor a = Random(t, sa, ra.lo, ra.hi, seed++);
     Tensor b = Random(t, sb, rb.lo, rb.hi, seed++);
-    EXPECT_TRUE(CompiledMatchesReference(op, {a, b}, attrs, 0, 0))
+    EXPECT_TRUE(CompiledMatchesReference(op, {a, b}, attrs, 0, rtol))
         << op << " " << a.TypeString() << ", " << b.TypeString();
   }
 }
@@ -89,8 +90,16 @@ TEST(LowerBinaryTest, ModBothFormsMatchReference) {
 }
 
 TEST(LowerBinaryTest, PowMatchesReference) {
-  // Negative bases with fractional exponents give NaN in both.
-  for (DType t : kFloats) CheckAllShapes("pow", t, {-3, 3}, {-4, 4});
+  // Negative bases with fractional exponents give NaN in both. f32 pow is kiln's own inline
+  // code (jit/llvm_vector_math.h, within an ulp of libm's); f16 and bf16 compute through it
+  // and round, so they may differ from the reference's rounding of libm's by one ulp.
+  for (DType t : kFloats) {
+    double rtol = t == DType::kFloat32    ? 2.4e-7
+                  : t == DType::kFloat16  ? 1e-3
+                  : t == DType::kBFloat16 ? 8e-3
+                                          : 0;
+    CheckAllShapes("pow", t, {-3, 3}, {-4, 4}, {}, rtol);
+  }
   for (DType t : kInts) {
     CheckAllShapes("pow", t, {-4, 4}, {-3, 20});  // small: negative exponents, 0^0, wrapping
     CheckAllShapes("pow", t, {-1e12, 1e12}, {-1e18, 1e18});  // every exponent bit in use

@@ -1,0 +1,364 @@
+// Inline vector math (jit/llvm_vector_math.h): the formulas and why each is accurate.
+//
+// Every function works lane-wise on a scalar or a vector of f32 or f64 and uses only
+// operations every x86-64 target has in vector form (fmuladd becomes an FMA where the CPU has
+// one, a multiply and an add otherwise; roundeven is SSE4.1's round). Constants split into a
+// "hi" part with trailing zero bits and a "lo" part (Cody-Waite) make `n * hi` exact, so the
+// reduced argument keeps full precision without FMA.
+#include "jit/llvm_vector_math.h"
+
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <iterator>
+
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/Intrinsics.h"
+#include "llvm/IR/MDBuilder.h"
+
+namespace kiln {
+namespace {
+
+// ln 2 = kLn2Hi + kLn2Lo; kLn2Hi has 9 (f32) or 32 (f64) significant bits, so n * kLn2Hi is
+// exact for every exponent n these functions produce.
+constexpr double kLn2HiF32 = 0x1.63p-1;
+constexpr double kLn2LoF32 = -2.12194440054713772e-4;
+constexpr double kLn2HiF64 = 0x1.62e42feep-1;
+constexpr double kLn2LoF64 = 0x1.a39ef35793c76p-33;
+constexpr double kLog2E = 0x1.71547652b82fep+0;
+// pi / 2 = kPio2_1 + kPio2_2 + kPio2_3 (33, 33 and 53 bits); kPio2_1t = pi/2 - kPio2_1.
+constexpr double kPio2_1 = 0x1.921fb544p+0;
+constexpr double kPio2_2 = 0x1.0b4611a6p-34;
+constexpr double kPio2_3 = 0x1.3198a2e037073p-69;
+constexpr double kPio2_1t = 0x1.0b4611a626331p-34;
+constexpr double kTwoOverPi = 0x1.45f306dc9c883p-1;
+// sin/cos reduce arguments up to this magnitude inline (n * kPio2_1 stays exact); larger ones
+// go to libm, which does the full Payne-Hanek reduction.
+constexpr double kTrigInlineLimit = 0x1p20;
+
+// erf(x) for f32, fitted by scripts/fit_erf_f32.py (least squares on Chebyshev nodes, relative
+// weight, against double-precision erf and erfc):
+//   |x| < 1:  erf(x) = x + x * P(x^2)
+//   |x| >= 1: erf(x) = 1 - exp(-x^2) * Q(1/x - 1/2), x clamped to 4 (erf = 1 in f32 beyond 3.92)
+constexpr double kErfSmall[] = {0.12837916612625122,   -0.3761262893676758, 0.11283612251281738,
+                                -0.026854809373617172, 0.00519005348905921, -0.0008024353883229196,
+                                7.898209878476337e-05};
+constexpr double kErfBig[] = {0.25539568066596985,  0.4271858334541321,    -0.18552759289741516,
+                              0.022850772365927696, 0.06457974761724472,   -0.0876249298453331,
+                              0.06308547407388687,  -0.009712192229926586, -0.04957037791609764,
+                              0.07357461005449295,  -0.03821760416030884};
+
+// 1/k!, the Taylor coefficients of exp.
+double InvFactorial(int k) {
+  double f = 1;
+  for (int i = 2; i <= k; ++i) f *= i;
+  return 1 / f;
+}
+
+// Emits lane-wise math on values of one float type (scalar or vector).
+class MathEmitter {
+ public:
+  MathEmitter(llvm::IRBuilder<>& b, llvm::Type* type)
+      : b_(b),
+        type_(type),
+        f64_(type->getScalarType()->isDoubleTy()),
+        int_(Like(f64_ ? b.getInt64Ty() : b.getInt32Ty())) {}
+
+  bool f64() const { return f64_; }
+  llvm::Type* type() const { return type_; }
+
+  llvm::Value* C(double v) { return llvm::ConstantFP::get(type_, v); }
+  llvm::Value* I(int64_t v) { return llvm::ConstantInt::get(int_, v, true); }
+  llvm::Type* Like(llvm::Type* scalar) const {
+    if (auto* vt = llvm::dyn_cast<llvm::VectorType>(type_))
+      return llvm::VectorType::get(scalar, vt->getElementCount());
+    return scalar;
+  }
+
+  llvm::Value* Add(llvm::Value* a, llvm::Value* b) { return b_.CreateFAdd(a, b); }
+  llvm::Value* Sub(llvm::Value* a, llvm::Value* b) { return b_.CreateFSub(a, b); }
+  llvm::Value* Mul(llvm::Value* a, llvm::Value* b) { return b_.CreateFMul(a, b); }
+  llvm::Value* Div(llvm::Value* a, llvm::Value* b) { return b_.CreateFDiv(a, b); }
+  // a * b + c, fused where the CPU has FMA.
+  llvm::Value* MulAdd(llvm::Value* a, llvm::Value* b, llvm::Value* c) {
+    return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {type_}, {a, b, c});
+  }
+  llvm::Value* Unary(llvm::Intrinsic::ID id, llvm::Value* a) {
+    return b_.CreateUnaryIntrinsic(id, a);
+  }
+  llvm::Value* Abs(llvm::Value* a) { return Unary(llvm::Intrinsic::fabs, a); }
+  llvm::Value* Round(llvm::Value* a) { return Unary(llvm::Intrinsic::roundeven, a); }
+  // minnum/maxnum return the other operand for a NaN: clamps never produce NaN.
+  llvm::Value* Clamp(llvm::Value* a, double lo, double hi) {
+    llvm::Value* m = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, a, C(lo));
+    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, m, C(hi));
+  }
+  llvm::Value* CopySign(llvm::Value* mag, llvm::Value* sign) {
+    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, mag, sign);
+  }
+  llvm::Value* IsNaN(llvm::Value* a) { return b_.CreateFCmpUNO(a, a); }
+  llvm::Value* Select(llvm::Value* c, llvm::Value* t, llvm::Value* f) {
+    return b_.CreateSelect(c, t, f);
+  }
+  llvm::Value* Bits(llvm::Value* a) { return b_.CreateBitCast(a, int_); }
+  llvm::Value* FromBits(llvm::Value* a) { return b_.CreateBitCast(a, type_); }
+  // A float holding an integer value in range -> that integer.
+  llvm::Value* ToInt(llvm::Value* a) { return b_.CreateFPToSI(a, int_); }
+  llvm::Value* ToFloat(llvm::Value* i) { return b_.CreateSIToFP(i, type_); }
+
+  // c[0] + x * (c[1] + x * (...)): Horner's rule.
+  llvm::Value* Poly(llvm::Value* x, std::initializer_list<double> c) {
+    return Poly(x, c.begin(), c.size());
+  }
+  llvm::Value* Poly(llvm::Value* x, const double* c, size_t n) {
+    llvm::Value* p = C(c[n - 1]);
+    for (size_t k = n - 1; k-- > 0;) p = MulAdd(p, x, C(c[k]));
+    return p;
+  }
+
+  int MantissaBits() const { return f64_ ? 52 : 23; }
+  int ExponentBias() const { return f64_ ? 1023 : 127; }
+
+  // 2^n for integer n within the normal exponent range.
+  llvm::Value* Pow2(llvm::Value* n) {
+    llvm::Value* biased = b_.CreateAdd(n, I(ExponentBias()));
+    return FromBits(b_.CreateShl(biased, I(MantissaBits())));
+  }
+
+  // x = n * ln2 + r, |r| <= ln2 / 2, for x already clamped to a finite range.
+  void ReduceLn2(llvm::Value* x, llvm::Value** n, llvm::Value** r) {
+    *n = Round(Mul(x, C(kLog2E)));
+    llvm::Value* neg = b_.CreateFNeg(*n);
+    *r = MulAdd(neg, C(f64_ ? kLn2HiF64 : kLn2HiF32), x);
+    *r = MulAdd(neg, C(f64_ ? kLn2LoF64 : kLn2LoF32), *r);
+  }
+
+  // e^r - 1 - r for |r| <= ln2 / 2, as r^2 * (1/2! + r/3! + ...): Taylor to r^7 (f32, error
+  // < 2^-27 relative) or r^13 (f64, < 2^-57).
+  llvm::Value* Expm1Tail(llvm::Value* r) {
+    int degree = f64_ ? 13 : 7;
+    double c[14];
+    for (int k = 2; k <= degree; ++k) c[k - 2] = InvFactorial(k);
+    llvm::Value* q = Poly(r, c, static_cast<size_t>(degree - 1));
+    return Mul(Mul(r, r), q);
+  }
+
+  llvm::Value* Exp(llvm::Value* x) {
+    // Beyond these, exp is 0 or inf in the type (the smallest denormal is e^-103.97 in f32,
+    // e^-745.13 in f64; the largest finite value e^88.72 and e^709.78).
+    llvm::Value* xc = f64_ ? Clamp(x, -746, 710) : Clamp(x, -104, 89);
+    llvm::Value *n, *r;
+    ReduceLn2(xc, &n, &r);
+    llvm::Value* p = Add(C(1), Add(r, Expm1Tail(r)));
+    // 2^n in two factors: n spans [-1076, 1024] (f64), beyond one normal exponent. The first
+    // product is exact; the second rounds once, into the denormals where it must.
+    llvm::Value* ni = ToInt(n);
+    llvm::Value* n1 = b_.CreateAShr(ni, I(1));
+    llvm::Value* n2 = b_.CreateSub(ni, n1);
+    llvm::Value* y = Mul(Mul(p, Pow2(n1)), Pow2(n2));
+    return Select(IsNaN(x), x, y);
+  }
+
+  // e^u - 1 for u in [0, limit] with 2^limit / ln2 well inside the exponent range: e^u - 1 =
+  // 2^n * expm1(r) + (2^n - 1), where 2^n - 1 is exact for the n tanh needs (<= 58).
+  llvm::Value* Expm1NonNegative(llvm::Value* u) {
+    llvm::Value *n, *r;
+    ReduceLn2(u, &n, &r);
+    llvm::Value* em1 = Add(r, Expm1Tail(r));
+    llvm::Value* scale = Pow2(ToInt(n));
+    return MulAdd(scale, em1, Sub(scale, C(1)));
+  }
+
+  // tanh|x| = t / (t + 2) with t = e^(2|x|) - 1: no cancellation for small |x|, and t is
+  // clamped where tanh rounds to 1 (|x| >= 9.01 in f32, 19.06 in f64).
+  llvm::Value* Tanh(llvm::Value* x) {
+    llvm::Value* u = Clamp(Mul(Abs(x), C(2)), 0, f64_ ? 40 : 20);
+    llvm::Value* t = Expm1NonNegative(u);
+    llvm::Value* y = Div(t, Add(t, C(2)));
+    return Select(IsNaN(x), x, CopySign(y, x));
+  }
+
+  // x = 2^e * m with m in [sqrt(1/2), sqrt(2)); log x = e ln2 + log1p(f), f = m - 1 (exact).
+  // log1p(f) = 2 atanh(s), s = f / (2 + f), |s| <= 0.1716, written as
+  // f - (hfsq - s (hfsq + R(s^2))) with hfsq = f^2 / 2 and R(z) = 2z/3 + 2z^2/5 + ..., so the
+  // exact f carries the result and only small corrections round.
+  llvm::Value* Log(llvm::Value* x) {
+    // Denormals: scale into the normal range first.
+    double tiny = f64_ ? 0x1p-1022 : 0x1p-126;
+    int shift = f64_ ? 54 : 25;
+    llvm::Value* is_denormal = b_.CreateFCmpOLT(x, C(tiny));
+    llvm::Value* xs = Select(is_denormal, Mul(x, C(std::ldexp(1.0, shift))), x);
+    llvm::Value* bits = Bits(xs);
+    int mant = MantissaBits();
+    uint64_t mant_mask = (uint64_t{1} << mant) - 1;
+    // The mantissa bits of sqrt(2).
+    int64_t sqrt2_bits = f64_ ? 0x6a09e667f3bcdLL : 0x3504f3;
+    llvm::Value* m_bits = b_.CreateAnd(bits, I(static_cast<int64_t>(mant_mask)));
+    llvm::Value* upper = b_.CreateICmpSGT(m_bits, I(sqrt2_bits));
+    // m in [1, sqrt 2) keeps exponent 0; m in [sqrt 2, 2) is halved (exponent -1) and e + 1.
+    llvm::Value* m_exp =
+        Select(upper, I(int64_t{ExponentBias() - 1} << mant), I(int64_t{ExponentBias()} << mant));
+    llvm::Value* m = FromBits(b_.CreateOr(m_bits, m_exp));
+    llvm::Value* e = b_.CreateSub(b_.CreateLShr(bits, I(mant)), I(ExponentBias()));
+    e = b_.CreateAdd(e, b_.CreateZExt(upper, int_));
+    e = b_.CreateSub(e, Select(is_denormal, I(shift), I(0)));
+    llvm::Value* ef = ToFloat(e);
+
+    llvm::Value* f = Sub(m, C(1));
+    llvm::Value* s = Div(f, Add(f, C(2)));
+    llvm::Value* z = Mul(s, s);
+    // R(z) = sum_k 2 z^k / (2k + 1): to z^5 (f32, next term < 2^-34 relative) or z^10 (f64).
+    int terms = f64_ ? 10 : 5;
+    double c[10];
+    for (int k = 1; k <= terms; ++k) c[k - 1] = 2.0 / (2 * k + 1);
+    llvm::Value* R = Mul(z, Poly(z, c, static_cast<size_t>(terms)));
+    llvm::Value* hfsq = Mul(C(0.5), Mul(f, f));
+    // e ln2 + log1p(f), adding the small parts first.
+    llvm::Value* small = MulAdd(ef, C(f64_ ? kLn2LoF64 : kLn2LoF32), Mul(s, Add(hfsq, R)));
+    llvm::Value* y = MulAdd(ef, C(f64_ ? kLn2HiF64 : kLn2HiF32), Add(Sub(small, hfsq), f));
+
+    // log(0) = -inf, log(x < 0) = NaN, log(inf) = inf, log(NaN) = NaN.
+    const double inf = INFINITY;
+    y = Select(b_.CreateFCmpOEQ(x, C(0)), C(-inf), y);
+    y = Select(b_.CreateFCmpOLT(x, C(0)), C(NAN), y);
+    y = Select(b_.CreateFCmpOEQ(x, C(inf)), x, y);
+    return Select(IsNaN(x), x, y);
+  }
+
+  // f32 erf from the fitted polynomials above.
+  llvm::Value* ErfF32(llvm::Value* x) {
+    llvm::Value* a = Abs(x);
+    llvm::Value* small = MulAdd(a, Poly(Mul(a, a), kErfSmall, std::size(kErfSmall)), a);
+    llvm::Value* ac = Clamp(a, 1, 4);
+    llvm::Value* t = Sub(Div(C(1), ac), C(0.5));
+    llvm::Value* q = Poly(t, kErfBig, std::size(kErfBig));
+    llvm::Value* e = Exp(b_.CreateFNeg(Mul(ac, ac)));
+    llvm::Value* big = b_.CreateFSub(C(1), Mul(e, q));
+    llvm::Value* y = Select(b_.CreateFCmpOLT(a, C(1)), small, big);
+    return Select(IsNaN(x), x, CopySign(y, x));
+  }
+
+  // sin (cos_shift 0) or cos (cos_shift 1) of x, |x| <= kTrigInlineLimit: x = n pi/2 + r,
+  // |r| <= pi/4, then +-sin r or +-cos r by the quadrant n + cos_shift. `f32_accuracy` keeps the
+  // series short when an f64 computation only has to round correctly to f32.
+  llvm::Value* SinCos(llvm::Value* x, int cos_shift, bool f32_accuracy) {
+    llvm::Value* n = Round(Mul(x, C(kTwoOverPi)));
+    n = Clamp(n, -kTrigInlineLimit, kTrigInlineLimit);  // poison-free fptosi for any x
+    llvm::Value* neg = b_.CreateFNeg(n);
+    llvm::Value* r;
+    if (f32_accuracy) {
+      r = MulAdd(neg, C(kPio2_1t), MulAdd(neg, C(kPio2_1), x));
+    } else {
+      r = MulAdd(neg, C(kPio2_1), x);
+      r = MulAdd(neg, C(kPio2_2), r);
+      r = MulAdd(neg, C(kPio2_3), r);
+    }
+    llvm::Value* z = Mul(r, r);
+    // sin r = r + r z (-1/3! + z/5! - ...), to r^9 (f32) or r^17; cos r = 1 - z/2 + z^2 (1/4!
+    // - ...), to r^10 or r^16: the first omitted terms are < 2^-28 and < 2^-56 relative.
+    int sin_terms = f32_accuracy ? 4 : 8, cos_terms = f32_accuracy ? 4 : 7;
+    double sc[8], cc[8];
+    for (int k = 0; k < sin_terms; ++k) sc[k] = (k % 2 ? 1 : -1) * InvFactorial(2 * k + 3);
+    for (int k = 0; k < cos_terms; ++k) cc[k] = (k % 2 ? -1 : 1) * InvFactorial(2 * k + 4);
+    llvm::Value* sin_r = MulAdd(Mul(r, z), Poly(z, sc, static_cast<size_t>(sin_terms)), r);
+    llvm::Value* cos_r =
+        Add(MulAdd(Mul(z, z), Poly(z, cc, static_cast<size_t>(cos_terms)), Mul(z, C(-0.5))), C(1));
+    llvm::Value* q = b_.CreateAdd(ToInt(n), I(cos_shift));
+    llvm::Value* odd = b_.CreateICmpNE(b_.CreateAnd(q, I(1)), I(0));
+    llvm::Value* negate = b_.CreateICmpNE(b_.CreateAnd(q, I(2)), I(0));
+    llvm::Value* y = Select(odd, cos_r, sin_r);
+    y = Select(negate, b_.CreateFNeg(y), y);
+    // sin(-0) = -0: the reduction's r = -0 - 0 * pi/2 is +0.
+    if (cos_shift == 0) y = Select(b_.CreateFCmpOEQ(x, C(0)), x, y);
+    return y;
+  }
+
+ private:
+  llvm::IRBuilder<>& b_;
+  llvm::Type* type_;
+  bool f64_;
+  llvm::Type* int_;
+};
+
+// `fast` where `bad` is false in every lane; otherwise a branch (marked unlikely) to a block
+// that calls libm for the whole value and takes its lanes where `bad` is true.
+llvm::Value* WithLibmFallback(llvm::IRBuilder<>& b, llvm::Value* fast, llvm::Value* bad,
+                              const std::string& name, const std::vector<llvm::Value*>& args,
+                              const LibmCaller& libm) {
+  llvm::Value* any = bad->getType()->isVectorTy() ? b.CreateOrReduce(bad) : bad;
+  llvm::BasicBlock* fast_bb = b.GetInsertBlock();
+  llvm::Function* fn = fast_bb->getParent();
+  llvm::LLVMContext& ctx = b.getContext();
+  auto* slow_bb = llvm::BasicBlock::Create(ctx, name + ".libm", fn);
+  auto* join_bb = llvm::BasicBlock::Create(ctx, name + ".join", fn);
+  llvm::MDBuilder md(ctx);
+  b.CreateCondBr(any, slow_bb, join_bb, md.createBranchWeights(1, 1000));
+  b.SetInsertPoint(slow_bb);
+  llvm::Value* slow = b.CreateSelect(bad, libm(name, args), fast);
+  llvm::BasicBlock* slow_end = b.GetInsertBlock();
+  b.CreateBr(join_bb);
+  b.SetInsertPoint(join_bb);
+  llvm::PHINode* phi = b.CreatePHI(fast->getType(), 2, name);
+  phi->addIncoming(fast, fast_bb);
+  phi->addIncoming(slow, slow_end);
+  return phi;
+}
+
+}  // namespace
+
+llvm::Value* EmitInlineMath(llvm::IRBuilder<>& b, loop::Intrinsic fn,
+                            const std::vector<llvm::Value*>& args, const LibmCaller& libm) {
+  using loop::Intrinsic;
+  llvm::Value* x = args[0];
+  MathEmitter m(b, x->getType());
+  bool f64 = m.f64();
+  switch (fn) {
+    case Intrinsic::kExp:
+      return m.Exp(x);
+    case Intrinsic::kLog:
+      return m.Log(x);
+    case Intrinsic::kTanh:
+      return m.Tanh(x);
+    case Intrinsic::kErf:
+      return f64 ? nullptr : m.ErfF32(x);
+    case Intrinsic::kSin:
+    case Intrinsic::kCos: {
+      int cos_shift = fn == Intrinsic::kCos ? 1 : 0;
+      std::string name = cos_shift ? "cos" : "sin";
+      // f32 reduces and evaluates in f64 and rounds once: the reduction then needs no
+      // three-part constant, and the result is within an ulp.
+      llvm::Value* y;
+      if (f64) {
+        y = m.SinCos(x, cos_shift, false);
+      } else {
+        llvm::Type* wide = m.Like(b.getDoubleTy());
+        MathEmitter d(b, wide);
+        y = b.CreateFPTrunc(d.SinCos(b.CreateFPExt(x, wide), cos_shift, true), x->getType());
+      }
+      // NaN, inf and |x| beyond the inline reduction's range: libm.
+      llvm::Value* bad = b.CreateNot(b.CreateFCmpOLE(m.Abs(x), m.C(kTrigInlineLimit)));
+      return WithLibmFallback(b, y, bad, f64 ? name : name + "f", args, libm);
+    }
+    case Intrinsic::kPow: {
+      if (f64) return nullptr;
+      // x^y = e^(y log x) in f64: the product's error (< 2^-45 relative for |y log x| < 256) is
+      // far below an f32 ulp; one rounding at the end.
+      llvm::Type* wide = m.Like(b.getDoubleTy());
+      MathEmitter d(b, wide);
+      llvm::Value* xw = b.CreateFPExt(x, wide);
+      llvm::Value* yw = b.CreateFPExt(args[1], wide);
+      llvm::Value* p = b.CreateFPTrunc(d.Exp(b.CreateFMul(yw, d.Log(xw))), x->getType());
+      // x <= 0 (signs, zeros, odd integer exponents), inf and NaN operands: libm, which has
+      // C's table of special cases.
+      llvm::Value* x_ok =
+          b.CreateAnd(b.CreateFCmpOGT(x, m.C(0)), b.CreateFCmpOLT(x, m.C(INFINITY)));
+      llvm::Value* y_ok = b.CreateFCmpOLT(m.Abs(args[1]), m.C(INFINITY));
+      llvm::Value* bad = b.CreateNot(b.CreateAnd(x_ok, y_ok));
+      return WithLibmFallback(b, p, bad, "powf", args, libm);
+    }
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace kiln
