@@ -67,4 +67,13 @@ LTensor ReduceAxes(LowerContext& ctx, const LTensor& in, const std::vector<int>&
   return LTensor{in.dtype, std::move(out_shape), at};
 }
 
+LTensor ComputeOnce(LowerContext& ctx, const LTensor& t, const std::string& name) {
+  std::vector<loop::Expr> idx;
+  for (size_t i = 0; i < t.shape.size(); ++i) idx.push_back(ctx.NewVar("c"));
+  loop::Expr e = t.at(idx);
+  while (e->kind == loop::ExprKind::kCast) e = loop::AsCast(e)->value;
+  if (e->kind == loop::ExprKind::kLoad) return t;
+  return ctx.Materialize(t, name);
+}
+
 }  // namespace kiln::lower

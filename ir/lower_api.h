@@ -69,6 +69,12 @@ LTensor ReduceAxes(LowerContext& ctx, const LTensor& in, const std::vector<int>&
 
 loop::Expr Const(double v, DType t);
 
+// `t` for an op that reads each element several times (a normalization's or softmax's passes
+// over a row): when `t` is a fused producer's computation rather than a read of a buffer, it is
+// computed once into a kernel-local buffer named `name` (as an unfused graph would store it),
+// so the passes do not each recompute it; a plain read comes back as it is.
+LTensor ComputeOnce(LowerContext& ctx, const LTensor& t, const std::string& name);
+
 // The loop expression of a dimension, with `symbol` giving the expression of each symbol.
 loop::Expr DimToExpr(const Dim& d, const std::function<loop::Expr(const std::string&)>& symbol);
 

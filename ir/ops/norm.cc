@@ -372,9 +372,11 @@ struct LoweredStats {
   std::function<std::vector<loop::Expr>(const std::vector<loop::Expr>&)> group;
 };
 
-LoweredStats LowerStats(LowerContext& ctx, const LTensor& x, const std::vector<int>& axes,
+LoweredStats LowerStats(LowerContext& ctx, const LTensor& x_in, const std::vector<int>& axes,
                         const std::string& op) {
   const DType f64 = DType::kFloat64;
+  // Read three times: by the mean, the variance and the output.
+  LTensor x = lower::ComputeOnce(ctx, x_in, op + "_input");
   std::vector<bool> reduced(x.ndim(), false);
   loop::Expr n = loop::IntImm(1);
   for (int a : axes) {

@@ -66,7 +66,8 @@ void SoftmaxKernel(bool log, const std::vector<Tensor>& in, const Attrs& attrs,
 // long rows lose nothing to the accumulator and results are within a few ulp of the reference.
 std::vector<LTensor> LowerSoftmax(bool log, LowerContext& ctx, const std::vector<LTensor>& in,
                                   const Attrs& attrs) {
-  const LTensor& x = in[0];
+  // Read three times: by the max, the sum and the output.
+  LTensor x = lower::ComputeOnce(ctx, in[0], log ? "log_softmax_input" : "softmax_input");
   int rank = x.ndim();
   // A scalar is one row of length 1: nothing is reduced over, and the statistics are x itself.
   int axis = rank == 0 ? -1 : ops::WrapAxis(attrs.GetInt("axis"), rank);
