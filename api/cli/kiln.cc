@@ -2,7 +2,7 @@
 // application would be.
 //
 //   kiln run MODEL [--shape NAME=1x784 ...] [--input NAME=FILE.pb ...] [--iters N] [--warmup N]
-//            [--threads N] [--opt-level N] [--disable-pass P] [--cache-dir D]
+//            [--threads N] [--opt-level N] [--disable-pass P] [--cache-dir D] [--config K=V]
 //            [--print-ir after=PASS|all] [--time-passes] [--stats]
 //   kiln types MODEL
 //   kiln passes
@@ -41,6 +41,7 @@ const char kUsage[] =
     "usage:\n"
     "  kiln run MODEL [--shape NAME=1x784 ...] [--input NAME=FILE.pb ...] [--iters N]\n"
     "           [--warmup N] [--threads N] [--opt-level N] [--disable-pass P] [--cache-dir D]\n"
+    "           [--config KEY=VALUE]\n"
     "           [--print-ir after=PASS|all] [--time-passes] [--stats]\n"
     "  kiln types MODEL\n"
     "  kiln passes\n"
@@ -399,6 +400,20 @@ int RunCommand(const std::vector<std::string>& args) {
     } else if (a == "--disable-pass") {
       if (kiln_options_disable_pass(options.get(), value().c_str()))
         throw UsageError{kiln_last_error()};
+    } else if (a == "--config") {
+      // KEY=INTEGER for the integer keys (tile sizes, vector width); anything else as a string.
+      const std::string& v = value();
+      size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw UsageError{"--config wants KEY=VALUE, got '" + v + "'"};
+      std::string key = v.substr(0, eq), text = v.substr(eq + 1);
+      char* end = nullptr;
+      long long n = std::strtoll(text.c_str(), &end, 10);
+      kiln_status st =
+          !text.empty() && *end == '\0'
+              ? kiln_options_set_config_int(options.get(), key.c_str(), n)
+              : kiln_options_set_config_string(options.get(), key.c_str(), text.c_str());
+      if (st) throw UsageError{kiln_last_error()};
     } else if (a == "--cache-dir") {
       Check(kiln_options_set_cache_dir(options.get(), value().c_str()), "--cache-dir");
     } else if (a == "--print-ir") {
