@@ -77,6 +77,7 @@ std::string Join(const std::vector<std::string>& v) {
 Engine::Engine(EngineOptions options)
     : options_(Validated(std::move(options))),
       codegen_(ParseTarget(options_.target)),
+      vector_bits_(VectorRegisterBits(codegen_)),
       arena_(options_.num_threads > 0 ? options_.num_threads : tbb::task_arena::automatic),
       kernels_(MakeKernelStore(options_)) {
   MakePassContext();  // rejects unknown config keys and values of the wrong kind, now
@@ -108,6 +109,8 @@ std::shared_ptr<PassContext> Engine::MakePassContext() const {
   ctx->disabled_passes = options_.disabled_passes;
   ctx->required_passes = options_.required_passes;
   ctx->SetInstruments(options_.instruments);
+  // The loop passes size vectors and register tiles for this target (the options may override).
+  ctx->SetConfig("target.vector_bits", int64_t{vector_bits_});
   for (const auto& [key, value] : options_.pass_config) {
     try {
       ctx->SetConfig(key, value);

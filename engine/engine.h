@@ -200,6 +200,7 @@ class Engine {
 
   const EngineOptions options_;
   CodegenOptions codegen_;  // from the target string
+  int vector_bits_ = 0;     // VectorRegisterBits(codegen_)
   PassPtr graph_pipeline_;
   PassPtr fuse_ops_;
   uint64_t pipeline_hash_ = 0;  // pass configuration, part of every kernel key

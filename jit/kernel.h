@@ -83,6 +83,11 @@ std::string LLVMTargetDescription(const CodegenOptions& options = {});
 // or the unknown CPU name.
 std::string HostCannotRun(const CodegenOptions& options);
 
+// The widest vector register the code for `options` may use, in bits: 512 with AVX-512F, 256
+// with AVX, else 128. The loop passes size their vectors and register tiles by it (the
+// PassContext key target.vector_bits).
+int VectorRegisterBits(const CodegenOptions& options);
+
 // Code generators by target kind ("llvm", later "cuda"), looked up as `target.build.<kind>`.
 using BuildFn = std::function<std::unique_ptr<CompiledModule>(const std::vector<loop::PrimFunc>&,
                                                               const CodegenOptions&)>;

@@ -125,23 +125,47 @@ std::string LLVMTargetDescription(const CodegenOptions& options) {
   return text;
 }
 
-std::string HostCannotRun(const CodegenOptions& options) {
-  // What the code may use: the named CPU's instruction set (the host's own when none is named),
-  // with mattr's +feature added and -feature removed.
-  std::set<std::string> needed;
+namespace {
+
+// The named CPU's features (none for the host) with mattr's +feature added and -feature removed.
+std::set<std::string> NamedFeatures(const CodegenOptions& options) {
+  std::set<std::string> features;
   if (!options.mcpu.empty()) {
-    if (llvm::X86::parseArchX86(options.mcpu, /*Only64Bit=*/true) == llvm::X86::CK_None)
-      return StrCat("'", options.mcpu, "' is not an x86-64 CPU model LLVM ", LLVMVersion(),
-                    " knows");
     llvm::SmallVector<llvm::StringRef, 64> cpu_features;
     llvm::X86::getFeaturesForCPU(options.mcpu, cpu_features);
-    for (llvm::StringRef f : cpu_features) needed.insert(f.str());
+    for (llvm::StringRef f : cpu_features) features.insert(f.str());
   }
   for (const std::string& f : SplitFeatures(options.mattr)) {
     if (f.size() < 2) continue;
-    if (f[0] == '+') needed.insert(f.substr(1));
-    if (f[0] == '-') needed.erase(f.substr(1));
+    if (f[0] == '+') features.insert(f.substr(1));
+    if (f[0] == '-') features.erase(f.substr(1));
   }
+  return features;
+}
+
+}  // namespace
+
+int VectorRegisterBits(const CodegenOptions& options) {
+  std::set<std::string> features = NamedFeatures(options);
+  if (options.mcpu.empty()) {
+    // The host's features, then mattr's changes on top (NamedFeatures applied them to none).
+    for (const auto& entry : llvm::sys::getHostCPUFeatures())
+      if (entry.second) features.insert(entry.first().str());
+    for (const std::string& f : SplitFeatures(options.mattr))
+      if (f.size() >= 2 && f[0] == '-') features.erase(f.substr(1));
+  }
+  if (features.count("avx512f")) return 512;
+  if (features.count("avx")) return 256;
+  return 128;
+}
+
+std::string HostCannotRun(const CodegenOptions& options) {
+  // What the code may use: the named CPU's instruction set (the host's own when none is named),
+  // with mattr's +feature added and -feature removed.
+  if (!options.mcpu.empty() &&
+      llvm::X86::parseArchX86(options.mcpu, /*Only64Bit=*/true) == llvm::X86::CK_None)
+    return StrCat("'", options.mcpu, "' is not an x86-64 CPU model LLVM ", LLVMVersion(), " knows");
+  std::set<std::string> needed = NamedFeatures(options);
   const llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
   std::string missing;
   for (const std::string& f : needed) {

@@ -185,6 +185,12 @@ PassRegistry& PassRegistry::Global() {
     // (one rounding instead of two), which doubles the throughput of every reduction.
     RegisterPassConfig("codegen.fp_contract", AttrKind::kBool, true,
                        "let code generators fuse a float multiply and add into an FMA");
+    // Set by the engine from its target (VectorRegisterBits); 0 leaves the loop passes at their
+    // AVX2-sized defaults.
+    RegisterPassConfig("target.vector_bits", AttrKind::kInt, int64_t{0},
+                       "the target's widest vector register in bits (0: unknown); sizes "
+                       "VectorizeLoops' lanes and TileLoops' register tiles unless their own keys "
+                       "are set");
     // On by default: a float sum that adds one element at a time runs at the add's latency
     // (4 cycles an element); partial sums per vector lane run at its throughput.
     RegisterPassConfig("codegen.reassociate_reductions", AttrKind::kBool, true,

@@ -2,7 +2,8 @@
 // application would be.
 //
 //   kiln run MODEL [--shape NAME=1x784 ...] [--input NAME=FILE.pb ...] [--iters N] [--warmup N]
-//            [--threads N] [--opt-level N] [--disable-pass P] [--cache-dir D] [--config K=V]
+//            [--threads N] [--opt-level N] [--disable-pass P] [--cache-dir D] [--target T]
+//            [--config K=V]
 //            [--print-ir after=PASS|all] [--time-passes] [--stats]
 //   kiln types MODEL
 //   kiln passes
@@ -41,7 +42,7 @@ const char kUsage[] =
     "usage:\n"
     "  kiln run MODEL [--shape NAME=1x784 ...] [--input NAME=FILE.pb ...] [--iters N]\n"
     "           [--warmup N] [--threads N] [--opt-level N] [--disable-pass P] [--cache-dir D]\n"
-    "           [--config KEY=VALUE]\n"
+    "           [--target 'llvm -mcpu=CPU -mattr=+f,-g'] [--config KEY=VALUE]\n"
     "           [--print-ir after=PASS|all] [--time-passes] [--stats]\n"
     "  kiln types MODEL\n"
     "  kiln passes\n"
@@ -399,6 +400,9 @@ int RunCommand(const std::vector<std::string>& args) {
         throw UsageError{kiln_last_error()};
     } else if (a == "--disable-pass") {
       if (kiln_options_disable_pass(options.get(), value().c_str()))
+        throw UsageError{kiln_last_error()};
+    } else if (a == "--target") {
+      if (kiln_options_set_target(options.get(), value().c_str()))
         throw UsageError{kiln_last_error()};
     } else if (a == "--config") {
       // KEY=INTEGER for the integer keys (tile sizes, vector width); anything else as a string.

@@ -74,6 +74,7 @@
 //
 // Not done: tiling k (a `tile.k`). A panel holds K x Tj values (64 KiB at K = 1024), which
 // stays in L2; a very deep K would want k blocks with partial sums kept between them.
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <set>
@@ -556,12 +557,15 @@ Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBod
 // Top down, so that an i loop sees its j loop before it is tiled.
 class Tiler : public loop::Mutator {
  public:
-  Tiler(int64_t tile, int64_t rows, bool pack) : tile_(tile), rows_(rows), pack_(pack) {}
+  Tiler(int64_t tile, int64_t rows, bool pack, int64_t single_row)
+      : tile_(tile), rows_(rows), pack_(pack), single_row_(single_row) {}
 
  protected:
   Stmt MutateFor(const loop::ForNode* n, const Stmt& self) override {
+    // A j loop with no row loop around it: one row (a matrix-vector product), whose few
+    // accumulators could not hide the FMA latency; it takes a wider row.
     if (std::optional<ReductionBody> body = TileablePattern(n))
-      return TileJ(n, *body, tile_, nullptr);
+      return TileJ(n, *body, single_row_, nullptr);
     if (rows_ >= 2) {
       const loop::ForNode* j = loop::AsFor(n->body);
       if (std::optional<ReductionBody> body = TileablePattern(j))
@@ -574,6 +578,7 @@ class Tiler : public loop::Mutator {
   int64_t tile_;
   int64_t rows_;
   bool pack_;
+  int64_t single_row_;
 };
 
 }  // namespace
@@ -589,6 +594,11 @@ void RegisterTileLoopsPass(PassRegistry& r) {
   RegisterPassConfig(kTilePackKey, AttrKind::kBool, true,
                      "copy each column tile's panel of a row-blocked operand into a contiguous "
                      "buffer in TileLoops");
+  // With target.vector_bits >= 512 (AVX-512: 32 registers of 16 floats) and the keys unset,
+  // 64 columns x 4 rows: sixteen accumulators; at 32x784x512 this ran 1.3x faster than 16 x 6.
+  // With a known target and tile.j unset, a single row (no row loop: a matrix-vector product)
+  // takes tile.j * tile.i / 2 columns, so it has as many accumulators as half a block: the
+  // batch-1 MLP layers ran 1.6x (AVX2) to 2.2x (AVX-512) faster than with 16.
   r.Register(PassRegistration{
       .name = "TileLoops",
       .opt_level = 2,
@@ -602,11 +612,20 @@ void RegisterTileLoopsPass(PassRegistry& r) {
                 [](const loop::PrimFunc& f, const PassContext& ctx) {
                   int64_t tile = ctx.GetConfigInt(kTileJKey);
                   int64_t rows = ctx.GetConfigInt(kTileIKey);
+                  // A known target sizes what its keys leave unset (see the defaults above).
+                  int64_t bits = ctx.GetConfigInt("target.vector_bits");
+                  if (bits >= 512) {
+                    if (!ctx.config().count(kTileJKey)) tile = 64;
+                    if (!ctx.config().count(kTileIKey)) rows = 4;
+                  }
+                  int64_t single_row = tile;
+                  if (bits >= 128 && !ctx.config().count(kTileJKey))
+                    single_row = tile * std::max<int64_t>(1, rows / 2);
                   for (auto [key, v] : {std::pair{kTileJKey, tile}, std::pair{kTileIKey, rows}})
                     if (v < 0)
                       Throw(ErrorCode::kInvalidArgument, key, " must not be negative, got ", v);
                   if (tile < 2) return f;
-                  Tiler tiler(tile, rows, ctx.GetConfigBool(kTilePackKey));
+                  Tiler tiler(tile, rows, ctx.GetConfigBool(kTilePackKey), single_row);
                   return loop::WithBody(f, tiler.MutateStmt(f->body));
                 },
                 o);

@@ -37,8 +37,9 @@
 //    parallel loop on this path is left parallel (a loop has one kind), and LLVM may still
 //    vectorize each chunk.
 //
-// W is the config key `vectorize.width` (default 8: one AVX2 register of f32); 0 or 1 turns the
-// pass off.
+// W is the config key `vectorize.width` when set (0 or 1 turns the pass off); otherwise one
+// vector register of f32 for the target (`target.vector_bits` / 32: 16 with AVX-512, 8 with
+// AVX2), or 8 when the target is not known.
 #include <optional>
 #include <set>
 
@@ -312,6 +313,8 @@ void RegisterVectorizeLoopsPass(PassRegistry& r) {
                 PassInfo{"VectorizeLoops", 1, {}},
                 [](const Stmt& s, const PassContext& ctx) {
                   int64_t width = ctx.GetConfigInt(kWidthKey);
+                  int64_t bits = ctx.GetConfigInt("target.vector_bits");
+                  if (!ctx.config().count(kWidthKey) && bits >= 128) width = bits / 32;
                   if (width < 0 || width > kMaxWidth)
                     Throw(ErrorCode::kInvalidArgument, kWidthKey, " must be in [0, ", kMaxWidth,
                           "], got ", width);

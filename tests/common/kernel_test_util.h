@@ -16,6 +16,7 @@
 #include "ir/interpreter.h"
 #include "ir/type_infer.h"
 #include "passes/compile.h"
+#include "passes/pass_context.h"
 
 namespace kiln::test {
 
@@ -37,6 +38,9 @@ class TestCpuEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
     const CodegenOptions& o = TestCodegen();
+    // Vectors and register tiles sized for the CPU the kernels are compiled for, as the engine
+    // sizes them (this thread's default context: every test of the process runs on it).
+    PassContext::Current().SetConfig("target.vector_bits", int64_t{VectorRegisterBits(o)});
     if (o.mcpu.empty()) return;
     std::string why = HostCannotRun(o);
     if (!why.empty()) {
