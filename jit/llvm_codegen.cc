@@ -868,11 +868,15 @@ class FunctionEmitter {
     return FromMemory(raw, t);
   }
 
-  // `buf[idx] = buf[idx] + v` on floats: a reduction's update (LowerReductions writes them).
+  // `buf[idx] = buf[idx] op v` on floats, op add, max or min: a reduction's update
+  // (LowerReductions writes them).
   static bool IsAccumulation(const loop::StoreNode* n) {
     if (!IsFloat(n->buffer->dtype) || n->value->kind != ExprKind::kBinary) return false;
     const auto* add = loop::AsBinary(n->value);
-    if (add->op != loop::BinaryOp::kAdd || add->a->kind != ExprKind::kLoad) return false;
+    using loop::BinaryOp;
+    if (add->op != BinaryOp::kAdd && add->op != BinaryOp::kMax && add->op != BinaryOp::kMin)
+      return false;
+    if (add->a->kind != ExprKind::kLoad) return false;
     const auto* load = loop::AsLoad(add->a);
     if (load->buffer.get() != n->buffer.get() || load->indices.size() != n->indices.size())
       return false;
@@ -886,10 +890,21 @@ class FunctionEmitter {
   // add's latency (4 cycles an element). The order of the sum then depends on the vector width
   // the target picks, within rounding, as in any vectorized library; the terms are computed as
   // written (the flag is on this add alone).
+  //
+  // max and min become llvm.maximum / llvm.minimum, which the loop vectorizer reduces per lane
+  // without any flag: like the reference's max they propagate NaN, and they order -0 below +0,
+  // so only the sign of a zero maximum can differ from the element-by-element select (which
+  // keeps the first of equal zeros).
   llvm::Value* EmitAccumulation(const loop::StoreNode* n) {
     const auto* add = loop::AsBinary(n->value);
     llvm::Value* a = EmitExpr(add->a);
     llvm::Value* b = EmitExpr(add->b);
+    if (add->op != loop::BinaryOp::kAdd) {
+      if (LanesOf(a) != LanesOf(b)) Fail("max/min of ", LanesOf(a), " and ", LanesOf(b), " lanes");
+      return b_.CreateBinaryIntrinsic(
+          add->op == loop::BinaryOp::kMax ? llvm::Intrinsic::maximum : llvm::Intrinsic::minimum, a,
+          b);
+    }
     llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
     llvm::FastMathFlags fmf = b_.getFastMathFlags();
     fmf.setAllowReassoc();

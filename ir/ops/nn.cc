@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/ops/conv_gemm.h"
 #include "ir/ops/op_util.h"
 
 namespace kiln {
@@ -417,6 +418,13 @@ std::vector<LTensor> LowerConv(LowerContext& ctx, const std::vector<LTensor>& in
   }
   const std::vector<WindowDim> dims = LoweredWindow(x, kernel, attrs);
   const int64_t group = attrs.GetInt("group");
+  // f32: as a GEMM that TileLoops blocks and packs (ir/ops/conv_gemm.h).
+  std::vector<ops::ConvDim> conv_dims;
+  for (const WindowDim& d : dims)
+    conv_dims.push_back({d.in, d.kernel, d.stride, d.dilation, d.pad_begin, d.out});
+  if (std::optional<std::vector<LTensor>> gemm = ops::LowerConvAsGemm(
+          ctx, in, group, conv_dims, ctx.ShapeExpr(AsTensor(out_types[0])->shape)))
+    return *gemm;
   const DType t = x.dtype;
   const DType acc = DType::kFloat64;
   auto at = [&ctx, x, w, b, has_bias, dims, group, t, acc](const std::vector<Expr>& idx) {

@@ -1,0 +1,168 @@
+// conv as a GEMM over a phase-split padded input (ir/ops/conv_gemm.h).
+#include "ir/ops/conv_gemm.h"
+
+#include "ir/error.h"
+#include "ir/ops/op_util.h"
+
+namespace kiln::ops {
+namespace {
+
+using loop::Expr;
+
+Expr I64(int64_t v) {
+  return loop::IntImm(v);
+}
+
+// Whether t.at(idx) is exactly a load of a buffer of t's shape at idx (maybe under casts to
+// t's dtype): then t may be read at any flat offset by putting it in the last index.
+bool IsIdentityRead(LowerContext& ctx, const LTensor& t) {
+  std::vector<Expr> idx;
+  for (size_t i = 0; i < t.shape.size(); ++i) idx.push_back(ctx.NewVar("v"));
+  Expr e = t.at(idx);
+  if (e->kind == loop::ExprKind::kCast && e->dtype == t.dtype) e = loop::AsCast(e)->value;
+  const loop::LoadNode* load = loop::AsLoad(e);
+  if (!load || load->buffer->dtype != t.dtype || !load->buffer->strides.empty() ||
+      load->indices.size() != idx.size() || load->buffer->shape.size() != idx.size())
+    return false;
+  for (size_t i = 0; i < idx.size(); ++i) {
+    if (load->indices[i].get() != idx[i].get()) return false;
+    int64_t a = 0, b = 0;
+    bool ca = loop::IsConstInt(load->buffer->shape[i], &a), cb = loop::IsConstInt(t.shape[i], &b);
+    if (ca != cb || (ca && a != b) || (!ca && load->buffer->shape[i].get() != t.shape[i].get()))
+      return false;
+  }
+  return true;
+}
+
+// `t` read at flat offset `flat` within the block that starts at its first `lead.size()`
+// indices: the lead indices, zeros, and the offset as the last index (IsIdentityRead holds).
+Expr FlatRead(const LTensor& t, std::vector<Expr> lead, const Expr& flat) {
+  while (lead.size() + 1 < t.shape.size()) lead.push_back(I64(0));
+  lead.push_back(flat);
+  return t.at(lead);
+}
+
+}  // namespace
+
+std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
+                                                    const std::vector<LTensor>& in, int64_t group,
+                                                    const std::vector<ConvDim>& dims,
+                                                    const std::vector<Expr>& out_shape) {
+  const LTensor& x = in[0];
+  const LTensor& w = in[1];
+  const DType t = x.dtype;
+  int64_t channels = 0, m_count = 0, cg = 0;
+  if (t != DType::kFloat32 || !loop::IsConstInt(x.shape[1], &channels) ||
+      !loop::IsConstInt(w.shape[0], &m_count) || !loop::IsConstInt(w.shape[1], &cg) || group < 1 ||
+      m_count % group != 0 || !IsIdentityRead(ctx, w))
+    return std::nullopt;
+  const size_t r = dims.size();
+
+  // The geometry of P: phases per dim (the stride), plane extents Q_d, and the largest tap
+  // offset along each dim.
+  std::vector<int64_t> q(r), max_off(r);
+  int64_t phases = 1, kernel_size = 1;
+  bool direct = true;  // x itself is P: a 1x1 kernel, stride 1, no padding
+  for (size_t d = 0; d < r; ++d) {
+    const ConvDim& c = dims[d];
+    max_off[d] = (c.kernel - 1) * c.dilation / c.stride;
+    q[d] = c.out + max_off[d];
+    phases *= c.stride;
+    kernel_size *= c.kernel;
+    direct = direct && c.kernel == 1 && c.stride == 1 && c.pad_begin == 0 && c.out == c.in;
+  }
+  // q_stride[d]: the flat distance between neighbours along dim d in a plane of P.
+  std::vector<int64_t> q_stride(r, 1);
+  for (size_t d = r - 1; d-- > 0;) q_stride[d] = q_stride[d + 1] * q[d + 1];
+  int64_t plane = q_stride[0] * q[0];
+
+  LTensor p;
+  int64_t plane_extent = plane;  // elements per (n, channel, phase) block of P
+  if (direct && IsIdentityRead(ctx, x)) {
+    p = x;
+  } else {
+    // P[n, ch, phase, q_1, ..., q_r], with one more (zero) row along q_1 when r > 1: the taps
+    // of the last, dropped columns of the last row read up to sum_{d>0} max_off[d] *
+    // q_stride[d] < q_stride[0] elements past the plane.
+    bool tail_row = false;
+    for (size_t d = 1; d < r; ++d) tail_row = tail_row || max_off[d] > 0;
+    std::vector<Expr> p_shape = {x.shape[0], x.shape[1], I64(phases)};
+    for (size_t d = 0; d < r; ++d) p_shape.push_back(I64(q[d] + (d == 0 && tail_row ? 1 : 0)));
+    plane_extent = (q[0] + (tail_row ? 1 : 0)) * q_stride[0];
+    LTensor xv = x;
+    auto at = [xv, dims, q, r](const std::vector<Expr>& idx) {
+      const Expr& phase = idx[2];
+      std::vector<Expr> xi = {idx[0], idx[1]};
+      Expr inside = loop::MakeBinary(loop::BinaryOp::kLT, idx[3], I64(q[0]));
+      int64_t phase_radix = 1;
+      std::vector<Expr> pos_clamped(r);
+      for (size_t d = r; d-- > 0;) {
+        const ConvDim& c = dims[d];
+        Expr pd = loop::FloorMod(loop::FloorDiv(phase, I64(phase_radix)), I64(c.stride));
+        phase_radix *= c.stride;
+        Expr pos = loop::Sub(loop::Add(loop::Mul(idx[3 + d], I64(c.stride)), pd), I64(c.pad_begin));
+        inside = loop::MakeBinary(
+            loop::BinaryOp::kAnd, inside,
+            loop::MakeBinary(loop::BinaryOp::kAnd,
+                             loop::MakeBinary(loop::BinaryOp::kGE, pos, I64(0)),
+                             loop::MakeBinary(loop::BinaryOp::kLT, pos, I64(c.in))));
+        // Clamped, so that the load is in bounds whatever the select then keeps.
+        pos_clamped[d] = loop::Max(I64(0), loop::Min(pos, I64(c.in - 1)));
+      }
+      xi.insert(xi.end(), pos_clamped.begin(), pos_clamped.end());
+      return loop::Select(inside, xv.at(xi), lower::Const(0, xv.dtype));
+    };
+    p = ctx.Materialize(LTensor{t, p_shape, at}, "conv_input");
+  }
+
+  // E[n, m, j]: the output positions of one (n, m) as columns j = sum o_d * q_stride[d].
+  const int64_t columns = dims[0].out * q_stride[0];
+  const int64_t m_per_group = m_count / group;
+  const int64_t k_total = cg * kernel_size;
+  LTensor wv = w, pv = p;
+  auto gemm = [&ctx, wv, pv, dims, q_stride, m_per_group, cg, kernel_size, k_total, group,
+               plane_extent, r](const std::vector<Expr>& idx) {
+    const Expr& n = idx[0];
+    const Expr& m = idx[1];
+    const Expr& j = idx[2];
+    loop::Var kk = ctx.NewVar("kk");
+    Expr c = loop::FloorDiv(kk, I64(kernel_size));
+    Expr channel =
+        group > 1 ? loop::Add(loop::Mul(loop::FloorDiv(m, I64(m_per_group)), I64(cg)), c) : c;
+    // The tap (k_1, ..., k_r) of kk; its phase and its offset in the plane.
+    Expr phase = I64(0), offset = I64(0);
+    int64_t tap_radix = 1, phase_radix = 1;
+    for (size_t d = r; d-- > 0;) {
+      const ConvDim& cd = dims[d];
+      Expr k = loop::FloorMod(loop::FloorDiv(kk, I64(tap_radix)), I64(cd.kernel));
+      tap_radix *= cd.kernel;
+      Expr shift = loop::Mul(k, I64(cd.dilation));
+      phase = loop::Add(phase, loop::Mul(loop::FloorMod(shift, I64(cd.stride)), I64(phase_radix)));
+      phase_radix *= cd.stride;
+      offset =
+          loop::Add(offset, loop::Mul(loop::FloorDiv(shift, I64(cd.stride)), I64(q_stride[d])));
+    }
+    // P's block (n, channel, phase) starts at flat offset (channel * phases + phase) * extent
+    // of its last two dims; x as P (direct) has one phase.
+    Expr block = loop::Add(loop::Mul(channel, I64(phase_radix)), phase);
+    Expr at = loop::Add(loop::Mul(block, I64(plane_extent)), loop::Add(j, offset));
+    Expr pval = FlatRead(pv, {n}, at);
+    Expr wval = FlatRead(wv, {m}, kk);
+    return loop::Reduce(loop::ReduceKind::kSum, loop::Mul(wval, pval), {{kk, I64(k_total)}});
+  };
+  LTensor e =
+      ctx.Materialize(LTensor{t, {x.shape[0], I64(m_count), I64(columns)}, gemm}, "conv_gemm");
+
+  std::optional<LTensor> bias;
+  if (in.size() == 3) bias = in[2];
+  auto out = [e, bias, q_stride, r](const std::vector<Expr>& idx) {
+    Expr j = I64(0);
+    for (size_t d = 0; d < r; ++d) j = loop::Add(j, loop::Mul(idx[2 + d], I64(q_stride[d])));
+    Expr v = e.at({idx[0], idx[1], j});
+    if (bias) v = loop::Add(v, bias->at({idx[1]}));
+    return v;
+  };
+  return std::vector<LTensor>{LTensor{t, out_shape, out}};
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,44 @@
+// conv lowered as a matrix product that TileLoops turns into a register-blocked, packed GEMM
+// (the fast path of conv's lowering in ir/ops/nn.cc; the direct loop nest stays the fallback).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "ir/lower_api.h"
+
+namespace kiln::ops {
+
+// One spatial dim of a conv, all sizes concrete (nn.cc's window geometry).
+struct ConvDim {
+  int64_t in = 1;
+  int64_t kernel = 1;
+  int64_t stride = 1;
+  int64_t dilation = 1;
+  int64_t pad_begin = 0;
+  int64_t out = 1;
+};
+
+// conv(x, w[, bias]) with `group` groups as
+//
+//   E[n, m, j] = sum over kk in [0, C/group * prod(kernel)) of
+//                w[m, kk] * P[n, group_of(m) * C/group + c(kk), phase(kk), j + offset(kk)]
+//   out[n, m, o_1, ..., o_r] = E[n, m, o_1 * Q_2 * ... * Q_r + ... + o_r] + bias[m]
+//
+// where P is the input, zero-padded and split into stride phases (P[.., p, q] holds the padded
+// input at q * stride + p per dim), laid out in planes of Q_1 x ... x Q_r with
+// Q_d = out_d + (kernel_d - 1) * dilation_d / stride_d. In P every tap of every output is a
+// unit-stride shift of j, so E is a matmul whose second operand is read along its rows: j is
+// the columns (the output positions, with Q_d - out_d columns per row of dim d computed and
+// dropped), m the rows, kk the reduction. A 1x1 conv with stride 1 and no padding reads x
+// itself as P. Accumulates in f32.
+//
+// nullopt (the caller lowers conv directly) for other than f32, symbolic channel counts, or
+// operands that are not plain reads and would need copying anyway.
+std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
+                                                    const std::vector<LTensor>& in, int64_t group,
+                                                    const std::vector<ConvDim>& dims,
+                                                    const std::vector<loop::Expr>& out_shape);
+
+}  // namespace kiln::ops
