@@ -1,6 +1,7 @@
 // Kernel benchmarks for issue 4: compile latency by phase, a fused elementwise chain against a
 // STREAM triad, matmul against Eigen, and the code generator's vector math against scalar libm,
-// each baseline measured in this same binary.
+// each baseline measured in this same binary; conv against a matmul of the same FLOPs, and a
+// GEMV against a STREAM-style read of its weight bytes.
 //
 //   build/bench/kiln_kernels_bench --benchmark_min_time=0.2
 //
@@ -10,10 +11,12 @@
 
 #include <Eigen/Core>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ir/loop/loop.h"
@@ -21,6 +24,7 @@
 #include "jit/kernel.h"
 #include "passes/compile.h"
 #include "passes/pass.h"
+#include "passes/pass_context.h"
 
 namespace kiln {
 namespace {
@@ -63,6 +67,35 @@ Function Matmul(int64_t m, int64_t k, int64_t n) {
 // A context with one thread, or two, for the oneTBB loops inside kernels.
 std::unique_ptr<tbb::global_control> Threads(int n) {
   return std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, n);
+}
+
+// CompileKernel as the engine runs it (engine/engine.cc, MakePassContext): under a context whose
+// target.vector_bits sizes the loop passes' vectors and register tiles for the host.
+CompiledKernel CompileForHost(const Function& fn, const std::string& name,
+                              const CodegenOptions& opts = {}) {
+  auto ctx = std::make_shared<PassContext>();
+  ctx->SetConfig("target.vector_bits", int64_t{VectorRegisterBits(opts)});
+  PassContextScope scope(ctx);
+  return CompileKernel(fn, name, opts);
+}
+
+// Random inputs for `fn`'s parameters and an f32 output, with the buffer pointers in the order
+// `k` takes them: parameters, the kernel's captured constants, the output.
+struct KernelBuffers {
+  std::vector<Tensor> tensors;
+  std::vector<void*> ptrs;
+};
+KernelBuffers RandomBuffers(const Function& fn, const CompiledKernel& k, uint64_t seed) {
+  KernelBuffers b;
+  for (const Var& p : fn->params) {
+    const TensorTypeNode* tt = AsTensor(p->type);
+    b.tensors.push_back(Random(ConstShape(tt->shape), seed++));
+  }
+  const TensorTypeNode* out = AsTensor(fn->body->type);
+  b.tensors.push_back(Tensor::Empty(DType::kFloat32, ConstShape(out->shape)));
+  for (Tensor& t : b.tensors) b.ptrs.push_back(t.raw_data());
+  for (const Tensor& c : k.lowered.constants) b.ptrs.insert(b.ptrs.end() - 1, c.raw_data());
+  return b;
 }
 
 // ---- (a) compile latency, split by phase ----
@@ -117,7 +150,7 @@ BENCHMARK(BM_StreamTriad)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_FusedChain(benchmark::State& state) {
   auto t = Threads(static_cast<int>(state.range(0)));
-  CompiledKernel k = CompileKernel(ElementwiseChain(kStreamN), "chain");
+  CompiledKernel k = CompileForHost(ElementwiseChain(kStreamN), "chain");
   Tensor x = Random({kStreamN}, 4), y = Tensor::Empty(DType::kFloat32, {kStreamN});
   void* bufs[] = {x.raw_data(), y.raw_data()};
   for (auto _ : state) {
@@ -155,7 +188,7 @@ void BM_KilnMatmul(benchmark::State& state) {
   int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   CodegenOptions opts;
   opts.fast_math = state.range(4) != 0;  // adds reassociation (FMA contraction is the default)
-  CompiledKernel kern = CompileKernel(Matmul(m, k, n), "mm", opts);
+  CompiledKernel kern = CompileForHost(Matmul(m, k, n), "mm", opts);
   Tensor a = Random({m, k}, 5), b = Random({k, n}, 6), c = Tensor::Empty(DType::kFloat32, {m, n});
   void* bufs[] = {a.raw_data(), b.raw_data(), c.raw_data()};
   for (auto _ : state) {
@@ -204,19 +237,9 @@ void BM_Workarounds(benchmark::State& state, Function (*make)(), const char*) {
   opts.llvm_workarounds = state.range(0) != 0;
   Function fn = make();
   CompiledKernel k = CompileKernel(fn, "wk", opts);
-  std::vector<Tensor> tensors;
-  std::vector<void*> bufs;
-  uint64_t seed = 10;
-  for (const Var& p : fn->params) {
-    const TensorTypeNode* tt = AsTensor(p->type);
-    tensors.push_back(Random(ConstShape(tt->shape), seed++));
-  }
-  const TensorTypeNode* out = AsTensor(fn->body->type);
-  tensors.push_back(Tensor::Empty(DType::kFloat32, ConstShape(out->shape)));
-  for (Tensor& t : tensors) bufs.push_back(t.raw_data());
-  for (const Tensor& c : k.lowered.constants) bufs.insert(bufs.end() - 1, c.raw_data());
+  KernelBuffers bufs = RandomBuffers(fn, k, 10);
   for (auto _ : state) {
-    k.fn(bufs.data(), nullptr);
+    k.fn(bufs.ptrs.data(), nullptr);
     benchmark::ClobberMemory();
   }
 }
@@ -334,6 +357,115 @@ void RegisterVectorMath(double lo, double hi) {
   RegisterVectorMath<loop::Intrinsic::kErf>(-5, 5);
   RegisterVectorMath<loop::Intrinsic::kSin>(-10, 10);
   RegisterVectorMath<loop::Intrinsic::kCos>(-10, 10);
+  return true;
+}();
+
+// ---- (f) conv vs a matmul of the same FLOPs ----
+// f32 conv lowers to a packed GEMM (ir/ops/conv_gemm.h); each conv here is beside the matmul
+// [M x C*k*k] @ [C*k*k x H*W] of its FLOPs, so the GFLOPs of /conv over /matmul of one shape is
+// what the conv lowering costs over a plain GEMM. Both compiled as the engine compiles them, one
+// thread. The depthwise conv has no meaningful matmul twin: read its GFLOPs alone.
+
+// make()'s function compiled for the host (CompileForHost) and run on random inputs on one thread,
+// reporting `counter` as a rate of `per_iteration` units (FLOPs, bytes) a second.
+void BM_HostKernel(benchmark::State& state, const std::function<Function()>& make,
+                   const char* counter, double per_iteration) {
+  auto t = Threads(1);
+  Function fn = make();
+  CompiledKernel k = CompileForHost(fn, "bench_kernel");
+  KernelBuffers bufs = RandomBuffers(fn, k, 20);
+  for (auto _ : state) {
+    k.fn(bufs.ptrs.data(), nullptr);
+    benchmark::ClobberMemory();
+  }
+  state.counters[counter] =
+      benchmark::Counter(per_iteration * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
+// conv of x[1, C, H, W] by w[M, C/group, k, k], stride 1, padded to keep H x W.
+Function Conv(int64_t c, int64_t m, int64_t hw, int64_t kernel, int64_t group) {
+  Var x = MakeVar("x", TensorType({1, c, hw, hw}, DType::kFloat32));
+  Var w = MakeVar("w", TensorType({m, c / group, kernel, kernel}, DType::kFloat32));
+  int64_t p = kernel / 2;
+  return Primitive(
+      {x, w},
+      MakeCall("conv", {x, w}, {{"pads", std::vector<int64_t>{p, p, p, p}}, {"group", group}}));
+}
+
+// BM_ConvVsMatmul/<shape>/conv, and /matmul unless `twin` is false.
+void RegisterConvVsMatmul(const std::string& shape, int64_t c, int64_t m, int64_t hw,
+                          int64_t kernel, int64_t group, bool twin) {
+  const int64_t k = c / group * kernel * kernel;
+  const double flops = 2.0 * m * k * hw * hw;
+  std::string name = StrCat("BM_ConvVsMatmul/", shape);
+  benchmark::RegisterBenchmark(
+      StrCat(name, "/conv").c_str(), BM_HostKernel, [=] { return Conv(c, m, hw, kernel, group); },
+      "GFLOPs", flops)
+      ->Unit(benchmark::kMicrosecond);
+  if (twin)
+    benchmark::RegisterBenchmark(
+        StrCat(name, "/matmul").c_str(), BM_HostKernel, [=] { return Matmul(m, k, hw * hw); },
+        "GFLOPs", flops)
+        ->Unit(benchmark::kMicrosecond);
+}
+[[maybe_unused]] const bool kConvVsMatmulRegistered = [] {
+  RegisterConvVsMatmul("C32_M64_16x16_3x3", 32, 64, 16, 3, 1, true);
+  RegisterConvVsMatmul("C64_M128_28x28_3x3", 64, 128, 28, 3, 1, true);
+  RegisterConvVsMatmul("C64_M128_56x56_1x1", 64, 128, 56, 1, 1, true);
+  RegisterConvVsMatmul("C96_56x56_3x3_depthwise", 96, 96, 56, 3, 96, false);
+  return true;
+}();
+
+// ---- (g) GEMV vs a STREAM read ----
+// x[1, K] @ W[K, N] + b[N] reads each weight once: its bytes_read (K * N * 4 a call) a second
+// against a plain loop summing a float array of the same bytes, one thread each. Compare
+// BM_Gemv/<K>x<N>/kiln with BM_StreamRead/<K * N * 4>.
+
+Function Gemv(int64_t k, int64_t n) {
+  Var x = MakeVar("x", TensorType({1, k}, DType::kFloat32));
+  Var w = MakeVar("w", TensorType({k, n}, DType::kFloat32));
+  Var b = MakeVar("b", TensorType({n}, DType::kFloat32));
+  return Primitive({x, w, b}, MakeCall("add", {MakeCall("matmul", {x, w}), b}));
+}
+
+// The sum of `n` floats in kLanes independent partial sums, which GCC keeps in vector registers:
+// several chains of vector adds in flight, so the loop waits on memory, not on the add latency.
+float SumFloats(const float* p, int64_t n) {
+  constexpr int64_t kLanes = 64;
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) acc[j] += p[i + j];
+  for (; i < n; ++i) acc[0] += p[i];
+  float s = 0;
+  for (float a : acc) s += a;
+  return s;
+}
+
+void BM_StreamRead(benchmark::State& state, int64_t bytes) {
+  auto t = Threads(1);
+  const int64_t n = bytes / static_cast<int64_t>(sizeof(float));
+  Tensor a = Random({n}, 30);
+  for (auto _ : state) {
+    float s = SumFloats(a.data<float>(), n);
+    benchmark::DoNotOptimize(s);
+  }
+  state.counters["bytes_read"] =
+      benchmark::Counter(static_cast<double>(bytes) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
+[[maybe_unused]] const bool kGemvRegistered = [] {
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{784, 512}, {1024, 1024}, {4096, 1024}}) {
+    const int64_t bytes = k * n * static_cast<int64_t>(sizeof(float));
+    benchmark::RegisterBenchmark(
+        StrCat("BM_Gemv/", k, "x", n, "/kiln").c_str(), BM_HostKernel,
+        [k, n] { return Gemv(k, n); }, "bytes_read", static_cast<double>(bytes))
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(StrCat("BM_StreamRead/", bytes).c_str(), BM_StreamRead, bytes)
+        ->Unit(benchmark::kMicrosecond);
+  }
   return true;
 }();
 
