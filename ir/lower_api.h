@@ -41,6 +41,12 @@ class LowerContext {
   // Computes `t` into a new kernel-local buffer before the rest of the kernel runs, and returns
   // a tensor that reads it. Use for values read at many indices (a reduced row max).
   virtual LTensor Materialize(const LTensor& t, const std::string& name) = 0;
+  // A new kernel-local buffer of `shape` filled by the statements `fill` returns for it (run
+  // before the rest of the kernel, as Materialize's loop nest), and a tensor that reads it: for
+  // values a single loop nest computes poorly (a zero border around a copied interior).
+  virtual LTensor MaterializeFill(DType dtype, const std::vector<loop::Expr>& shape,
+                                  const std::string& name,
+                                  const std::function<loop::Stmt(const loop::Buffer&)>& fill) = 0;
   // A fresh index variable (for reduction axes).
   virtual loop::Var NewVar(const std::string& name) = 0;
 };

@@ -126,6 +126,15 @@ class GroupLowerer : public LowerContext {
     return LoadFrom(b);
   }
 
+  LTensor MaterializeFill(DType dtype, const std::vector<loop::Expr>& shape,
+                          const std::string& name,
+                          const std::function<loop::Stmt(const Buffer&)>& fill) override {
+    Buffer b = loop::MakeBuffer(name, dtype, shape, BufferNode::Scope::kLocal);
+    locals_.push_back(b);
+    stmts_.push_back(fill(b));
+    return LoadFrom(b);
+  }
+
   loop::Var NewVar(const std::string& name) override {
     return loop::MakeVar(StrCat(name, next_var_++));
   }

@@ -89,30 +89,70 @@ std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
     std::vector<Expr> p_shape = {x.shape[0], x.shape[1], I64(phases)};
     for (size_t d = 0; d < r; ++d) p_shape.push_back(I64(q[d] + (d == 0 && tail_row ? 1 : 0)));
     plane_extent = (q[0] + (tail_row ? 1 : 0)) * q_stride[0];
-    LTensor xv = x;
-    auto at = [xv, dims, q, r](const std::vector<Expr>& idx) {
-      const Expr& phase = idx[2];
-      std::vector<Expr> xi = {idx[0], idx[1]};
-      Expr inside = loop::MakeBinary(loop::BinaryOp::kLT, idx[3], I64(q[0]));
-      int64_t phase_radix = 1;
-      std::vector<Expr> pos_clamped(r);
-      for (size_t d = r; d-- > 0;) {
+    // One pass that writes every element of P once: per phase p_d, the q_d whose input
+    // position q_d * stride + p_d - pad_begin falls inside form a range [lo_d, hi_d) that
+    // depends only on p_d. A row (all dims but the last) outside those ranges is zeros; a row
+    // inside is zeros, the input copied (contiguously for stride 1), zeros.
+    p = ctx.MaterializeFill(t, p_shape, "conv_input", [&](const loop::Buffer& buf) {
+      loop::Var n = ctx.NewVar("n"), ch = ctx.NewVar("ch");
+      std::vector<loop::Var> pv(r), qv(r);
+      std::vector<Expr> lo(r), hi(r);
+      Expr phase = I64(0);
+      for (size_t d = 0; d < r; ++d) {
         const ConvDim& c = dims[d];
-        Expr pd = loop::FloorMod(loop::FloorDiv(phase, I64(phase_radix)), I64(c.stride));
-        phase_radix *= c.stride;
-        Expr pos = loop::Sub(loop::Add(loop::Mul(idx[3 + d], I64(c.stride)), pd), I64(c.pad_begin));
-        inside = loop::MakeBinary(
-            loop::BinaryOp::kAnd, inside,
-            loop::MakeBinary(loop::BinaryOp::kAnd,
-                             loop::MakeBinary(loop::BinaryOp::kGE, pos, I64(0)),
-                             loop::MakeBinary(loop::BinaryOp::kLT, pos, I64(c.in))));
-        // Clamped, so that the load is in bounds whatever the select then keeps.
-        pos_clamped[d] = loop::Max(I64(0), loop::Min(pos, I64(c.in - 1)));
+        pv[d] = ctx.NewVar("ph");
+        qv[d] = ctx.NewVar("q");
+        phase = loop::Add(loop::Mul(phase, I64(c.stride)), pv[d]);
+        // p < stride, so neither numerator is negative.
+        lo[d] = loop::FloorDiv(loop::Sub(I64(c.pad_begin + c.stride - 1), pv[d]), I64(c.stride));
+        hi[d] = loop::Max(
+            lo[d],
+            loop::Min(I64(q[d]),
+                      loop::FloorDiv(loop::Sub(I64(c.in + c.pad_begin + c.stride - 1), pv[d]),
+                                     I64(c.stride))));
       }
-      xi.insert(xi.end(), pos_clamped.begin(), pos_clamped.end());
-      return loop::Select(inside, xv.at(xi), lower::Const(0, xv.dtype));
-    };
-    p = ctx.Materialize(LTensor{t, p_shape, at}, "conv_input");
+      auto index = [&](const Expr& last) {
+        std::vector<Expr> pi = {n, ch, phase};
+        for (size_t d = 0; d + 1 < r; ++d) pi.push_back(qv[d]);
+        pi.push_back(last);
+        return pi;
+      };
+      auto run = [&](const Expr& from, const Expr& to, bool copy) {
+        loop::Var v = ctx.NewVar("q");
+        Expr value = lower::Const(0, t);
+        if (copy) {
+          std::vector<Expr> xi = {n, ch};
+          for (size_t d = 0; d < r; ++d) {
+            Expr qd = d + 1 < r ? Expr(qv[d]) : Expr(v);
+            xi.push_back(loop::Add(loop::Mul(qd, I64(dims[d].stride)),
+                                   loop::Sub(pv[d], I64(dims[d].pad_begin))));
+          }
+          value = x.at(xi);
+        }
+        return loop::For(v, from, loop::Sub(to, from), loop::ForKind::kSerial,
+                         loop::Store(buf, index(v), value));
+      };
+      const size_t last = r - 1;
+      loop::Stmt inside_row =
+          loop::Seq({run(I64(0), lo[last], false), run(lo[last], hi[last], true),
+                     run(hi[last], I64(q[last]), false)});
+      Expr row_inside;
+      for (size_t d = 0; d < last; ++d) {
+        Expr in_d = loop::MakeBinary(loop::BinaryOp::kAnd,
+                                     loop::MakeBinary(loop::BinaryOp::kGE, qv[d], lo[d]),
+                                     loop::MakeBinary(loop::BinaryOp::kLT, qv[d], hi[d]));
+        row_inside = row_inside ? loop::MakeBinary(loop::BinaryOp::kAnd, row_inside, in_d) : in_d;
+      }
+      loop::Stmt row =
+          row_inside ? loop::IfThenElse(row_inside, inside_row, run(I64(0), I64(q[last]), false))
+                     : inside_row;
+      for (size_t d = last; d-- > 0;)
+        row = loop::For(qv[d], I64(0), p_shape[3 + d], loop::ForKind::kSerial, row);
+      for (size_t d = r; d-- > 0;)
+        row = loop::For(pv[d], I64(0), I64(dims[d].stride), loop::ForKind::kSerial, row);
+      row = loop::For(ch, I64(0), x.shape[1], loop::ForKind::kSerial, row);
+      return loop::For(n, I64(0), x.shape[0], loop::ForKind::kSerial, row);
+    });
   }
 
   // E[n, m, j]: the output positions of one (n, m) as columns j = sum o_d * q_stride[d].
