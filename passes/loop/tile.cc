@@ -557,8 +557,9 @@ Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBod
 // Top down, so that an i loop sees its j loop before it is tiled.
 class Tiler : public loop::Mutator {
  public:
-  Tiler(int64_t tile, int64_t rows, bool pack, int64_t single_row)
-      : tile_(tile), rows_(rows), pack_(pack), single_row_(single_row) {}
+  // `lanes` (0: unknown) lets a row block widen its tile to divide the columns evenly.
+  Tiler(int64_t tile, int64_t rows, bool pack, int64_t single_row, int64_t lanes)
+      : tile_(tile), rows_(rows), pack_(pack), single_row_(single_row), lanes_(lanes) {}
 
  protected:
   Stmt MutateFor(const loop::ForNode* n, const Stmt& self) override {
@@ -569,7 +570,7 @@ class Tiler : public loop::Mutator {
     if (rows_ >= 2) {
       const loop::ForNode* j = loop::AsFor(n->body);
       if (std::optional<ReductionBody> body = TileablePattern(j))
-        if (RowBlockable(n, j, *body)) return TileRows(n, j, *body, tile_, rows_, pack_);
+        if (RowBlockable(n, j, *body)) return TileRows(n, j, *body, EvenTile(j), rows_, pack_);
     }
     return loop::Mutator::MutateFor(n, self);
   }
@@ -579,6 +580,19 @@ class Tiler : public loop::Mutator {
   int64_t rows_;
   bool pack_;
   int64_t single_row_;
+  int64_t lanes_;
+
+  // A tile at most 1.5 x tile_ wide (whole vectors, at most 24 accumulators in a block, the
+  // most that leave AVX-512's 32 registers room for the operands) that divides a constant
+  // column count evenly: the tail tile of a short row (80 columns: 64 + 16) has too few
+  // accumulators to hide the FMA latency and reads its operand unpacked. Otherwise tile_.
+  int64_t EvenTile(const loop::ForNode* j) const {
+    int64_t columns = 0;
+    if (lanes_ < 1 || !loop::IsConstInt(j->extent, &columns) || columns % tile_ == 0) return tile_;
+    for (int64_t w = tile_ + lanes_; w <= tile_ * 3 / 2; w += lanes_)
+      if (w % lanes_ == 0 && columns % w == 0 && rows_ * (w / lanes_) <= 24) return w;
+    return tile_;
+  }
 };
 
 }  // namespace
@@ -625,7 +639,8 @@ void RegisterTileLoopsPass(PassRegistry& r) {
                     if (v < 0)
                       Throw(ErrorCode::kInvalidArgument, key, " must not be negative, got ", v);
                   if (tile < 2) return f;
-                  Tiler tiler(tile, rows, ctx.GetConfigBool(kTilePackKey), single_row);
+                  int64_t lanes = ctx.config().count(kTileJKey) || bits < 128 ? 0 : bits / 32;
+                  Tiler tiler(tile, rows, ctx.GetConfigBool(kTilePackKey), single_row, lanes);
                   return loop::WithBody(f, tiler.MutateStmt(f->body));
                 },
                 o);
