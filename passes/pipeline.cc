@@ -35,6 +35,9 @@ PassPtr DefaultLoopPipeline() {
   // Tiling reorders loops; parallelizing and vectorizing then pick the outermost and the
   // innermost loops of the tiled nest.
   p.push_back(r.Create("TileLoops"));
+  // After tiling (which wants a matmul's loops as lowered), before parallelizing (which then
+  // hands out fused rows).
+  p.push_back(r.Create("FuseLoops"));
   p.push_back(r.Create("ParallelizeLoops"));
   p.push_back(r.Create("VectorizeLoops"));
   p.push_back(r.Create("UnrollLoops"));

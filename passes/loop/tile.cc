@@ -514,18 +514,18 @@ Stmt PackPanel(const PackedLoad& p, const loop::ForNode* j, const Expr& j0, int6
 // of the operand apart, and at power-of-two widths (1024 floats: 4 KiB) they all fall into
 // the same cache sets and evict each other.
 Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBody& body,
-              int64_t tile, int64_t rows, bool pack) {
+              int64_t tile, int64_t rows, bool pack, bool pack_set) {
   std::vector<PackedLoad> packs;
   Expr t = loop::IntImm(tile);
   Expr full = loop::FloorDiv(j->extent, t);
   int64_t full_count = -1;
   loop::IsConstInt(full, &full_count);
   // A panel is copied once per column tile and pays for itself over the row blocks that read
-  // it: with four or fewer (16 rows of a 16 x 256 @ 256 x 1024 matmul), copying costs more
-  // than it saves (the encoder layer at 1x16: 172 -> 143 us unpacked; at 1x128, 1.10 -> 1.31
-  // ms unpacked).
+  // it (unless tile.pack is set explicitly): with four or fewer (16 rows of a 16 x 256 @ 256 x 1024
+  // matmul), copying costs more than it saves (the encoder layer at 1x16: 172 -> 143 us unpacked;
+  // at 1x128, 1.10 -> 1.31 ms unpacked).
   int64_t row_count = -1;
-  bool few_rows = loop::IsConstInt(n->extent, &row_count) && row_count <= 4 * rows;
+  bool few_rows = !pack_set && loop::IsConstInt(n->extent, &row_count) && row_count <= 4 * rows;
   if (pack && full_count != 0 && !few_rows)
     packs = FindPackedLoads(body, n->var.get(), j->var.get(), tile);
   if (packs.empty())
@@ -565,8 +565,13 @@ Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBod
 class Tiler : public loop::Mutator {
  public:
   // `lanes` (0: unknown) lets a row block widen its tile to divide the columns evenly.
-  Tiler(int64_t tile, int64_t rows, bool pack, int64_t single_row, int64_t lanes)
-      : tile_(tile), rows_(rows), pack_(pack), single_row_(single_row), lanes_(lanes) {}
+  Tiler(int64_t tile, int64_t rows, bool pack, bool pack_set, int64_t single_row, int64_t lanes)
+      : tile_(tile),
+        rows_(rows),
+        pack_(pack),
+        pack_set_(pack_set),
+        single_row_(single_row),
+        lanes_(lanes) {}
 
  protected:
   Stmt MutateFor(const loop::ForNode* n, const Stmt& self) override {
@@ -577,7 +582,8 @@ class Tiler : public loop::Mutator {
     if (rows_ >= 2) {
       const loop::ForNode* j = loop::AsFor(n->body);
       if (std::optional<ReductionBody> body = TileablePattern(j))
-        if (RowBlockable(n, j, *body)) return TileRows(n, j, *body, EvenTile(j), rows_, pack_);
+        if (RowBlockable(n, j, *body))
+          return TileRows(n, j, *body, EvenTile(j), rows_, pack_, pack_set_);
     }
     return loop::Mutator::MutateFor(n, self);
   }
@@ -586,6 +592,7 @@ class Tiler : public loop::Mutator {
   int64_t tile_;
   int64_t rows_;
   bool pack_;
+  bool pack_set_;  // tile.pack given explicitly: no heuristic overrides it
   int64_t single_row_;
   int64_t lanes_;
 
@@ -647,7 +654,8 @@ void RegisterTileLoopsPass(PassRegistry& r) {
                       Throw(ErrorCode::kInvalidArgument, key, " must not be negative, got ", v);
                   if (tile < 2) return f;
                   int64_t lanes = ctx.config().count(kTileJKey) || bits < 128 ? 0 : bits / 32;
-                  Tiler tiler(tile, rows, ctx.GetConfigBool(kTilePackKey), single_row, lanes);
+                  Tiler tiler(tile, rows, ctx.GetConfigBool(kTilePackKey),
+                              ctx.config().count(kTilePackKey) > 0, single_row, lanes);
                   return loop::WithBody(f, tiler.MutateStmt(f->body));
                 },
                 o);

@@ -1,0 +1,240 @@
+// FuseLoops: neighbouring loops over the same rows become one loop, and a kernel-local buffer
+// that only that loop uses shrinks to the one row an iteration needs.
+//
+//   before:  alloc t: f32[128, 768]               after:  for i in [0, 128) {
+//            for i in [0, 128) {                            alloc t: f32[1, 768]
+//              for k in [0, 768) {                          for k in [0, 768) {
+//                t[i, k] = f(x[i, k])                         t[0, k] = f(x[i, k])
+//              }                                            }
+//            }                                              alloc acc: f64[1]
+//            for i2 in [0, 128) {                           ... acc += t[0, k] ...
+//              alloc acc: f64[1]                            mean[i] = acc[0] / 768
+//              ... acc += t[i2, k] ...                      for k in [0, 768) {
+//              mean[i2] = acc[0] / 768                        out[i, k] = t[0, k] - mean[i]
+//            }                                              }
+//            for i3 in [0, 128) {                           free t
+//              for k in [0, 768) {                        }
+//                out[i3, k] = t[i3, k] - mean[i3]
+//              }
+//            }
+//            free t
+//
+// Why: a normalization or a softmax lowers to several passes over its rows (a producer
+// computed once, a max or mean, a sum, the output), each a loop over the rows. Run one after
+// the other, each pass streams the whole tensor through the caches, and each parallel loop
+// costs a fork and join; fused, a row is computed, reduced and written while it sits in L1,
+// and one parallel loop hands out whole rows.
+//
+// A function pass, top down: fusing two loops puts their inner loops next to each other, and
+// those may fuse in turn (the batch loops of a [batch, seq, d] layer norm, then its seq loops);
+// a buffer moved into a loop may then shrink along the next loop's row too.
+//
+// Fusing. Two serial loops that follow each other in a block, with the same min and extent,
+// become one (the second's variable renamed to the first's), when every buffer that one of them
+// stores to and the other accesses is accessed, by every load and store in both, at an index
+// list whose dimension d is the loop's own variable, the same d throughout: iteration i of
+// either then touches only row i of that buffer, so running the second's iteration i right
+// after the first's computes the same values. Buffers allocated inside either body are private
+// to it. Repeated left to right, so a run of loops becomes one.
+//
+// Shrinking. A buffer allocated and freed in a block, and accessed only inside one serial loop
+// of that block, at index lists whose dimension d is that loop's variable (one d for all), is
+// allocated inside the loop instead, with extent 1 along d and index 0 there. Each iteration
+// writes its row before it reads it (the fusing rule, or the loop's own order), so one row of
+// storage serves them all; a row small enough lives on the stack.
+#include <map>
+#include <optional>
+#include <set>
+
+#include "ir/loop/loop_text.h"
+#include "ir/loop/loop_visitor.h"
+#include "passes/loop/loop_analysis.h"
+#include "passes/loop_pass.h"
+
+namespace kiln {
+namespace {
+
+using loop::Access;
+using loop::Buffer;
+using loop::BufferNode;
+using loop::Expr;
+using loop::ForKind;
+using loop::Stmt;
+using loop::VarNode;
+
+// The dimension that is exactly `v` in every index list of `lists`, if one is.
+std::optional<size_t> RowDim(const std::vector<const std::vector<Expr>*>& lists,
+                             const std::vector<const VarNode*>& vars) {
+  if (lists.empty()) return std::nullopt;
+  size_t rank = lists[0]->size();
+  for (size_t d = 0; d < rank; ++d) {
+    bool all = true;
+    for (size_t k = 0; k < lists.size() && all; ++k)
+      all = lists[k]->size() == rank &&
+            (*lists[k])[d].get() == static_cast<const loop::ExprNode*>(vars[k]);
+    if (all) return d;
+  }
+  return std::nullopt;
+}
+
+std::vector<Access> Accesses(const Stmt& s) {
+  loop::AccessScanner scan;
+  scan.VisitStmt(s);
+  return scan.accesses;
+}
+
+// The fusing rule of the file comment for serial loops `a` then `b`.
+bool CanFuse(const loop::ForNode* a, const loop::ForNode* b) {
+  if (a->for_kind != ForKind::kSerial || b->for_kind != ForKind::kSerial) return false;
+  if (!loop::StructuralEqual(a->min, b->min) || !loop::StructuralEqual(a->extent, b->extent))
+    return false;
+  std::vector<Access> in_a = Accesses(a->body), in_b = Accesses(b->body);
+  std::set<const BufferNode*> stored_a, stored_b, seen_a, seen_b;
+  for (const Access& x : in_a) (x.store ? stored_a : seen_a).insert(x.buffer);
+  for (const Access& x : in_b) (x.store ? stored_b : seen_b).insert(x.buffer);
+  seen_a.insert(stored_a.begin(), stored_a.end());
+  seen_b.insert(stored_b.begin(), stored_b.end());
+  for (const BufferNode* buf : seen_a) {
+    if (!seen_b.count(buf) || (!stored_a.count(buf) && !stored_b.count(buf))) continue;
+    std::vector<const std::vector<Expr>*> lists;
+    std::vector<const VarNode*> vars;
+    for (const Access& x : in_a)
+      if (x.buffer == buf) lists.push_back(x.indices), vars.push_back(a->var.get());
+    for (const Access& x : in_b)
+      if (x.buffer == buf) lists.push_back(x.indices), vars.push_back(b->var.get());
+    if (!RowDim(lists, vars)) return false;
+  }
+  return true;
+}
+
+// Replaces one buffer by its one-row version: `from` becomes `to`, index d becomes 0.
+class Shrink : public loop::Mutator {
+ public:
+  Shrink(const BufferNode* from, Buffer to, size_t d) : from_(from), to_(std::move(to)), d_(d) {}
+
+ protected:
+  Expr MutateLoad(const loop::LoadNode* n, const Expr& self) override {
+    if (n->buffer.get() != from_) return loop::Mutator::MutateLoad(n, self);
+    return loop::Load(to_, Row(n->indices));
+  }
+  Stmt MutateStore(const loop::StoreNode* n, const Stmt& self) override {
+    if (n->buffer.get() != from_) return loop::Mutator::MutateStore(n, self);
+    return loop::Store(to_, Row(n->indices), MutateExpr(n->value));
+  }
+
+ private:
+  std::vector<Expr> Row(const std::vector<Expr>& idx) {
+    std::vector<Expr> out;
+    for (size_t k = 0; k < idx.size(); ++k)
+      out.push_back(k == d_ ? loop::IntImm(0) : MutateExpr(idx[k]));
+    return out;
+  }
+  const BufferNode* from_;
+  Buffer to_;
+  size_t d_;
+};
+
+class Fuser {
+ public:
+  Stmt Run(const Stmt& s) {
+    if (!s) return s;
+    if (const loop::SeqNode* seq = loop::AsSeq(s)) return RunSeq(seq->stmts);
+    if (const loop::ForNode* f = loop::AsFor(s))
+      return loop::For(f->var, f->min, f->extent, f->for_kind, Run(f->body));
+    if (const loop::LetStmtNode* l = loop::AsLetStmt(s))
+      return loop::LetStmt(l->var, l->value, Run(l->body));
+    if (const loop::IfThenElseNode* i = loop::AsIfThenElse(s))
+      return loop::IfThenElse(i->cond, Run(i->then_case),
+                              i->else_case ? Run(i->else_case) : nullptr);
+    return s;
+  }
+
+ private:
+  Stmt RunSeq(const std::vector<Stmt>& in) {
+    // Fuse neighbours, left to right.
+    std::vector<Stmt> stmts;
+    for (const Stmt& s : in) {
+      const loop::ForNode* b = loop::AsFor(s);
+      const loop::ForNode* a = stmts.empty() ? nullptr : loop::AsFor(stmts.back());
+      if (a && b && CanFuse(a, b)) {
+        Stmt body_b = loop::Substitute(b->body, b->var, a->var);
+        stmts.back() =
+            loop::For(a->var, a->min, a->extent, a->for_kind, loop::Seq({a->body, body_b}));
+      } else {
+        stmts.push_back(s);
+      }
+    }
+    ShrinkBuffers(stmts);
+    for (Stmt& s : stmts) s = Run(s);
+    return loop::Seq(std::move(stmts));
+  }
+
+  // The shrinking rule of the file comment, for the Alloc/Free pairs of this block.
+  void ShrinkBuffers(std::vector<Stmt>& stmts) {
+    for (size_t a = 0; a < stmts.size(); ++a) {
+      const loop::AllocNode* alloc = loop::AsAlloc(stmts[a]);
+      if (!alloc) continue;
+      const Buffer& buf = alloc->buffer;
+      size_t free_at = stmts.size(), user = stmts.size();
+      bool ok = true;
+      for (size_t k = a + 1; k < stmts.size() && ok; ++k) {
+        if (const loop::FreeNode* f = loop::AsFree(stmts[k]); f && f->buffer == buf) {
+          free_at = k;
+          break;
+        }
+        bool uses = false;
+        for (const Access& x : Accesses(stmts[k])) uses = uses || x.buffer == buf.get();
+        if (!uses) continue;
+        ok = user == stmts.size();  // a second statement uses it: stays
+        user = k;
+      }
+      if (!ok || free_at == stmts.size() || user == stmts.size()) continue;
+      const loop::ForNode* loop = loop::AsFor(stmts[user]);
+      if (!loop || loop->for_kind != ForKind::kSerial || !buf->strides.empty()) continue;
+      std::vector<const std::vector<Expr>*> lists;
+      std::vector<Access> uses = Accesses(loop->body);
+      for (const Access& x : uses)
+        if (x.buffer == buf.get()) lists.push_back(x.indices);
+      std::optional<size_t> d =
+          RowDim(lists, std::vector<const VarNode*>(lists.size(), loop->var.get()));
+      if (!d || *d >= buf->shape.size()) continue;
+      std::vector<Expr> shape = buf->shape;
+      shape[*d] = loop::IntImm(1);
+      Buffer row = loop::MakeBuffer(buf->name, buf->dtype, shape, BufferNode::Scope::kLocal);
+      Shrink shrink(buf.get(), row, *d);
+      Stmt body = shrink.MutateStmt(loop->body);
+      stmts[user] = loop::For(loop->var, loop->min, loop->extent, loop->for_kind,
+                              loop::Seq({loop::Alloc(row), body, loop::Free(row)}));
+      stmts[free_at] = loop::Seq({});
+      stmts[a] = loop::Seq({});
+    }
+    std::vector<Stmt> kept;
+    for (Stmt& s : stmts)
+      if (const loop::SeqNode* seq = loop::AsSeq(s); !seq || !seq->stmts.empty()) kept.push_back(s);
+    stmts = std::move(kept);
+  }
+};
+
+}  // namespace
+
+void RegisterFuseLoopsPass(PassRegistry& r) {
+  r.Register(PassRegistration{
+      .name = "FuseLoops",
+      .opt_level = 2,
+      .required = {},
+      .options = {},
+      .doc = "fuse neighbouring loops over the same rows and shrink local buffers to one row",
+      .create =
+          [](const Attrs& o) {
+            return CreateLoopFuncPass(
+                PassInfo{"FuseLoops", 2, {}},
+                [](const loop::PrimFunc& f, const PassContext&) {
+                  Fuser fuser;
+                  return loop::WithBody(f, fuser.Run(f->body));
+                },
+                o);
+          },
+  });
+}
+
+}  // namespace kiln

@@ -1,0 +1,216 @@
+// FuseLoops: golden tests on printed loop IR, and kernels compiled before and after the pass
+// compared bit for bit.
+#include <gtest/gtest.h>
+
+#include "common/loop_test_util.h"
+#include "ir/loop/loop_text.h"
+#include "passes/loop_pass.h"
+
+namespace kiln::loop {
+namespace {
+
+using test::MakePrimFunc;
+using test::RunLoopPass;
+
+Expr I(int64_t v) {
+  return IntImm(v);
+}
+
+Buffer F32(const std::string& name, std::vector<Expr> shape) {
+  return MakeBuffer(name, DType::kFloat32, std::move(shape));
+}
+
+Buffer Local(const std::string& name, std::vector<Expr> shape) {
+  return MakeBuffer(name, DType::kFloat32, std::move(shape), BufferNode::Scope::kLocal);
+}
+
+Stmt Loop(const Var& v, const Expr& extent, Stmt body) {
+  return For(v, I(0), extent, ForKind::kSerial, std::move(body));
+}
+
+// The loops in printed IR.
+int CountLoops(const Stmt& s) {
+  std::string text = Print(s);
+  int n = 0;
+  for (size_t at = text.find("for "); at != std::string::npos; at = text.find("for ", at + 1)) ++n;
+  return n;
+}
+
+PrimFunc Fused(const PrimFunc& f) {
+  return RunLoopPass("FuseLoops", f);
+}
+
+void ExpectSameResults(const PrimFunc& before, const PrimFunc& after) {
+  test::ExpectSameResults(before, after, {31, -2, 2});
+}
+
+// The layer-norm shape: a computed row, its mean, the output. t is used only inside the fused
+// loop, so it becomes one row; mean too.
+PrimFunc RowPasses(const Expr& rows, const Expr& cols, std::vector<Var> scalars = {}) {
+  Var i = MakeVar("i"), k = MakeVar("k"), i2 = MakeVar("i2"), k2 = MakeVar("k2"),
+      i3 = MakeVar("i3"), k3 = MakeVar("k3");
+  Buffer x = F32("x", {rows, cols}), out = F32("out", {rows, cols});
+  Buffer t = Local("t", {rows, cols}), mean = Local("mean", {rows}), acc = Local("acc", {I(1)});
+  Stmt body = Seq({
+      Alloc(t),
+      Alloc(mean),
+      Loop(i, rows, Loop(k, cols, Store(t, {i, k}, Mul(Load(x, {i, k}), FloatImm(2))))),
+      Loop(i2, rows,
+           Seq({Alloc(acc), Store(acc, {I(0)}, FloatImm(0)),
+                Loop(k2, cols, Store(acc, {I(0)}, Add(Load(acc, {I(0)}), Load(t, {i2, k2})))),
+                Store(mean, {i2}, Load(acc, {I(0)})), Free(acc)})),
+      Loop(i3, rows,
+           Loop(k3, cols, Store(out, {i3, k3}, Sub(Load(t, {i3, k3}), Load(mean, {i3}))))),
+      Free(mean),
+      Free(t),
+  });
+  return MakePrimFunc({x, out}, std::move(scalars), body);
+}
+
+TEST(FuseLoops, RowPassesFuseAndTheirBuffersShrinkToOneRow) {
+  PrimFunc f = RowPasses(I(5), I(7));
+  PrimFunc g = Fused(f);
+  EXPECT_EQ(Print(g->body), R"(for i in [0, 5) {
+  alloc mean: f32[1] local
+  alloc t: f32[1, 7] local
+  for k in [0, 7) {
+    t[0, k] = x[i, k] * 2.0f
+  }
+  alloc acc: f32[1] local
+  acc[0] = 0.0f
+  for k2 in [0, 7) {
+    acc[0] = acc[0] + t[0, k2]
+  }
+  mean[0] = acc[0]
+  free acc
+  for k3 in [0, 7) {
+    out[i, k3] = t[0, k3] - mean[0]
+  }
+  free t
+  free mean
+}
+)");
+  ExpectSameResults(f, g);
+}
+
+// Symbolic extents fuse when they are the same expression.
+TEST(FuseLoops, SymbolicRows) {
+  Var n = MakeVar("n");
+  PrimFunc f = RowPasses(n, I(3), {n});
+  PrimFunc g = Fused(f);
+  EXPECT_EQ(CountLoops(g->body), 4) << Print(g->body);
+  test::ExpectSameResults(f, g, {32, -2, 2}, {{1}, {6}});
+}
+
+// [batch, seq, d]: the batch loops fuse, then the seq loops inside them, then (elementwise,
+// row by row) the innermost ones; the buffer shrinks along each.
+TEST(FuseLoops, NestedRowsFuseLevelByLevel) {
+  Var b = MakeVar("b"), s = MakeVar("s"), k = MakeVar("k"), b2 = MakeVar("b2"), s2 = MakeVar("s2"),
+      k2 = MakeVar("k2");
+  Buffer x = F32("x", {I(2), I(3), I(4)}), out = F32("out", {I(2), I(3), I(4)});
+  Buffer t = Local("t", {I(2), I(3), I(4)});
+  Stmt body = Seq({
+      Alloc(t),
+      Loop(b, I(2), Loop(s, I(3), Loop(k, I(4), Store(t, {b, s, k}, Load(x, {b, s, k}))))),
+      Loop(b2, I(2),
+           Loop(s2, I(3),
+                Loop(k2, I(4), Store(out, {b2, s2, k2}, Add(Load(t, {b2, s2, k2}), FloatImm(1)))))),
+      Free(t),
+  });
+  PrimFunc f = MakePrimFunc({x, out}, {}, body);
+  PrimFunc g = Fused(f);
+  EXPECT_EQ(Print(g->body), R"(for b in [0, 2) {
+  for s in [0, 3) {
+    for k in [0, 4) {
+      alloc t: f32[1, 1, 1] local
+      t[0, 0, 0] = x[b, s, k]
+      out[b, s, k] = t[0, 0, 0] + 1.0f
+      free t
+    }
+  }
+}
+)");
+  ExpectSameResults(f, g);
+}
+
+// Each of these would change what the second loop reads, or cannot be one loop.
+TEST(FuseLoops, LoopsThatMustStayApart) {
+  Buffer out = F32("out", {I(6), I(6)});
+  auto two_loops = [out](std::function<Stmt(const Var&, const Buffer&)> second,
+                         Expr second_extent = I(6), ForKind first_kind = ForKind::kSerial) {
+    Var i = MakeVar("i"), k = MakeVar("k"), i2 = MakeVar("i2");
+    Buffer x = F32("x", {I(6), I(6)});
+    Buffer t = Local("t", {I(6), I(6)});
+    Stmt body = Seq({
+        Alloc(t),
+        For(i, I(0), I(6), first_kind, Loop(k, I(6), Store(t, {i, k}, Load(x, {i, k})))),
+        For(i2, I(0), second_extent, ForKind::kSerial, second(i2, t)),
+        Free(t),
+    });
+    return MakePrimFunc({x, out}, {}, body);
+  };
+  struct Case {
+    const char* why;
+    PrimFunc f;
+  };
+  std::vector<Case> cases = {
+      {"reads the next row", two_loops([&](const Var& i2, const Buffer& t) {
+         Var k = MakeVar("k2");
+         return Loop(k, I(5), Store(out, {i2, k}, Load(t, {Min(Add(i2, I(1)), I(5)), k})));
+       })},
+      {"reads a column (another dimension is the row)",
+       two_loops([&](const Var& i2, const Buffer& t) {
+         Var k = MakeVar("k2");
+         return Loop(k, I(6), Store(out, {i2, k}, Load(t, {k, i2})));
+       })},
+      {"another extent", two_loops(
+                             [&](const Var& i2, const Buffer& t) {
+                               Var k = MakeVar("k2");
+                               return Loop(k, I(6), Store(out, {i2, k}, Load(t, {i2, k})));
+                             },
+                             I(5))},
+      {"a parallel first loop", two_loops(
+                                    [&](const Var& i2, const Buffer& t) {
+                                      Var k = MakeVar("k2");
+                                      return Loop(k, I(6), Store(out, {i2, k}, Load(t, {i2, k})));
+                                    },
+                                    I(6), ForKind::kParallel)},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.why);
+    PrimFunc g = Fused(c.f);
+    EXPECT_EQ(Print(g->body), Print(c.f->body));
+  }
+}
+
+// A buffer that a later statement reads keeps its rows, though the loops fuse.
+TEST(FuseLoops, ABufferUsedLaterKeepsItsRows) {
+  Var i = MakeVar("i"), i2 = MakeVar("i2"), j = MakeVar("j");
+  Buffer x = F32("x", {I(4)}), out = F32("out", {I(4)}), total = F32("total", {I(1)});
+  Buffer t = Local("t", {I(4)});
+  Stmt body = Seq({
+      Alloc(t),
+      Loop(i, I(4), Store(t, {i}, Mul(Load(x, {i}), FloatImm(3)))),
+      Loop(i2, I(4), Store(out, {i2}, Add(Load(t, {i2}), FloatImm(1)))),
+      Store(total, {I(0)}, FloatImm(0)),
+      Loop(j, I(4), Store(total, {I(0)}, Add(Load(total, {I(0)}), Load(t, {j})))),
+      Free(t),
+  });
+  PrimFunc f = MakePrimFunc({x, out, total}, {}, body, "f", 1);
+  PrimFunc g = Fused(f);
+  EXPECT_EQ(Print(g->body), R"(alloc t: f32[4] local
+for i in [0, 4) {
+  t[i] = x[i] * 3.0f
+  out[i] = t[i] + 1.0f
+}
+total[0] = 0.0f
+for j in [0, 4) {
+  total[0] = total[0] + t[j]
+}
+free t
+)");
+  ExpectSameResults(f, g);
+}
+
+}  // namespace
+}  // namespace kiln::loop
