@@ -44,31 +44,21 @@ Expr FlatRead(const LTensor& t, std::vector<Expr> lead, const Expr& flat) {
 
 }  // namespace
 
-std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
-                                                    const std::vector<LTensor>& in, int64_t group,
-                                                    const std::vector<ConvDim>& dims,
-                                                    const std::vector<Expr>& out_shape) {
-  const LTensor& x = in[0];
-  const LTensor& w = in[1];
+PhaseSplit SplitPhases(LowerContext& ctx, const LTensor& x, const std::vector<ConvDim>& dims,
+                       double fill) {
   const DType t = x.dtype;
-  int64_t channels = 0, m_count = 0, cg = 0;
-  if (t != DType::kFloat32 || !loop::IsConstInt(x.shape[1], &channels) ||
-      !loop::IsConstInt(w.shape[0], &m_count) || !loop::IsConstInt(w.shape[1], &cg) || group < 1 ||
-      m_count % group != 0 || !IsIdentityRead(ctx, w))
-    return std::nullopt;
   const size_t r = dims.size();
 
   // The geometry of P: phases per dim (the stride), plane extents Q_d, and the largest tap
   // offset along each dim.
   std::vector<int64_t> q(r), max_off(r);
-  int64_t phases = 1, kernel_size = 1;
+  int64_t phases = 1;
   bool direct = true;  // x itself is P: a 1x1 kernel, stride 1, no padding
   for (size_t d = 0; d < r; ++d) {
     const ConvDim& c = dims[d];
     max_off[d] = (c.kernel - 1) * c.dilation / c.stride;
     q[d] = c.out + max_off[d];
     phases *= c.stride;
-    kernel_size *= c.kernel;
     direct = direct && c.kernel == 1 && c.stride == 1 && c.pad_begin == 0 && c.out == c.in;
   }
   // q_stride[d]: the flat distance between neighbours along dim d in a plane of P.
@@ -119,7 +109,7 @@ std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
       };
       auto run = [&](const Expr& from, const Expr& to, bool copy) {
         loop::Var v = ctx.NewVar("q");
-        Expr value = lower::Const(0, t);
+        Expr value = lower::Const(fill, t);
         if (copy) {
           std::vector<Expr> xi = {n, ch};
           for (size_t d = 0; d < r; ++d) {
@@ -155,38 +145,69 @@ std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
     });
   }
 
+  return PhaseSplit{p, dims, q_stride, plane_extent, phases};
+}
+
+Expr PhaseSplit::Read(const Expr& n, const Expr& channel, const std::vector<Expr>& taps,
+                      const Expr& j) const {
+  Expr phase = I64(0), offset = I64(0);
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const ConvDim& c = dims[d];
+    Expr shift = loop::Mul(taps[d], I64(c.dilation));
+    phase = loop::Add(loop::Mul(phase, I64(c.stride)), loop::FloorMod(shift, I64(c.stride)));
+    offset = loop::Add(offset, loop::Mul(loop::FloorDiv(shift, I64(c.stride)), I64(q_stride[d])));
+  }
+  // P's block (n, channel, phase) starts at flat offset (channel * phases + phase) * extent;
+  // x as P (no copy) has one phase.
+  Expr block = loop::Add(loop::Mul(channel, I64(phases)), phase);
+  return FlatRead(p, {n}, loop::Add(loop::Mul(block, I64(plane_extent)), loop::Add(j, offset)));
+}
+
+Expr PhaseSplit::Column(const std::vector<Expr>& out_idx) const {
+  Expr j = I64(0);
+  for (size_t d = 0; d < dims.size(); ++d)
+    j = loop::Add(j, loop::Mul(out_idx[2 + d], I64(q_stride[d])));
+  return j;
+}
+
+std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
+                                                    const std::vector<LTensor>& in, int64_t group,
+                                                    const std::vector<ConvDim>& dims,
+                                                    const std::vector<Expr>& out_shape) {
+  const LTensor& x = in[0];
+  const LTensor& w = in[1];
+  const DType t = x.dtype;
+  int64_t channels = 0, m_count = 0, cg = 0;
+  if (t != DType::kFloat32 || !loop::IsConstInt(x.shape[1], &channels) ||
+      !loop::IsConstInt(w.shape[0], &m_count) || !loop::IsConstInt(w.shape[1], &cg) || group < 1 ||
+      m_count % group != 0 || !IsIdentityRead(ctx, w))
+    return std::nullopt;
+  const size_t r = dims.size();
+  int64_t kernel_size = 1;
+  for (const ConvDim& c : dims) kernel_size *= c.kernel;
+  PhaseSplit split = SplitPhases(ctx, x, dims, 0);
+  const std::vector<int64_t>& q_stride = split.q_stride;
+
   // E[n, m, j]: the output positions of one (n, m) as columns j = sum o_d * q_stride[d].
   const int64_t columns = dims[0].out * q_stride[0];
   const int64_t m_per_group = m_count / group;
   const int64_t k_total = cg * kernel_size;
-  LTensor wv = w, pv = p;
-  auto gemm = [&ctx, wv, pv, dims, q_stride, m_per_group, cg, kernel_size, k_total, group,
-               plane_extent, r](const std::vector<Expr>& idx) {
-    const Expr& n = idx[0];
+  LTensor wv = w;
+  auto gemm = [&ctx, wv, split, dims, m_per_group, cg, kernel_size, k_total, group,
+               r](const std::vector<Expr>& idx) {
     const Expr& m = idx[1];
-    const Expr& j = idx[2];
     loop::Var kk = ctx.NewVar("kk");
     Expr c = loop::FloorDiv(kk, I64(kernel_size));
     Expr channel =
         group > 1 ? loop::Add(loop::Mul(loop::FloorDiv(m, I64(m_per_group)), I64(cg)), c) : c;
-    // The tap (k_1, ..., k_r) of kk; its phase and its offset in the plane.
-    Expr phase = I64(0), offset = I64(0);
-    int64_t tap_radix = 1, phase_radix = 1;
+    // The tap (k_1, ..., k_r) of kk, in the weight's row-major order.
+    std::vector<Expr> taps(r);
+    int64_t tap_radix = 1;
     for (size_t d = r; d-- > 0;) {
-      const ConvDim& cd = dims[d];
-      Expr k = loop::FloorMod(loop::FloorDiv(kk, I64(tap_radix)), I64(cd.kernel));
-      tap_radix *= cd.kernel;
-      Expr shift = loop::Mul(k, I64(cd.dilation));
-      phase = loop::Add(phase, loop::Mul(loop::FloorMod(shift, I64(cd.stride)), I64(phase_radix)));
-      phase_radix *= cd.stride;
-      offset =
-          loop::Add(offset, loop::Mul(loop::FloorDiv(shift, I64(cd.stride)), I64(q_stride[d])));
+      taps[d] = loop::FloorMod(loop::FloorDiv(kk, I64(tap_radix)), I64(dims[d].kernel));
+      tap_radix *= dims[d].kernel;
     }
-    // P's block (n, channel, phase) starts at flat offset (channel * phases + phase) * extent
-    // of its last two dims; x as P (direct) has one phase.
-    Expr block = loop::Add(loop::Mul(channel, I64(phase_radix)), phase);
-    Expr at = loop::Add(loop::Mul(block, I64(plane_extent)), loop::Add(j, offset));
-    Expr pval = FlatRead(pv, {n}, at);
+    Expr pval = split.Read(idx[0], channel, taps, idx[2]);
     Expr wval = FlatRead(wv, {m}, kk);
     return loop::Reduce(loop::ReduceKind::kSum, loop::Mul(wval, pval), {{kk, I64(k_total)}});
   };
@@ -195,10 +216,8 @@ std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
 
   std::optional<LTensor> bias;
   if (in.size() == 3) bias = in[2];
-  auto out = [e, bias, q_stride, r](const std::vector<Expr>& idx) {
-    Expr j = I64(0);
-    for (size_t d = 0; d < r; ++d) j = loop::Add(j, loop::Mul(idx[2 + d], I64(q_stride[d])));
-    Expr v = e.at({idx[0], idx[1], j});
+  auto out = [e, bias, split](const std::vector<Expr>& idx) {
+    Expr v = e.at({idx[0], idx[1], split.Column(idx)});
     if (bias) v = loop::Add(v, bias->at({idx[1]}));
     return v;
   };

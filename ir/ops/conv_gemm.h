@@ -20,6 +20,28 @@ struct ConvDim {
   int64_t out = 1;
 };
 
+// The input of a windowed op (conv, the pools) padded with `fill` and split into stride
+// phases, as P below: P[n, c, phase, q_1, ..., q_r] holds x at q_d * stride_d + phase_d -
+// pad_begin_d per dim (fill outside x), planes of Q_d = out_d + (kernel_d - 1) * dilation_d /
+// stride_d, with the rows past the plane that the last columns' taps read. Then the tap
+// (k_1, ..., k_r) of every output is a unit-stride shift of the output's column j = sum o_d *
+// q_stride[d]. x itself serves as P (no copy) for a 1x1 window, stride 1, no padding.
+struct PhaseSplit {
+  LTensor p;
+  std::vector<ConvDim> dims;
+  std::vector<int64_t> q_stride;  // flat distance between neighbours along dim d of a plane
+  int64_t plane_extent = 1;       // elements per (n, channel, phase) block of P
+  int64_t phases = 1;             // prod of the strides
+
+  // The element of P that tap `taps` (one kernel index per spatial dim) of column `j` reads.
+  loop::Expr Read(const loop::Expr& n, const loop::Expr& channel,
+                  const std::vector<loop::Expr>& taps, const loop::Expr& j) const;
+  // The column j of an output index [n, c, o_1, ..., o_r].
+  loop::Expr Column(const std::vector<loop::Expr>& out_idx) const;
+};
+PhaseSplit SplitPhases(LowerContext& ctx, const LTensor& x, const std::vector<ConvDim>& dims,
+                       double fill);
+
 // conv(x, w[, bias]) with `group` groups as
 //
 //   E[n, m, j] = sum over kk in [0, C/group * prod(kernel)) of
