@@ -625,8 +625,10 @@ void RegisterTileLoopsPass(PassRegistry& r) {
   // With target.vector_bits >= 512 (AVX-512: 32 registers of 16 floats) and the keys unset,
   // 64 columns x 4 rows: sixteen accumulators; at 32x784x512 this ran 1.3x faster than 16 x 6.
   // With a known target and tile.j unset, a single row (no row loop: a matrix-vector product)
-  // takes tile.j * tile.i / 2 columns, so it has as many accumulators as half a block: the
-  // batch-1 MLP layers ran 1.6x (AVX2) to 2.2x (AVX-512) faster than with 16.
+  // takes tile.j * tile.i columns, as many accumulators as a block: a matrix-vector product
+  // streams its weights, and wider rows read longer contiguous runs of each weight row (256
+  // floats on AVX-512: 4096 x 1024 weights in 190 us, 266 us at 128 columns, ORT 177; the
+  // batch-1 MLP 27.6 us, ORT 29.7; AVX2 code at 96 columns: 28.4 us, 36.9 at 48).
   r.Register(PassRegistration{
       .name = "TileLoops",
       .opt_level = 2,
@@ -648,7 +650,7 @@ void RegisterTileLoopsPass(PassRegistry& r) {
                   }
                   int64_t single_row = tile;
                   if (bits >= 128 && !ctx.config().count(kTileJKey))
-                    single_row = tile * std::max<int64_t>(1, rows / 2);
+                    single_row = tile * std::max<int64_t>(1, rows);
                   for (auto [key, v] : {std::pair{kTileJKey, tile}, std::pair{kTileIKey, rows}})
                     if (v < 0)
                       Throw(ErrorCode::kInvalidArgument, key, " must not be negative, got ", v);
