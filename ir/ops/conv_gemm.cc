@@ -93,8 +93,12 @@ PhaseSplit SplitPhases(LowerContext& ctx, const LTensor& x, const std::vector<Co
         pv[d] = ctx.NewVar("ph");
         qv[d] = ctx.NewVar("q");
         phase = loop::Add(loop::Mul(phase, I64(c.stride)), pv[d]);
-        // p < stride, so neither numerator is negative.
-        lo[d] = loop::FloorDiv(loop::Sub(I64(c.pad_begin + c.stride - 1), pv[d]), I64(c.stride));
+        // p < stride, so neither numerator is negative. Both ends are clamped into [0, q]: with
+        // more padding than a row holds positions (pad_begin >= q * stride), no q is inside and
+        // the row is all fill; unclamped, its fill loops would get negative extents.
+        lo[d] = loop::Min(
+            I64(q[d]),
+            loop::FloorDiv(loop::Sub(I64(c.pad_begin + c.stride - 1), pv[d]), I64(c.stride)));
         hi[d] = loop::Max(
             lo[d],
             loop::Min(I64(q[d]),

@@ -239,10 +239,35 @@ class Vectorizer : public loop::Mutator {
   int lanes_;
 };
 
+// Whether `e` is never negative, from its form alone: constants >= 0, variables (extents and
+// shape symbols), and +, *, //, min and max of such. A difference may be negative.
+bool NeverNegative(const Expr& e) {
+  int64_t c = 0;
+  if (loop::IsConstInt(e, &c)) return c >= 0;
+  if (e->kind == loop::ExprKind::kVar) return true;
+  const loop::BinaryNode* b = loop::AsBinary(e);
+  if (!b) return false;
+  switch (b->op) {
+    case loop::BinaryOp::kAdd:
+    case loop::BinaryOp::kMul:
+    case loop::BinaryOp::kFloorDiv:
+    case loop::BinaryOp::kMin:
+      return NeverNegative(b->a) && NeverNegative(b->b);
+    case loop::BinaryOp::kMax:
+      return NeverNegative(b->a) || NeverNegative(b->b);
+    default:
+      return false;
+  }
+}
+
 // Splits the loop `n` into a vector main loop of `width` lanes and a scalar tail (file comment).
+// A loop of negative extent runs no iterations; split as it is, its floor-divided main count
+// would be negative (no iterations) but its floor-mod tail width - 1: the extent is clamped at
+// 0 first unless its form says it cannot be negative.
 Stmt VectorizeExplicitly(const loop::ForNode* n, int64_t width) {
   Expr w = loop::IntImm(width);
-  Expr main_count = loop::FloorDiv(n->extent, w);
+  Expr extent = NeverNegative(n->extent) ? n->extent : loop::Max(n->extent, loop::IntImm(0));
+  Expr main_count = loop::FloorDiv(extent, w);
   Expr main_span = loop::Mul(main_count, w);
   std::vector<Stmt> out;
 
@@ -259,7 +284,7 @@ Stmt VectorizeExplicitly(const loop::ForNode* n, int64_t width) {
   }
 
   Expr tail_min = loop::Add(n->min, main_span);
-  Expr tail_extent = loop::FloorMod(n->extent, w);
+  Expr tail_extent = loop::FloorMod(extent, w);
   int64_t tail = -1;
   loop::IsConstInt(tail_extent, &tail);
   if (tail == 1) {

@@ -95,6 +95,16 @@ std::vector<ConvCase> ConvCases() {
        {{"auto_pad", std::string("VALID")}, {"strides", Ints{2, 2}}}},
       {{2, 2, 5, 4, 3}, {3, 2, 3, 2, 1}, true, {{"pads", Ints{1, 0, 0, 1, 1, 0}}}},
       {{1, 16, 32, 32}, {32, 16, 3, 3}, true, {{"pads", Ints{1, 1, 1, 1}}}},  // larger
+      // More padding than the input's positions per stride phase: whole rows of the
+      // phase-split input are padding (their fill loops once had negative extents).
+      {{2, 4, 6, 1},
+       {2, 4, 3, 2},
+       false,
+       {{"strides", Ints{1, 4}}, {"pads", Ints{1, 9, 1, 0}}, {"dilations", Ints{1, 3}}}},
+      {{1, 3, 1},
+       {2, 3, 2},
+       true,
+       {{"strides", Ints{3}}, {"pads", Ints{4, 0}}, {"dilations", Ints{2}}}},
   };
 }
 
@@ -234,6 +244,13 @@ std::vector<PoolCase> PoolCases() {
         {"pads", Ints{1, 1, 0, 1}}}},
       {{2, 2, 5, 4, 3}, {{"kernel_shape", Ints{2, 2, 2}}, {"strides", Ints{1, 2, 1}}}},
       {{2, 16, 31, 33}, {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}}},  // larger
+      // Padding wider than the input (see ConvCases).
+      {{1, 4, 1},
+       {{"kernel_shape", Ints{3}},
+        {"strides", Ints{3}},
+        {"dilations", Ints{4}},
+        {"pads", Ints{10, 0}}}},
+      {{1, 4, 1}, {{"kernel_shape", Ints{6}}, {"strides", Ints{3}}, {"pads", Ints{7, 0}}}},
   };
 }
 

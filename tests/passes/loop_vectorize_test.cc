@@ -80,6 +80,20 @@ for i in [n // 8 * 8, n // 8 * 8 + n % 8) {
   ExpectSameResults(f, g, {{1}, {7}, {8}, {9}, {16}, {1001}});
 }
 
+// An extent that may be negative (a difference) is clamped at 0 before the split: a loop of
+// extent -3 runs no iterations, where floor division alone would leave a tail of 5 iterations
+// that write before the buffer (found through conv's phase-split fill loops).
+TEST(VectorizeLoops, NegativeExtentRunsNoIterations) {
+  Var n = loop::MakeVar("n"), i = loop::MakeVar("i");
+  Buffer a = Buf("a", {I(16)}), out = Buf("out", {I(16)});
+  auto f = Func({a, out}, 1, {n},
+                loop::For(i, I(8), loop::Sub(n, I(8)), ForKind::kSerial,
+                          loop::Store(out, {i}, loop::Add(loop::Load(a, {i}), F(1)))));
+  auto g = Vectorize(f);
+  EXPECT_THAT(BodyText(g), HasSubstr("max(n - 8, 0) // 8"));
+  ExpectSameResults(f, g, {{0}, {5}, {8}, {9}, {16}});
+}
+
 TEST(VectorizeLoops, ConstantExtentSplitsIntoMainAndTail) {
   Var i = loop::MakeVar("i"), j = loop::MakeVar("j");
   Buffer a = Buf("a", {I(3), I(21)}), c = Buf("c", {I(21)}), out = Buf("out", {I(3), I(21)});
@@ -132,10 +146,11 @@ TEST(VectorizeLoops, NonZeroStart) {
                 loop::For(i, I(3), loop::Sub(n, I(3)), ForKind::kSerial,
                           loop::Store(out, {i}, loop::Load(a, {loop::Sub(i, I(3))}))));
   auto g = Vectorize(f);
-  EXPECT_EQ(BodyText(g), R"(for i_vec in [0, (n - 3) // 8) {
+  // n - 3 may be negative: the split clamps it (NegativeExtentRunsNoIterations).
+  EXPECT_EQ(BodyText(g), R"(for i_vec in [0, max(n - 3, 0) // 8) {
   out[ramp(3 + i_vec * 8, 1, 8)] = a[ramp(3 + i_vec * 8 - 3, 1, 8)]
 }
-for i in [3 + (n - 3) // 8 * 8, 3 + (n - 3) // 8 * 8 + (n - 3) % 8) {
+for i in [3 + max(n - 3, 0) // 8 * 8, 3 + max(n - 3, 0) // 8 * 8 + max(n - 3, 0) % 8) {
   out[i] = a[i - 3]
 }
 )");
