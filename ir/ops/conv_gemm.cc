@@ -44,7 +44,7 @@ Expr FlatRead(const LTensor& t, std::vector<Expr> lead, const Expr& flat) {
 
 }  // namespace
 
-PhaseSplit SplitPhases(LowerContext& ctx, const LTensor& x, const std::vector<ConvDim>& dims,
+PhaseSplit SplitPhases(LowerContext& ctx, const LTensor& x, const std::vector<WindowDim>& dims,
                        double fill) {
   const DType t = x.dtype;
   const size_t r = dims.size();
@@ -55,7 +55,7 @@ PhaseSplit SplitPhases(LowerContext& ctx, const LTensor& x, const std::vector<Co
   int64_t phases = 1;
   bool direct = true;  // x itself is P: a 1x1 kernel, stride 1, no padding
   for (size_t d = 0; d < r; ++d) {
-    const ConvDim& c = dims[d];
+    const WindowDim& c = dims[d];
     max_off[d] = (c.kernel - 1) * c.dilation / c.stride;
     q[d] = c.out + max_off[d];
     phases *= c.stride;
@@ -89,7 +89,7 @@ PhaseSplit SplitPhases(LowerContext& ctx, const LTensor& x, const std::vector<Co
       std::vector<Expr> lo(r), hi(r);
       Expr phase = I64(0);
       for (size_t d = 0; d < r; ++d) {
-        const ConvDim& c = dims[d];
+        const WindowDim& c = dims[d];
         pv[d] = ctx.NewVar("ph");
         qv[d] = ctx.NewVar("q");
         phase = loop::Add(loop::Mul(phase, I64(c.stride)), pv[d]);
@@ -156,7 +156,7 @@ Expr PhaseSplit::Read(const Expr& n, const Expr& channel, const std::vector<Expr
                       const Expr& j) const {
   Expr phase = I64(0), offset = I64(0);
   for (size_t d = 0; d < dims.size(); ++d) {
-    const ConvDim& c = dims[d];
+    const WindowDim& c = dims[d];
     Expr shift = loop::Mul(taps[d], I64(c.dilation));
     phase = loop::Add(loop::Mul(phase, I64(c.stride)), loop::FloorMod(shift, I64(c.stride)));
     offset = loop::Add(offset, loop::Mul(loop::FloorDiv(shift, I64(c.stride)), I64(q_stride[d])));
@@ -176,7 +176,7 @@ Expr PhaseSplit::Column(const std::vector<Expr>& out_idx) const {
 
 std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
                                                     const std::vector<LTensor>& in, int64_t group,
-                                                    const std::vector<ConvDim>& dims,
+                                                    const std::vector<WindowDim>& dims,
                                                     const std::vector<Expr>& out_shape) {
   const LTensor& x = in[0];
   const LTensor& w = in[1];
@@ -188,7 +188,7 @@ std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
     return std::nullopt;
   const size_t r = dims.size();
   int64_t kernel_size = 1;
-  for (const ConvDim& c : dims) kernel_size *= c.kernel;
+  for (const WindowDim& c : dims) kernel_size *= c.kernel;
   PhaseSplit split = SplitPhases(ctx, x, dims, 0);
   const std::vector<int64_t>& q_stride = split.q_stride;
 

@@ -10,13 +10,15 @@
 
 namespace kiln::ops {
 
-// One spatial dim of a conv, all sizes concrete (nn.cc's window geometry).
-struct ConvDim {
+// One spatial dim of a windowed op (conv, conv_transpose, the pools), all sizes concrete: the
+// geometry nn.cc computes (ComputeWindow) and the phase split below reads.
+struct WindowDim {
   int64_t in = 1;
   int64_t kernel = 1;
   int64_t stride = 1;
   int64_t dilation = 1;
   int64_t pad_begin = 0;
+  int64_t pad_end = 0;
   int64_t out = 1;
 };
 
@@ -28,7 +30,7 @@ struct ConvDim {
 // q_stride[d]. x itself serves as P (no copy) for a 1x1 window, stride 1, no padding.
 struct PhaseSplit {
   LTensor p;
-  std::vector<ConvDim> dims;
+  std::vector<WindowDim> dims;
   std::vector<int64_t> q_stride;  // flat distance between neighbours along dim d of a plane
   int64_t plane_extent = 1;       // elements per (n, channel, phase) block of P
   int64_t phases = 1;             // prod of the strides
@@ -39,7 +41,7 @@ struct PhaseSplit {
   // The column j of an output index [n, c, o_1, ..., o_r].
   loop::Expr Column(const std::vector<loop::Expr>& out_idx) const;
 };
-PhaseSplit SplitPhases(LowerContext& ctx, const LTensor& x, const std::vector<ConvDim>& dims,
+PhaseSplit SplitPhases(LowerContext& ctx, const LTensor& x, const std::vector<WindowDim>& dims,
                        double fill);
 
 // conv(x, w[, bias]) with `group` groups as
@@ -60,7 +62,7 @@ PhaseSplit SplitPhases(LowerContext& ctx, const LTensor& x, const std::vector<Co
 // operands that are not plain reads and would need copying anyway.
 std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
                                                     const std::vector<LTensor>& in, int64_t group,
-                                                    const std::vector<ConvDim>& dims,
+                                                    const std::vector<WindowDim>& dims,
                                                     const std::vector<loop::Expr>& out_shape);
 
 }  // namespace kiln::ops

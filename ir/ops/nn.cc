@@ -48,16 +48,9 @@ using loop::Expr;
 
 // ---- window geometry, shared by the relations, kernels and lowerings ----
 
-// One spatial dim of a windowed op, all sizes concrete.
-struct WindowDim {
-  int64_t in = 1;
-  int64_t kernel = 1;
-  int64_t stride = 1;
-  int64_t dilation = 1;
-  int64_t pad_begin = 0;
-  int64_t pad_end = 0;
-  int64_t out = 1;
-};
+// One spatial dim of a windowed op, all sizes concrete (declared beside the phase split that
+// conv's and the pools' lowerings share).
+using ops::WindowDim;
 
 std::string JoinInts(const std::vector<int64_t>& v) {
   std::string s = "[";
@@ -407,14 +400,6 @@ WindowTaps Taps(LowerContext& ctx, const std::vector<WindowDim>& dims,
   return t;
 }
 
-// The window geometry as conv_gemm.h takes it.
-std::vector<ops::ConvDim> ToConvDims(const std::vector<WindowDim>& dims) {
-  std::vector<ops::ConvDim> out;
-  for (const WindowDim& d : dims)
-    out.push_back({d.in, d.kernel, d.stride, d.dilation, d.pad_begin, d.out});
-  return out;
-}
-
 std::vector<LTensor> LowerConv(LowerContext& ctx, const std::vector<LTensor>& in,
                                const Attrs& attrs, const std::vector<Type>& out_types) {
   const LTensor x = in[0], w = in[1];
@@ -429,8 +414,8 @@ std::vector<LTensor> LowerConv(LowerContext& ctx, const std::vector<LTensor>& in
   const std::vector<WindowDim> dims = LoweredWindow(x, kernel, attrs);
   const int64_t group = attrs.GetInt("group");
   // f32: as a GEMM that TileLoops blocks and packs (ir/ops/conv_gemm.h).
-  if (std::optional<std::vector<LTensor>> gemm = ops::LowerConvAsGemm(
-          ctx, in, group, ToConvDims(dims), ctx.ShapeExpr(AsTensor(out_types[0])->shape)))
+  if (std::optional<std::vector<LTensor>> gemm =
+          ops::LowerConvAsGemm(ctx, in, group, dims, ctx.ShapeExpr(AsTensor(out_types[0])->shape)))
     return *gemm;
   const DType t = x.dtype;
   const DType acc = DType::kFloat64;
@@ -839,7 +824,7 @@ std::optional<LTensor> LowerPoolOverPhases(bool is_max, bool include_pad, LowerC
   }
   if (!IsFloat(t) || taps > kMaxSpelledTaps || !overlap) return std::nullopt;
   const double fill = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
-  ops::PhaseSplit split = ops::SplitPhases(ctx, x, ToConvDims(dims), fill);
+  ops::PhaseSplit split = ops::SplitPhases(ctx, x, dims, fill);
   // max in the input's compute type (exact); the sum in f64, as the reference.
   const DType c = is_max ? (t == DType::kFloat64 ? t : DType::kFloat32) : DType::kFloat64;
   auto at = [split, dims, taps, is_max, include_pad, t, c](const std::vector<Expr>& idx) {
