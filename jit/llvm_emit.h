@@ -1,5 +1,6 @@
-// Loop IR -> LLVM IR, for the files in jit/ only (it names LLVM types). llvm_codegen.cc emits;
-// llvm_jit.cc optimizes, compiles and links (BuildLLVM).
+// Loop IR -> LLVM IR, for the files in jit/ only (it names LLVM types). llvm_codegen.cc emits
+// (with llvm_emit_expr.cc and llvm_emit_stmt.cc); llvm_jit.cc optimizes, compiles and links
+// (BuildLLVM).
 #pragma once
 
 #include <vector>

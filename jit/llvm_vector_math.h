@@ -1,5 +1,5 @@
 // Inline LLVM IR for the loop IR's transcendental intrinsics, for jit/ only (it names LLVM
-// types). llvm_codegen.cc calls EmitInlineMath for every math intrinsic before it falls back to
+// types). llvm_emit_expr.cc calls EmitInlineMath for every math intrinsic before it falls back to
 // a libm call per lane.
 //
 // Why inline: a libm call per lane costs ~2 ns per element and forces the vector registers of
