@@ -4,8 +4,11 @@
 // cache; LoadLLVMObject links such an object into a fresh JIT. Every JIT defines the runtime
 // helpers (jit/runtime.h) itself.
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,11 +23,14 @@
 #include "llvm/ExecutionEngine/Orc/ThreadSafeModule.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
+#include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Object/ObjectFile.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
+
+#include <unistd.h>
 
 namespace kiln {
 namespace {
@@ -112,6 +118,64 @@ std::unique_ptr<llvm::orc::LLJIT> CreateJIT(llvm::orc::JITTargetMachineBuilder j
   return std::move(*jit);
 }
 
+// For `perf record` on a process that runs JIT'd kernels: with KILN_PERF_MAP set (to anything
+// but "0"), every loaded module appends its functions (kernels and their f.body / f.parallel.K
+// helpers) to /tmp/perf-<pid>.map, the file perf reads to name code that has no ELF image
+// (`perf report` then shows, say, fused_conv.parallel.2). All of one object's functions sit in
+// one .text section, so each address is the looked-up kernel's address moved by the difference
+// of symbol values. Names get a `#N` suffix, N counting loaded modules in this process, since
+// many modules define a fused_conv (with one thread, N follows the order groups compile in).
+// Debugging aid only: nothing reads the file back.
+void AppendPerfMap(const std::string& object, const std::string& kernel, uint64_t kernel_addr) {
+  const char* env = std::getenv("KILN_PERF_MAP");
+  if (!env || std::string(env) == "0") return;
+  auto buffer = llvm::MemoryBuffer::getMemBuffer(object, "kiln-perf-map", false);
+  auto file = llvm::object::ObjectFile::createObjectFile(buffer->getMemBufferRef());
+  if (!file) {
+    llvm::consumeError(file.takeError());
+    return;
+  }
+  if (!llvm::isa<llvm::object::ELFObjectFileBase>(file->get())) return;  // symbol sizes: ELF
+  struct Fn {
+    std::string name;
+    uint64_t value, size;
+  };
+  std::vector<Fn> fns;
+  uint64_t kernel_value = 0;
+  bool found = false;
+  for (const llvm::object::SymbolRef& sym : (*file)->symbols()) {
+    auto type = sym.getType();
+    auto name = sym.getName();
+    auto value = sym.getValue();
+    if (!type || !name || !value) {
+      if (!type) llvm::consumeError(type.takeError());
+      if (!name) llvm::consumeError(name.takeError());
+      if (!value) llvm::consumeError(value.takeError());
+      continue;
+    }
+    if (*type != llvm::object::SymbolRef::ST_Function) continue;
+    uint64_t size = llvm::object::ELFSymbolRef(sym).getSize();
+    fns.push_back({name->str(), *value, size});
+    if (*name == kernel) {
+      kernel_value = *value;
+      found = true;
+    }
+  }
+  if (!found) return;
+  static std::mutex mu;  // modules compile concurrently; lines must not interleave
+  static int modules = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  const int n = modules++;
+  std::string path = "/tmp/perf-" + std::to_string(getpid()) + ".map";
+  FILE* out = std::fopen(path.c_str(), "a");
+  if (!out) return;
+  for (const Fn& f : fns)
+    std::fprintf(out, "%llx %llx %s#%d\n",
+                 static_cast<unsigned long long>(kernel_addr - kernel_value + f.value),
+                 static_cast<unsigned long long>(f.size), f.name.c_str(), n);
+  std::fclose(out);
+}
+
 }  // namespace
 
 std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& funcs,
@@ -167,6 +231,9 @@ std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& fun
     if (!addr) Throw(ErrorCode::kCompileError, "@", f->name, ": ", TakeMessage(addr.takeError()));
     result->kernels_[f->name] = addr->toPtr<KernelFn>();
   }
+  if (!funcs.empty())
+    AppendPerfMap(result->object_, funcs.front()->name,
+                  reinterpret_cast<uint64_t>(result->kernels_[funcs.front()->name]));
   result->timings_.codegen_ms = MsSince(t2);
   return result;
 }
@@ -222,15 +289,18 @@ std::unique_ptr<CompiledModule> LoadLLVMObject(const std::string& object,
   // Linking happens here, at the first lookup: a relocation or symbol that cannot be resolved is
   // an error now, not when a kernel is called.
   const char prefix = lljit.getDataLayout().getGlobalPrefix();
+  uint64_t first_addr = 0;  // of names.front(), for AppendPerfMap
   for (const std::string& linker_name : names) {
     auto addr = lljit.lookupLinkerMangled(linker_name);
     if (!addr)
       Throw(ErrorCode::kCompileError, "cached kernels: @", linker_name, ": ",
             TakeMessage(addr.takeError()));
+    if (!first_addr) first_addr = addr->getValue();
     std::string name = linker_name;
     if (prefix != '\0' && !name.empty() && name[0] == prefix) name.erase(0, 1);
     result->kernels_[name] = addr->toPtr<KernelFn>();
   }
+  AppendPerfMap(object, names.front(), first_addr);
   result->timings_.codegen_ms = MsSince(t0);
   return result;
 }
