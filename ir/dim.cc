@@ -134,6 +134,12 @@ struct DimBuilder {
     if (c == 1) return a;
     if (a.is_const()) return Dim(FloorDivInt(a.value(), c));
     if (c < 0) return FromAtom(MakeAtom(AtomKind::kFloorDiv, "", a, Dim(c)));
+    // (x // b) // c == x // (b * c) for b, c > 0 (two stride-2 convs: (h - 1) // 4).
+    int64_t bc;
+    if (const Atom* inner = AsAtom(a); inner && inner->kind == AtomKind::kFloorDiv &&
+                                       inner->b.is_const() && inner->b.value() > 0 &&
+                                       !__builtin_mul_overflow(inner->b.value(), c, &bc))
+      return FloorDivConst(inner->a, bc);
     // (q*c + r) // c == q + r // c for integer q: pull out the terms divisible by c.
     std::vector<Term> quotient, rest;
     for (const Term& t : Terms(a)) {

@@ -1,7 +1,7 @@
-// ONNX converters of the neural-network ops (ir/ops/nn.cc): Conv, ConvTranspose, MaxPool,
-// MaxUnpool, AveragePool, GlobalAveragePool, GlobalMaxPool and Pad. The kiln ops share ONNX's
-// attribute names and semantics, so the windowed ops pass their attributes through; kiln checks
-// them.
+// ONNX converters of the neural-network ops (ir/ops/conv.cc, pool.cc, nn.cc): Conv,
+// ConvTranspose, MaxPool, MaxUnpool, AveragePool, GlobalAveragePool, GlobalMaxPool and Pad. The
+// kiln ops share ONNX's attribute names and semantics, so the windowed ops pass their attributes
+// through; kiln checks them.
 #include <string>
 
 #include "api/onnx/op_table.h"

@@ -330,6 +330,36 @@ TEST(EngineErrors, PassConfigReachesTheCompiler) {
   ExpectMatchesInterpreter(b, *m, in);
 }
 
+// Symbolic image sizes: conv with stride and padding, a ceil_mode max pool, a SAME avg pool.
+// The model's output type is an expression of height and width, and each size specializes to
+// the shapes the reference computes.
+TEST(Engine, SymbolicSpatialDimsMatchInterpreter) {
+  IRModule mod = InferTypes(ParseModule(R"(
+def @main(%x: f32[batch, 3, height, width], %w: f32[4, 3, 3, 3], %v: f32[6, 4, 1, 1]) {
+  %c = relu(conv(%x, %w, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]))
+  %p = max_pool(%c, kernel_shape=[3, 3], strides=[2, 2], ceil_mode=true)
+  avg_pool(conv(%p, %v, kernel_shape=[1, 1]), kernel_shape=[2, 2], strides=[2, 2],
+           auto_pad="SAME_UPPER")
+}
+)"));
+  Function graph = mod.Lookup("main");
+  const std::string out = TypeToString(graph->body->type);
+  EXPECT_THAT(out, HasSubstr("height")) << out;
+  EXPECT_THAT(out, HasSubstr("width")) << out;
+  EXPECT_THAT(out, HasSubstr("//")) << out;
+  Engine engine;
+  ModelPtr model = Model::Create(graph, "m");
+  uint64_t seed = 7;
+  for (auto [h, w] : {std::pair<int64_t, int64_t>{17, 17}, {32, 24}, {9, 40}, {64, 63}}) {
+    SCOPED_TRACE(StrCat(h, "x", w));
+    std::vector<Tensor> in{RandomTensor(DType::kFloat32, {2, 3, h, w}, ++seed),
+                           RandomTensor(DType::kFloat32, {4, 3, 3, 3}, ++seed),
+                           RandomTensor(DType::kFloat32, {6, 4, 1, 1}, ++seed)};
+    ExpectMatchesInterpreter(engine, *model, in);
+  }
+  EXPECT_EQ(engine.stats().specializations, 4u);
+}
+
 // A shape given as an input (ONNX Reshape's second input): the engine specializes on its
 // values as on shapes, one executable per distinct value, and a repeat value is a hit.
 TEST(EngineValueInputs, SpecializesOnTheValuesOfShapeInputs) {

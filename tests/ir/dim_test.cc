@@ -55,6 +55,22 @@ TEST(Dim, FloorDivSplitsDivisibleTerms) {
   EXPECT_EQ(Mod(n + 5, 3).ToString(), "(n + 2) % 3");
 }
 
+// Nested floor divisions by positive constants are one: (x // b) // c == x // (b * c), checked
+// against integer arithmetic over a range of x, negative ones included.
+TEST(Dim, NestedFloorDivsMerge) {
+  Dim h = S("h");
+  EXPECT_EQ(FloorDiv(FloorDiv(h - 1, 2), 2).ToString(), "(h - 1) // 4");
+  EXPECT_EQ(FloorDiv(FloorDiv(h, 3), 2), FloorDiv(h, 6));
+  Dim nested = FloorDiv(FloorDiv(h * 5 + 1, 3), 4);
+  for (int64_t v = -50; v <= 50; ++v) {
+    int64_t x = v * 5 + 1, q = x / 3 - (x % 3 < 0 ? 1 : 0);
+    int64_t want = q / 4 - (q % 4 < 0 ? 1 : 0);
+    EXPECT_EQ(nested.TryEval({{"h", v}}), want) << "h = " << v;
+  }
+  // A floor division by a negative constant stays as it is.
+  EXPECT_EQ(FloorDiv(FloorDiv(h, -2), 3).ToString(), "(h // (-2)) // 3");
+}
+
 TEST(Dim, MinMax) {
   Dim n = S("n"), m = S("m");
   EXPECT_EQ(Min(n, n + 1), n);

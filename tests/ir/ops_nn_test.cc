@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "common/test_util.h"
 
@@ -55,8 +56,62 @@ TEST(Conv, SymbolicBatch) {
   EXPECT_EQ(
       Infer("conv", {F32({S("n"), 3, 8, 8}), F32({4, 3, 3, 3})}, {{"pads", Ints{1, 1, 1, 1}}}),
       "f32[n, 4, 8, 8]");
-  EXPECT_THAT(InferError("conv", {F32({1, 3, S("h"), 8}), F32({4, 3, 3, 3})}),
-              HasSubstr("spatial dims must be constants"));
+  EXPECT_EQ(Infer("conv", {F32({1, 3, S("h"), 8}), F32({4, 3, 3, 3})},
+                  {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}),
+            "f32[1, 4, (h - 1) // 2 + 1, 4]");
+}
+
+// The output size of a symbolic spatial dim, bound to a size, is the size the relation gives
+// for that size as a constant: every attribute combination, every size from 1 to 40 where the
+// constant one is valid.
+void ExpectSymbolicSizesBindAsConstants(const std::string& op, int64_t channels,
+                                        const std::vector<Type>& rest, const Attrs& attrs) {
+  const Type sym = InferOpType(
+      op,
+      [&] {
+        std::vector<Type> a{F32({1, channels, S("h")})};
+        a.insert(a.end(), rest.begin(), rest.end());
+        return a;
+      }(),
+      attrs);
+  const Dim out = AsTensor(sym)->shape[2];
+  for (int64_t h = 1; h <= 40; ++h) {
+    std::vector<Type> a{F32({1, channels, h})};
+    a.insert(a.end(), rest.begin(), rest.end());
+    std::optional<Type> want;
+    try {
+      want = InferOpType(op, a, attrs);
+    } catch (const Error&) {
+      continue;  // too small for the window: no size to compare
+    }
+    EXPECT_EQ(out.TryEval({{"h", h}}), AsTensor(*want)->shape[2].value())
+        << op << " h = " << h << " out = " << out.ToString();
+  }
+}
+
+TEST(Window, SymbolicSizesBindAsConstants) {
+  for (int64_t k : {1, 2, 3, 5})
+    for (int64_t stride : {1, 2, 3})
+      for (int64_t dil : {1, 2})
+        for (auto [pb, pe] : {std::pair<int64_t, int64_t>{0, 0}, {1, 1}, {0, 1}, {2, 1}}) {
+          Attrs a = {{"strides", Ints{stride}}, {"dilations", Ints{dil}}, {"pads", Ints{pb, pe}}};
+          ExpectSymbolicSizesBindAsConstants("conv", 2, {F32({3, 2, k})}, a);
+          a.Set("kernel_shape", Ints{k});
+          ExpectSymbolicSizesBindAsConstants("avg_pool", 2, {}, a);
+          if (pe < (k - 1) * dil + 1) {
+            a.Set("ceil_mode", true);
+            ExpectSymbolicSizesBindAsConstants("max_pool", 2, {}, a);
+          }
+        }
+  for (const char* pad : {"SAME_UPPER", "SAME_LOWER", "VALID"})
+    for (int64_t stride : {1, 2, 3})
+      ExpectSymbolicSizesBindAsConstants(
+          "max_pool", 2, {},
+          {{"kernel_shape", Ints{3}}, {"strides", Ints{stride}}, {"auto_pad", std::string(pad)}});
+  // ceil_mode with an end pad as wide as the window has no one-expression size.
+  EXPECT_THAT(InferError("max_pool", {F32({1, 1, S("w")})},
+                         {{"kernel_shape", Ints{2}}, {"pads", Ints{0, 2}}, {"ceil_mode", true}}),
+              HasSubstr("needs constant spatial dims"));
 }
 
 TEST(Conv, Errors) {
@@ -232,8 +287,8 @@ TEST(Pool, Errors) {
   EXPECT_THAT(
       InferError("avg_pool", {F32({1, 1, 4})}, {{"kernel_shape", Ints{2}}, {"pads", Ints{-1, 0}}}),
       HasSubstr("must not be negative"));
-  EXPECT_THAT(InferError("max_pool", {F32({1, 1, S("w")})}, {{"kernel_shape", Ints{2}}}),
-              HasSubstr("spatial dims must be constants"));
+  EXPECT_EQ(Infer("max_pool", {F32({1, 1, S("w")})}, {{"kernel_shape", Ints{2}}}),
+            "f32[1, 1, w - 1]");
 }
 
 TEST(MaxPoolWithIndices, Shapes) {

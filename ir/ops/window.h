@@ -1,0 +1,138 @@
+// Window geometry and lowering helpers shared by the windowed ops (conv.cc: conv,
+// conv_transpose; pool.cc: the pools and max_unpool) and pad (nn.cc). Internal to ir/ops/.
+//
+// Windowed ops (conv and the pools) take x[N, C, *spatial] with 1 to 3 spatial dims. Their
+// output spatial size is fixed by the input's spatial size; any dim may be symbolic (a spatial
+// one gives an output dim that is an expression of it, WindowOutShapeOf). Per spatial dim, with
+// the effective
+// kernel ek = (k - 1) * dilation + 1:
+//   NOTSET:      out = floor((in + pad_begin + pad_end - ek) / stride) + 1   (ceil with ceil_mode,
+//                dropping a last window that would start in the end padding, as PyTorch and
+//                ONNX's reference do)
+//   VALID:       pads 0, out = floor((in - ek) / stride) + 1
+//   SAME_UPPER:  out = ceil(in / stride), total pad = max(0, (out - 1) * stride + ek - in),
+//                split with the extra one at the end; SAME_LOWER puts it at the beginning.
+// An input position that falls in the padding contributes nothing: a zero to conv's sum, no
+// candidate to max_pool's max, and to avg_pool's divisor only with count_include_pad (which
+// counts positions inside [-pad_begin, in + pad_end), so ceil_mode's overhang is not counted).
+//
+// Lowering never loads out of bounds: every arm of a select is evaluated (vector code loads all
+// lanes), so a padded position reads the input at its index clamped into range and the select
+// then discards the value.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "ir/ops/conv_gemm.h"
+#include "ir/ops/op_util.h"
+
+namespace kiln::ops {
+
+// ---- window geometry, shared by the relations, kernels and lowerings ----
+//
+// One spatial dim of a windowed op, all sizes concrete, is a WindowDim (declared in conv_gemm.h,
+// beside the phase split that conv's and the pools' lowerings share).
+
+std::string JoinInts(const std::vector<int64_t>& v);
+
+// `attr` as a list of `n` values, `def` each when empty; a wrong length is an error message.
+std::vector<int64_t> PerDim(const Attrs& attrs, const char* attr, size_t n, int64_t def,
+                            std::string* error);
+
+// The `pads` attribute: the begin pads of the n spatial dims, then their end pads (all 0 when
+// not given).
+std::vector<int64_t> Pads(const Attrs& attrs, size_t n, std::string* error);
+
+// The geometry of every spatial dim, from the input's spatial sizes and the kernel sizes.
+// Attributes read: strides, pads, dilations (when the op has it), auto_pad, ceil_mode (when the
+// op has it). Sets `*error` (and returns what it could) when the attributes do not fit.
+std::vector<WindowDim> ComputeWindow(const std::vector<int64_t>& in,
+                                     const std::vector<int64_t>& kernel, const Attrs& attrs,
+                                     std::string* error);
+
+std::vector<int64_t> SpatialShape(const std::vector<int64_t>& shape);
+
+// The schema shared by the windowed ops.
+std::vector<AttrSpec> WindowAttrs();
+
+// The type relation pieces of the windowed ops.
+
+void RequireFloat(TypeRelContext& ctx, const TensorTypeNode& t, const char* what);
+
+// Checks x is [N, C, *spatial] with 1-3 spatial dims.
+void CheckWindowRank(TypeRelContext& ctx, const TensorTypeNode& x);
+
+// Checks x is [N, C, *spatial] with 1-3 constant spatial dims, and returns the spatial sizes.
+std::vector<int64_t> ConstSpatial(TypeRelContext& ctx, const TensorTypeNode& x);
+
+std::vector<WindowDim> WindowOrFail(TypeRelContext& ctx, const std::vector<int64_t>& spatial,
+                                    const std::vector<int64_t>& kernel);
+
+Shape WindowOutShape(const Dim& n, const Dim& c, const std::vector<WindowDim>& dims);
+
+// [N, c, *out] for a windowed op over x = [N, C, *spatial] (1-3 spatial dims, `kernel` one size
+// per dim). Spatial dims may be symbolic: each output size is then a dim expression of the input
+// size (the formulas above: floor division, and a min for ceil_mode), which specialization binds
+// to exactly the size constant dims give. Fails on a bad rank, kernel or attributes.
+Shape WindowOutShapeOf(TypeRelContext& ctx, const TensorTypeNode& x, const Dim& c,
+                       const std::vector<int64_t>& kernel);
+
+// Reference kernels see up to 3 spatial dims; missing ones are size-1 dims of a size-1 kernel.
+inline constexpr int kMaxSpatial = 3;
+std::vector<WindowDim> PadTo3(std::vector<WindowDim> dims);
+
+// Calls fn.template operator()<T>() for the float dtypes the windowed relations allow.
+template <typename Fn>
+void DispatchFloat(DType t, Fn&& fn) {
+  DispatchDType(t, [&]<typename T>() {
+    if constexpr (std::is_floating_point_v<T> || kIsHalf<T>) {
+      fn.template operator()<T>();
+    } else {
+      KILN_CHECK(false, "dtype ", DTypeName(t), " passed the type relation");
+    }
+  });
+}
+
+template <typename T>
+double ToDouble(T v) {
+  return static_cast<double>(static_cast<ComputeT<T>>(v));
+}
+template <typename T>
+T FromDouble(double v) {
+  if constexpr (kIsHalf<T>) {
+    return T(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// ---- lowering helpers ----
+
+loop::Expr I64(int64_t v);
+// a && b, or b when a is null (no condition yet).
+loop::Expr And(const loop::Expr& a, const loop::Expr& b);
+// a || b, or b when a is null.
+loop::Expr Or(const loop::Expr& a, const loop::Expr& b);
+// lo <= i < hi.
+loop::Expr InRange(const loop::Expr& i, const loop::Expr& lo, const loop::Expr& hi);
+
+// The window geometry of a lowering, from the (by then constant) spatial extents.
+std::vector<WindowDim> LoweredWindow(const LTensor& x, const std::vector<int64_t>& kernel,
+                                     const Attrs& attrs);
+
+// The input positions one output element's window reads: per spatial dim, the index (clamped
+// in range, so it may always be loaded) and whether it is really inside the input (null when
+// it always is).
+struct WindowTaps {
+  std::vector<loop::Expr> index;
+  loop::Expr inside;
+  std::vector<loop::IterVar> axes;  // the kernel's reduction axes
+};
+
+WindowTaps Taps(LowerContext& ctx, const std::vector<WindowDim>& dims,
+                const std::vector<loop::Expr>& out_idx);
+
+}  // namespace kiln::ops
