@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "ir/error.h"
+#include "ir/loop/loop_text.h"
 #include "ir/loop/loop_visitor.h"
 #include "ir/type_infer.h"
 
@@ -291,7 +292,10 @@ loop::Expr Combine(loop::ReduceKind k, loop::Expr acc, loop::Expr v) {
 }
 
 // Replaces each Reduce in an expression by a load of its accumulator, collecting the
-// statements that compute the accumulators.
+// statements that compute the accumulators. Reductions that are structurally equal (the same
+// terms over the same free variables, whatever their axes are named) share one accumulator: an
+// activation that reads its input several times (hard_swish: x * clip(x / 6 + 0.5)) over a
+// matmul or 1x1 conv computes the dot product once.
 class ReduceExtractor : public loop::Mutator {
  public:
   std::vector<loop::Stmt> before;
@@ -300,7 +304,9 @@ class ReduceExtractor : public loop::Mutator {
   explicit ReduceExtractor(int* c) : counter(c) {}
 
  protected:
-  loop::Expr MutateReduce(const loop::ReduceNode* r, const loop::Expr&) override {
+  loop::Expr MutateReduce(const loop::ReduceNode* r, const loop::Expr& self) override {
+    for (const auto& [reduce, load] : lowered_)
+      if (loop::StructuralEqual(reduce, self)) return load;
     Buffer acc = loop::MakeBuffer(StrCat("acc", (*counter)++), r->dtype, {loop::IntImm(1)},
                                   BufferNode::Scope::kLocal);
     accumulators.push_back(acc);
@@ -313,8 +319,12 @@ class ReduceExtractor : public loop::Mutator {
       update = loop::For(r->axes[i].var, loop::IntImm(0), r->axes[i].extent, loop::ForKind::kSerial,
                          update);
     before.push_back(update);
-    return loop::Load(acc, zero);
+    lowered_.emplace_back(self, loop::Load(acc, zero));
+    return lowered_.back().second;
   }
+
+ private:
+  std::vector<std::pair<loop::Expr, loop::Expr>> lowered_;  // each Reduce and its accumulator
 
  public:
   static loop::Stmt LowerStore(const loop::Stmt& s, int* counter) {

@@ -34,10 +34,15 @@ PassPtr DefaultLoopPipeline() {
   p.push_back(r.Create("RemoveTrivialLoops"));
   // Tiling reorders loops; parallelizing and vectorizing then pick the outermost and the
   // innermost loops of the tiled nest.
+  // A 1x1 conv's pixel loops become one column loop for TileLoops to block.
+  p.push_back(r.Create("CollapseLoops", Attrs{{"column_walks_only", true}}));
   p.push_back(r.Create("TileLoops"));
   // After tiling (which wants a matmul's loops as lowered), before parallelizing (which then
   // hands out fused rows).
   p.push_back(r.Create("FuseLoops"));
+  // After fusing (which matches loops by their row variables), so short image rows run as
+  // one long loop for VectorizeLoops.
+  p.push_back(r.Create("CollapseLoops"));
   p.push_back(r.Create("ParallelizeLoops"));
   p.push_back(r.Create("VectorizeLoops"));
   p.push_back(r.Create("UnrollLoops"));

@@ -68,7 +68,8 @@ PhaseSplit SplitPhases(LowerContext& ctx, const LTensor& x, const std::vector<Wi
 
   LTensor p;
   int64_t plane_extent = plane;  // elements per (n, channel, phase) block of P
-  if (direct && IsIdentityRead(ctx, x)) {
+  direct = direct && IsIdentityRead(ctx, x);
+  if (direct) {
     p = x;
   } else {
     // P[n, ch, phase, q_1, ..., q_r], with one more (zero) row along q_1 when r > 1: the taps
@@ -149,7 +150,7 @@ PhaseSplit SplitPhases(LowerContext& ctx, const LTensor& x, const std::vector<Wi
     });
   }
 
-  return PhaseSplit{p, dims, q_stride, plane_extent, phases};
+  return PhaseSplit{p, dims, q_stride, plane_extent, phases, direct};
 }
 
 Expr PhaseSplit::Read(const Expr& n, const Expr& channel, const std::vector<Expr>& taps,
@@ -215,11 +216,18 @@ std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
     Expr wval = FlatRead(wv, {m}, kk);
     return loop::Reduce(loop::ReduceKind::kSum, loop::Mul(wval, pval), {{kk, I64(k_total)}});
   };
-  LTensor e =
-      ctx.Materialize(LTensor{t, {x.shape[0], I64(m_count), I64(columns)}, gemm}, "conv_gemm");
-
   std::optional<LTensor> bias;
   if (in.size() == 3) bias = in[2];
+  if (split.direct) {
+    auto out = [gemm, bias, split](const std::vector<Expr>& idx) {
+      Expr v = gemm({idx[0], idx[1], split.Column(idx)});
+      if (bias) v = loop::Add(v, bias->at({idx[1]}));
+      return v;
+    };
+    return std::vector<LTensor>{LTensor{t, out_shape, out}};
+  }
+  LTensor e =
+      ctx.Materialize(LTensor{t, {x.shape[0], I64(m_count), I64(columns)}, gemm}, "conv_gemm");
   auto out = [e, bias, split](const std::vector<Expr>& idx) {
     Expr v = e.at({idx[0], idx[1], split.Column(idx)});
     if (bias) v = loop::Add(v, bias->at({idx[1]}));

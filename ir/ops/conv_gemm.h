@@ -1,5 +1,5 @@
 // conv lowered as a matrix product that TileLoops turns into a register-blocked, packed GEMM
-// (the fast path of conv's lowering in ir/ops/nn.cc; the direct loop nest stays the fallback).
+// (the fast path of conv's lowering in ir/ops/conv.cc; the direct loop nest stays the fallback).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 namespace kiln::ops {
 
 // One spatial dim of a windowed op (conv, conv_transpose, the pools), all sizes concrete: the
-// geometry nn.cc computes (ComputeWindow) and the phase split below reads.
+// geometry ComputeWindow (ir/ops/window.h) computes and the phase split below reads.
 struct WindowDim {
   int64_t in = 1;
   int64_t kernel = 1;
@@ -34,6 +34,7 @@ struct PhaseSplit {
   std::vector<int64_t> q_stride;  // flat distance between neighbours along dim d of a plane
   int64_t plane_extent = 1;       // elements per (n, channel, phase) block of P
   int64_t phases = 1;             // prod of the strides
+  bool direct = false;            // p is x itself (a 1x1 window, stride 1, no padding)
 
   // The element of P that tap `taps` (one kernel index per spatial dim) of column `j` reads.
   loop::Expr Read(const loop::Expr& n, const loop::Expr& channel,
@@ -56,7 +57,9 @@ PhaseSplit SplitPhases(LowerContext& ctx, const LTensor& x, const std::vector<Wi
 // unit-stride shift of j, so E is a matmul whose second operand is read along its rows: j is
 // the columns (the output positions, with Q_d - out_d columns per row of dim d computed and
 // dropped), m the rows, kk the reduction. A 1x1 conv with stride 1 and no padding reads x
-// itself as P. Accumulates in f32.
+// itself as P, and its columns are the output pixels: E is not materialized, the output is the
+// reduction itself, so fused consumers (bias, activation, residual) apply as TileLoops stores
+// each tile (CollapseLoops first makes the pixel loops one column loop). Accumulates in f32.
 //
 // nullopt (the caller lowers conv directly) for other than f32, symbolic channel counts, or
 // operands that are not plain reads and would need copying anyway.

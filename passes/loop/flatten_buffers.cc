@@ -26,6 +26,7 @@
 #include <unordered_map>
 
 #include "ir/loop/loop_visitor.h"
+#include "passes/loop/loop_analysis.h"
 #include "passes/loop_pass.h"
 
 namespace kiln {
@@ -35,17 +36,6 @@ namespace {
 using loop::Buffer;
 using loop::Expr;
 using loop::Stmt;
-
-// Row-major strides from `shape`, innermost 1: [n, m, 16] -> [m * 16, 16, 1].
-std::vector<Expr> RowMajorStrides(const std::vector<Expr>& shape) {
-  std::vector<Expr> strides(shape.size());
-  Expr acc = loop::IntImm(1);
-  for (size_t d = shape.size(); d-- > 0;) {
-    strides[d] = acc;
-    acc = loop::Mul(shape[d], acc);
-  }
-  return strides;
-}
 
 // sum(indices[d] * strides[d]), with vector indices kept as ramps where they can be.
 Expr FlatOffset(const std::vector<Expr>& indices, const std::vector<Expr>& strides) {
@@ -90,7 +80,8 @@ class Flattener : public loop::Mutator {
     if (b->shape.size() < 2 || !b->strides.empty()) return b;
     auto it = remade_.find(b.get());
     if (it != remade_.end()) return it->second;
-    Buffer out = loop::MakeBuffer(b->name, b->dtype, b->shape, b->scope, RowMajorStrides(b->shape));
+    Buffer out =
+        loop::MakeBuffer(b->name, b->dtype, b->shape, b->scope, loop::RowMajorStrides(b->shape));
     remade_.emplace(b.get(), out);
     return out;
   }

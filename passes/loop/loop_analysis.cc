@@ -76,6 +76,16 @@ std::optional<int64_t> AffineCoefficient(const Expr& e, const VarNode* v) {
   return AffineCoefficientIf(e, v, [v](const Expr& x) { return Mentions(x, v); });
 }
 
+std::vector<Expr> RowMajorStrides(const std::vector<Expr>& shape) {
+  std::vector<Expr> strides(shape.size());
+  Expr acc = IntImm(1);
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = acc;
+    acc = Mul(shape[d], acc);
+  }
+  return strides;
+}
+
 bool SameIndices(const std::vector<Expr>& a, const std::vector<Expr>& b) {
   if (a.size() != b.size()) return false;
   for (size_t k = 0; k < a.size(); ++k)

@@ -27,6 +27,9 @@ bool MentionsOrLoads(const Expr& e, const VarSet& vars);
 std::optional<int64_t> AffineCoefficient(const Expr& e, const VarNode* v, const VarSet& variant);
 std::optional<int64_t> AffineCoefficient(const Expr& e, const VarNode* v);
 
+// Row-major strides from `shape`, innermost 1: [n, m, 16] -> [m * 16, 16, 1].
+std::vector<Expr> RowMajorStrides(const std::vector<Expr>& shape);
+
 // Whether two index lists are structurally the same.
 bool SameIndices(const std::vector<Expr>& a, const std::vector<Expr>& b);
 

@@ -212,38 +212,69 @@ class NestScanner : public loop::AccessScanner {
   VarSet unbounded_;
 };
 
+std::optional<int64_t> ExtentBound(const Expr& e);
+
+// The span (max - min) of the values the inner terms of `forms` take, counting only the terms
+// whose coefficient `large` says to leave out or keep; nullopt on overflow.
+std::optional<int64_t> InnerSpan(const std::vector<AffineForm>& forms, const Ranges& ranges,
+                                 int64_t modulus, bool large) {
+  std::optional<Range> window;
+  for (AffineForm f : forms) {
+    for (auto it = f.inner.begin(); it != f.inner.end();)
+      it = ((modulus != 0 && it->second % modulus == 0) == large) ? std::next(it)
+                                                                  : f.inner.erase(it);
+    std::optional<Range> r = InnerRange(f, ranges);
+    if (!r) return std::nullopt;
+    window = window ? Range{std::min(window->min, r->min), std::max(window->max, r->max)} : *r;
+  }
+  int64_t span;
+  if (!window || __builtin_sub_overflow(window->max, window->min, &span)) return std::nullopt;
+  return span;
+}
+
 // Whether the accesses of one buffer share a dimension that partitions it among iterations:
-// index `c * v + inner + rest` in every access, with one c != 0 and one rest, and the inner
-// parts of all of them spanning fewer than |c| values, so iteration v keeps to the window
-// [c * v + rest + lo, c * v + rest + hi].
+// index `c * v + inner + rest` in every access, with one c != 0 and one rest, and either
+//  - the inner parts of all of them span fewer than |c| values, so iteration v keeps to the
+//    window [c * v + rest + lo, c * v + rest + hi]; or
+//  - (a flat index, as CollapseLoops and FlattenBuffers write) the inner terms split into small
+//    ones spanning s < |c| and large ones whose coefficients are all multiples of some L with
+//    |c| * (extent - 1) + s < L: the index is L * m + c * v + small + rest, and two iterations
+//    v1 != v2 meeting at one element would need L * (m1 - m2) = c * (v2 - v1) + (s2 - s1),
+//    which is nonzero (|c| > s) and smaller than L in magnitude. So `out[i9 * 50176 + p * 64 +
+//    j]` (j in [0, 64), i9 in [0, 16)) is partitioned by p in [0, 196): 64 * 195 + 63 < 12544.
 bool PartitionedByIteration(const std::vector<const Access*>& accesses, const VarNode* v,
-                            const VarSet& bound, const Ranges& ranges) {
+                            std::optional<int64_t> extent, const VarSet& bound,
+                            const Ranges& ranges) {
   size_t rank = accesses[0]->indices->size();
   for (const Access* a : accesses)
     if (a->indices->size() != rank) return false;
   for (size_t d = 0; d < rank; ++d) {
-    std::optional<AffineForm> first;
-    Range window{0, 0};
+    std::vector<AffineForm> forms;
     bool ok = true;
     for (const Access* a : accesses) {
       std::optional<AffineForm> f = SplitAffine((*a->indices)[d], v, bound, ranges);
-      std::optional<Range> r = f ? InnerRange(*f, ranges) : std::nullopt;
-      if (!r || f->coefficient == 0) {
-        ok = false;
-      } else if (!first) {
-        first = f;
-        window = *r;
-      } else {
-        ok = f->coefficient == first->coefficient && loop::StructuralEqual(f->rest, first->rest);
-        window = Range{std::min(window.min, r->min), std::max(window.max, r->max)};
-      }
+      ok = f && f->coefficient != 0 && InnerRange(*f, ranges) &&
+           (forms.empty() || (f->coefficient == forms[0].coefficient &&
+                              loop::StructuralEqual(f->rest, forms[0].rest)));
       if (!ok) break;
+      forms.push_back(*f);
     }
-    int64_t span;
-    if (ok && first->coefficient != std::numeric_limits<int64_t>::min() &&
-        !__builtin_sub_overflow(window.max, window.min, &span) &&
-        span < std::abs(first->coefficient))
-      return true;
+    if (!ok || forms[0].coefficient == std::numeric_limits<int64_t>::min()) continue;
+    const int64_t c = std::abs(forms[0].coefficient);
+    std::optional<int64_t> span = InnerSpan(forms, ranges, 0, false);
+    if (span && *span < c) return true;
+    if (!extent || *extent < 1) continue;
+    std::set<int64_t> moduli;
+    for (const AffineForm& f : forms)
+      for (const auto& [u, k] : f.inner)
+        if (k != 0 && k != std::numeric_limits<int64_t>::min()) moduli.insert(std::abs(k));
+    for (int64_t modulus : moduli) {
+      std::optional<int64_t> small = InnerSpan(forms, ranges, modulus, false);
+      int64_t reach;
+      if (small && *small < c && !__builtin_mul_overflow(c, *extent - 1, &reach) &&
+          !__builtin_add_overflow(reach, *small, &reach) && reach < modulus)
+        return true;
+    }
   }
   return false;
 }
@@ -261,7 +292,8 @@ bool IterationsIndependent(const loop::ForNode* n) {
     std::vector<const Access*> of_b;
     for (const Access& a : scan.accesses)
       if (a.buffer == b) of_b.push_back(&a);
-    if (!PartitionedByIteration(of_b, n->var.get(), scan.bound, ranges)) return false;
+    if (!PartitionedByIteration(of_b, n->var.get(), ExtentBound(n->extent), scan.bound, ranges))
+      return false;
   }
   return true;
 }

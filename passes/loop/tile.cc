@@ -75,6 +75,7 @@
 // Not done: tiling k (a `tile.k`). A panel holds K x Tj values (64 KiB at K = 1024), which
 // stays in L2; a very deep K would want k blocks with partial sums kept between them.
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <set>
@@ -371,7 +372,8 @@ Stmt TileJ(const loop::ForNode* n, const ReductionBody& body, int64_t tile, cons
 // Whether the rows of the i loop `n`, whose body is the j loop `j`, can run as a block: the
 // j loop's and the reduction loops' bounds do not depend on i, and every store outside the
 // accumulators writes one element per (i, j) (an index `c * i + r` free of j, another
-// `c' * j + r'` free of i, c and c' nonzero), so no two rows touch one element.
+// `c' * j + r'` free of i, c and c' nonzero; or one index `c * i + c' * j + r` with |c| at least
+// |c'| times j's extent), so no two rows touch one element.
 bool RowBlockable(const loop::ForNode* n, const loop::ForNode* j, const ReductionBody& body) {
   if (n->for_kind != ForKind::kSerial || n->var->dtype != DType::kInt64) return false;
   const VarNode* i = n->var.get();
@@ -399,13 +401,18 @@ bool RowBlockable(const loop::ForNode* n, const loop::ForNode* j, const Reductio
   for (const Access& a : scan.accesses) {
     if (!a.store || accs.count(a.buffer)) continue;
     const std::vector<Expr>& idx = *a.indices;
-    bool by_i = false, by_j = false;
+    bool by_i = false, by_j = false, flat = false;
+    int64_t j_extent = 0;
     for (const Expr& e : idx) {
       std::optional<int64_t> ci = AffineCoefficient(e, i), cj = AffineCoefficient(e, jv);
       by_i = by_i || (ci && *ci != 0 && !Mentions(e, jv));
       by_j = by_j || (cj && *cj != 0 && !Mentions(e, i));
+      // One flat index `ci * i + cj * j + r` (CollapseLoops' form) whose rows do not overlap:
+      // j spans less than |ci|.
+      flat = flat || (ci && cj && *cj != 0 && loop::IsConstInt(j->extent, &j_extent) &&
+                      std::abs(*ci) >= std::abs(*cj) * j_extent);
     }
-    if (!by_i || !by_j) return false;
+    if (!(by_i && by_j) && !flat) return false;
   }
   return true;
 }

@@ -310,6 +310,28 @@ TEST(ParallelizeLoops, InnerLoopWindowsWithinTheStride) {
   ExpectSameResults(matvec, pm, {{1}, {9}});
 }
 
+// A flat index (CollapseLoops' form) with an inner term whose coefficient is a multiple of one
+// above the iteration's whole reach: the rows of a row block sit 12544 apart, and column tile p
+// of 196 reaches 64 * 195 + 63 < 12544, so tiles never meet; with rows 12000 apart they would.
+TEST(ParallelizeLoops, FlatIndexWithRowsAboveTheReach) {
+  auto tiles = [](int64_t row_stride) {
+    Var p = loop::MakeVar("p"), r = loop::MakeVar("r"), j = loop::MakeVar("j");
+    Buffer x = Buf("x", {I(4 * 12544)}), out = Buf("out", {I(4 * 12544)});
+    Expr at = loop::Add(loop::Add(loop::Mul(r, I(row_stride)), loop::Mul(p, I(64))), j);
+    return Func(
+        {x, out}, 1, {},
+        Loop(p, I(196),
+             Loop(r, I(4),
+                  Loop(j, I(64), loop::Store(out, {at}, loop::Mul(loop::Load(x, {at}), F(2)))))));
+  };
+  auto apart = tiles(12544);
+  auto g = Parallelize(apart);
+  EXPECT_THAT(BodyText(g), HasSubstr("for p in [0, 196) parallel {"));
+  ExpectSameResults(apart, g);
+  auto overlapping = tiles(12000);
+  EXPECT_EQ(loop::Print(Parallelize(overlapping)), loop::Print(overlapping));
+}
+
 // A symbolic extent with a known bound (a tail) counts as its bound.
 TEST(ParallelizeLoops, BoundedSymbolicExtentsAreShort) {
   Var n = loop::MakeVar("n"), i = loop::MakeVar("i");

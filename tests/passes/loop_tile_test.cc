@@ -109,6 +109,37 @@ TEST(TileLoops, FullTilesOfAMatmulWithEpilogue) {
   ExpectSameResults(f, g, {{1}, {5}});
 }
 
+// The same matmul with out written at one flat index (CollapseLoops' form: out[i * 256 + j] into
+// a buffer with explicit strides): rows 256 apart, columns within one row, so the rows still
+// run as blocks.
+TEST(TileLoops, FlatIndexRowsRunAsBlocks) {
+  Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");
+  Buffer a = Buf("a", {I(8), I(5)}), b = Buf("b", {I(5), I(256)});
+  Buffer out = loop::MakeBuffer("out", DType::kFloat32, {I(8), I(256)},
+                                loop::BufferNode::Scope::kGlobal, {I(256), I(1)});
+  Expr dot = Sum(loop::Mul(loop::Load(a, {i, k}), loop::Load(b, {k, j})), k, I(5));
+  auto f = Func(
+      {a, b, out}, 2, {},
+      Loop(i, I(8), Loop(j, I(256), loop::Store(out, {loop::Add(loop::Mul(i, I(256)), j)}, dot))));
+  auto g = Tile(f, 64, "TileLoops", 4);
+  EXPECT_THAT(BodyText(g), HasSubstr("alloc acc0: f32[256] local")) << BodyText(g);
+  ExpectSameResults(f, g);
+}
+
+// Structurally equal reductions in one store (an activation reading its input twice) share one
+// accumulator, whatever their axes are named.
+TEST(TileLoops, EqualReductionsShareAnAccumulator) {
+  Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k"),
+      k2 = loop::MakeVar("k2");
+  Buffer a = Buf("a", {I(4), I(3)}), b = Buf("b", {I(3), I(8)}), out = Buf("out", {I(4), I(8)});
+  Expr d1 = Sum(loop::Mul(loop::Load(a, {i, k}), loop::Load(b, {k, j})), k, I(3));
+  Expr d2 = Sum(loop::Mul(loop::Load(a, {i, k2}), loop::Load(b, {k2, j})), k2, I(3));
+  auto f = Func({a, b, out}, 2, {},
+                Loop(i, I(4), Loop(j, I(8), loop::Store(out, {i, j}, loop::Mul(d1, d2)))));
+  EXPECT_THAT(BodyText(f), HasSubstr("out[i, j] = acc0[0] * acc0[0]")) << BodyText(f);
+  EXPECT_THAT(BodyText(f), Not(HasSubstr("acc1")));
+}
+
 // A constant extent that is not a multiple of the tile: one full tile (no loop) and a tail of
 // its own width; a one-column tail needs no j_inner loop at all.
 TEST(TileLoops, ConstantTailTiles) {

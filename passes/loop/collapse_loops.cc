@@ -1,0 +1,249 @@
+// CollapseLoops: a loop whose body is one inner loop becomes a single loop over both, when
+// every access they make walks memory as the flat index would.
+//
+//   before:  for h in [0, 28) {                  after:  for h_w in [0, 784) {
+//              for w in [0, 28) {                          out[c * 784 + h_w] =
+//                out[c, h, w] = x[c, h, w] * s[c]              x[c * 784 + h_w] * s[c]
+//              }                                         }
+//            }
+//
+// Why: operators lower to one loop per dimension, and the innermost one is what VectorizeLoops
+// turns into vectors. Image tensors have short rows (56, 28, 14, 7 columns), so most of each
+// row would run as a scalar tail, and a reduction over [H, W] (a global pool) as a nest of short
+// loops. Collapsed, the loop runs over H * W contiguous elements. For a 1x1 convolution the
+// collapsed loop is the column loop of a matrix product over the output pixels, which TileLoops
+// then blocks, with the bias and activation applied as each tile is stored.
+//
+// The rule. A serial loop over a in [0, A) whose body is exactly a serial loop over b in
+// [0, B) (constant extents, mins 0) collapses when every load and store in the inner body that
+// reads a or b has a flat element offset F (sum of index * stride, with the buffer's strides
+// or row-major ones) that is affine in both, with coef(a) = B * coef(b): then
+// F = coef(b) * (a * B + b) + r, and with p = a * B + b running over [0, A * B) in order, the
+// access is F(a = 0, b = p), and iterations run in the same order as before. a and b must
+// appear nowhere else (a loop bound, a condition, a value): those would need p // B and p % B.
+// A rewritten access is a single flat index into its buffer, re-made with explicit strides for
+// the whole function (every reference to a buffer names one object); Verify, FlattenBuffers and
+// the code generator read a single index into a buffer with explicit strides as the flat offset.
+// Applied bottom up, so [N, C, H, W] elementwise loops collapse to one loop where all accesses
+// allow it (a broadcast along C stops the collapse at C).
+//
+// Two modes, two places in the pipeline (option `column_walks_only`):
+//  - before TileLoops, only pairs whose inner loop holds a reduction that reads along the
+//    collapsed variable with coefficient 1 (the column walk TileLoops blocks: a 1x1 conv's
+//    pixels). Collapsing more there would hide the row structure FuseLoops needs (a layer norm
+//    is a row loop around reductions along the last axis; those are left alone).
+//  - after FuseLoops, all pairs.
+#include <map>
+#include <optional>
+
+#include "ir/loop/loop_visitor.h"
+#include "passes/loop/loop_analysis.h"
+#include "passes/loop_pass.h"
+
+namespace kiln {
+namespace {
+
+using loop::Buffer;
+using loop::Expr;
+using loop::ForKind;
+using loop::Stmt;
+using loop::VarNode;
+
+// Strides a buffer's flat offset uses: its own, or row-major from its shape.
+std::vector<Expr> FlatStrides(const loop::BufferNode& b) {
+  return b.strides.empty() ? loop::RowMajorStrides(b.shape) : b.strides;
+}
+
+// The flat element offset of a scalar access, or nullopt (vector lanes, an index count that
+// matches neither the rank nor a single flat index).
+std::optional<Expr> FlatIndex(const loop::BufferNode& b, const std::vector<Expr>& indices) {
+  for (const Expr& e : indices)
+    if (e->lanes != 1) return std::nullopt;
+  std::vector<Expr> strides = FlatStrides(b);
+  if (indices.size() == 1 && b.shape.size() > 1)
+    return b.strides.empty() ? std::nullopt : std::optional<Expr>(indices[0]);
+  if (indices.size() != strides.size()) return std::nullopt;
+  Expr offset = loop::IntImm(0);
+  for (size_t d = 0; d < indices.size(); ++d)
+    offset = loop::Add(offset, loop::Mul(loop::Cast(DType::kInt64, indices[d]), strides[d]));
+  return offset;
+}
+
+bool MentionsAny(const std::vector<Expr>& indices, const VarNode* a, const VarNode* b) {
+  for (const Expr& e : indices)
+    if (loop::Mentions(e, a) || loop::Mentions(e, b)) return true;
+  return false;
+}
+
+// Counts uses of two variables outside the index lists of loads and stores.
+class OtherUses : public loop::Visitor {
+ public:
+  OtherUses(const VarNode* a, const VarNode* b) : a_(a), b_(b) {}
+  bool found = false;
+
+ protected:
+  void VisitVar(const VarNode* n, const Expr&) override { found |= n == a_ || n == b_; }
+  void VisitLoad(const loop::LoadNode*, const Expr&) override {}  // indices checked apart
+  void VisitStore(const loop::StoreNode* n, const Stmt&) override { VisitExpr(n->value); }
+
+ private:
+  const VarNode* a_;
+  const VarNode* b_;
+};
+
+// Loads inside stores' values are visited by OtherUses only through VisitStore's value, where
+// VisitLoad skips them; their indices are among the accesses AccessScanner lists.
+
+class Collapser : public loop::Mutator {
+ public:
+  explicit Collapser(bool column_walks_only) : column_walks_only_(column_walks_only) {}
+
+  // The buffer that now replaces `b` (itself unless a collapse re-made it).
+  Buffer Current(const Buffer& b) {
+    auto it = remade_.find(b.get());
+    return it == remade_.end() ? b : it->second;
+  }
+  bool changed() const { return !remade_.empty() || collapsed_; }
+
+ protected:
+  Stmt MutateFor(const loop::ForNode* n, const Stmt& self) override {
+    Stmt s = Mutator::MutateFor(n, self);
+    const loop::ForNode* outer = loop::AsFor(s);
+    if (!outer) return s;
+    if (Stmt c = TryCollapse(outer)) {
+      collapsed_ = true;
+      return c;
+    }
+    return s;
+  }
+
+ private:
+  Stmt TryCollapse(const loop::ForNode* outer) {
+    const loop::ForNode* inner = loop::AsFor(outer->body);
+    int64_t a_extent, b_extent, zero;
+    if (!inner || outer->for_kind != ForKind::kSerial || inner->for_kind != ForKind::kSerial ||
+        !loop::IsConstInt(outer->extent, &a_extent) ||
+        !loop::IsConstInt(inner->extent, &b_extent) || !loop::IsConstInt(outer->min, &zero) ||
+        zero != 0 || !loop::IsConstInt(inner->min, &zero) || zero != 0 || a_extent < 1 ||
+        b_extent < 1)
+      return nullptr;
+    const VarNode* a = outer->var.get();
+    const VarNode* b = inner->var.get();
+    OtherUses other(a, b);
+    other.VisitStmt(inner->body);
+    if (other.found) return nullptr;
+    loop::AccessScanner scan;
+    scan.VisitStmt(inner->body);
+    bool column_walk = false;
+    for (const loop::Access& acc : scan.accesses) {
+      if (!MentionsAny(*acc.indices, a, b)) continue;
+      std::optional<Expr> flat = FlatIndex(*acc.buffer, *acc.indices);
+      if (!flat) return nullptr;
+      std::optional<int64_t> ca = loop::AffineCoefficient(*flat, a);
+      std::optional<int64_t> cb = loop::AffineCoefficient(*flat, b);
+      if (!ca || !cb || *ca != b_extent * *cb) return nullptr;
+      column_walk |= !acc.store && acc.loop_depth > 0 && *cb == 1;
+    }
+    if (column_walks_only_ && !column_walk) return nullptr;
+
+    loop::Var p = loop::MakeVar(outer->var->name + "_" + inner->var->name);
+    AccessRewriter rewrite(this, outer->var, inner->var, p);
+    Stmt body = rewrite.MutateStmt(inner->body);
+    return loop::For(p, loop::IntImm(0), loop::IntImm(a_extent * b_extent), ForKind::kSerial, body);
+  }
+
+  // Rewrites the accesses of one collapsed body to single flat indices in p.
+  class AccessRewriter : public loop::Mutator {
+   public:
+    AccessRewriter(Collapser* c, loop::Var a, loop::Var b, loop::Var p)
+        : c_(c), a_(std::move(a)), b_(std::move(b)), p_(std::move(p)) {}
+
+   protected:
+    Expr MutateLoad(const loop::LoadNode* n, const Expr& self) override {
+      Expr e = Mutator::MutateLoad(n, self);
+      const loop::LoadNode* load = loop::AsLoad(e);
+      if (!load || !MentionsAny(load->indices, a_.get(), b_.get())) return e;
+      return loop::Load(c_->Strided(load->buffer), {Flat(*load->buffer, load->indices)});
+    }
+    Stmt MutateStore(const loop::StoreNode* n, const Stmt& self) override {
+      Stmt s = Mutator::MutateStore(n, self);
+      const loop::StoreNode* store = loop::AsStore(s);
+      if (!store || !MentionsAny(store->indices, a_.get(), b_.get())) return s;
+      return loop::Store(c_->Strided(store->buffer), {Flat(*store->buffer, store->indices)},
+                         store->value);
+    }
+
+   private:
+    Expr Flat(const loop::BufferNode& buf, const std::vector<Expr>& indices) {
+      Expr flat = *FlatIndex(buf, indices);  // TryCollapse checked every such access
+      return loop::Substitute(loop::Substitute(flat, a_, loop::IntImm(0)), b_, p_);
+    }
+    Collapser* c_;
+    loop::Var a_, b_, p_;
+  };
+
+  // `b` with explicit strides (one object per buffer for the whole function).
+  Buffer Strided(const Buffer& b) {
+    if (!b->strides.empty() || b->shape.size() < 2) return b;
+    auto it = remade_.find(b.get());
+    if (it != remade_.end()) return it->second;
+    Buffer out = loop::MakeBuffer(b->name, b->dtype, b->shape, b->scope, FlatStrides(*b));
+    remade_.emplace(b.get(), out);
+    return out;
+  }
+
+  bool column_walks_only_;
+  bool collapsed_ = false;
+  std::map<const loop::BufferNode*, Buffer> remade_;
+};
+
+// Replaces every reference to a re-made buffer (allocs, frees, accesses the collapse did not
+// rewrite, schedule-block regions) with the new object.
+class ReplaceBuffers : public loop::Mutator {
+ public:
+  explicit ReplaceBuffers(Collapser* c) : c_(c) {}
+
+ protected:
+  Buffer MutateBuffer(const Buffer& b) override { return c_->Current(b); }
+
+ private:
+  Collapser* c_;
+};
+
+loop::PrimFunc CollapseLoops(const loop::PrimFunc& f, bool column_walks_only) {
+  Collapser collapser(column_walks_only);
+  Stmt body = collapser.MutateStmt(f->body);
+  if (!collapser.changed()) return f;
+  ReplaceBuffers replace(&collapser);
+  body = replace.MutateStmt(body);
+  auto out = std::make_shared<loop::PrimFuncNode>(*f);
+  for (Buffer& b : out->buffer_params) b = collapser.Current(b);
+  out->body = std::move(body);
+  return out;
+}
+
+}  // namespace
+
+void RegisterCollapseLoopsPass(PassRegistry& r) {
+  r.Register(PassRegistration{
+      .name = "CollapseLoops",
+      .opt_level = 2,
+      .required = {},
+      .options = {{"column_walks_only", AttrKind::kBool, AttrValue{false}, nullptr}},
+      .doc = "make a loop and the one loop in its body a single loop over both where every "
+             "access is affine in the flat index; column_walks_only: only around reductions "
+             "that read along the inner loop (for TileLoops)",
+      .create =
+          [](const Attrs& o) {
+            bool column_walks_only = o.GetBool("column_walks_only");
+            return CreateLoopFuncPass(
+                PassInfo{"CollapseLoops", 2, {}},
+                [column_walks_only](const loop::PrimFunc& f, const PassContext&) {
+                  return CollapseLoops(f, column_walks_only);
+                },
+                o);
+          },
+  });
+}
+
+}  // namespace kiln

@@ -1,0 +1,162 @@
+// CollapseLoops: golden tests on printed loop IR for the nests it collapses and those it must
+// leave alone, and kernels compiled before and after compared bit for bit.
+#include <gtest/gtest.h>
+
+#include "common/loop_test_util.h"
+#include "ir/loop/loop_text.h"
+#include "passes/loop_pass.h"
+#include "passes/lower_to_loops.h"
+
+namespace kiln::loop {
+namespace {
+
+using test::MakePrimFunc;
+
+Expr I(int64_t v) {
+  return IntImm(v);
+}
+
+Buffer F32(const std::string& name, std::vector<Expr> shape) {
+  return MakeBuffer(name, DType::kFloat32, std::move(shape));
+}
+
+Stmt Loop(const Var& v, const Expr& extent, Stmt body) {
+  return For(v, I(0), extent, ForKind::kSerial, std::move(body));
+}
+
+PrimFunc Collapsed(const PrimFunc& f, bool column_walks_only = false) {
+  Attrs options;
+  if (column_walks_only) options.Set("column_walks_only", true);
+  return test::RunLoopPass(PassRegistry::Global().Create("CollapseLoops", options), f);
+}
+
+void ExpectSameResults(const PrimFunc& before, const PrimFunc& after) {
+  test::ExpectSameResults(before, after, {53, -2, 2});
+}
+
+// out[n, c, h, w] = x[n, c, h, w] * 2 + y[n, c, h, w]: one loop over every element.
+TEST(CollapseLoops, DenseElementwiseNestBecomesOneLoop) {
+  Var n = MakeVar("n"), c = MakeVar("c"), h = MakeVar("h"), w = MakeVar("w");
+  std::vector<Expr> shape = {I(2), I(3), I(5), I(7)};
+  Buffer x = F32("x", shape), y = F32("y", shape), out = F32("out", shape);
+  std::vector<Expr> at = {n, c, h, w};
+  PrimFunc f = MakePrimFunc(
+      {x, y, out}, {},
+      Loop(n, I(2),
+           Loop(c, I(3),
+                Loop(h, I(5),
+                     Loop(w, I(7),
+                          Store(out, at, Add(Mul(Load(x, at), FloatImm(2)), Load(y, at))))))));
+  PrimFunc g = Collapsed(f);
+  EXPECT_EQ(Print(g->body), R"(for n_c_h_w in [0, 210) {
+  out[n_c_h_w] = x[n_c_h_w] * 2.0f + y[n_c_h_w]
+}
+)");
+  EXPECT_EQ(g->buffer_params[0]->strides.size(), 4u);  // re-made with explicit strides
+  ExpectSameResults(f, g);
+}
+
+// A per-channel operand (s[c]) is affine in c but not in the flat index over (c, h, w): the
+// collapse stops at h, w.
+TEST(CollapseLoops, BroadcastAlongChannelsStopsAtTheImage) {
+  Var c = MakeVar("c"), h = MakeVar("h"), w = MakeVar("w");
+  Buffer x = F32("x", {I(3), I(4), I(6)}), s = F32("s", {I(3)}),
+         out = F32("out", {I(3), I(4), I(6)});
+  PrimFunc f = MakePrimFunc(
+      {x, s, out}, {},
+      Loop(c, I(3),
+           Loop(h, I(4),
+                Loop(w, I(6), Store(out, {c, h, w}, Mul(Load(x, {c, h, w}), Load(s, {c})))))));
+  PrimFunc g = Collapsed(f);
+  EXPECT_EQ(Print(g->body), R"(for c in [0, 3) {
+  for h_w in [0, 24) {
+    out[c * 24 + h_w] = x[c * 24 + h_w] * s[c]
+  }
+}
+)");
+  ExpectSameResults(f, g);
+}
+
+// Each of these needs h // W and h % W in the flat loop, so nothing changes.
+TEST(CollapseLoops, NestsThatStay) {
+  Var h = MakeVar("h"), w = MakeVar("w");
+  Buffer x = F32("x", {I(6), I(4)}), out = F32("out", {I(4), I(6)});
+  // A transpose: out is walked along rows, x down columns.
+  PrimFunc transpose =
+      MakePrimFunc({x, out}, {}, Loop(h, I(4), Loop(w, I(6), Store(out, {h, w}, Load(x, {w, h})))));
+  EXPECT_EQ(Print(Collapsed(transpose)->body), Print(transpose->body));
+  // A loop variable used as a value.
+  PrimFunc iota = MakePrimFunc(
+      {x, out}, {}, Loop(h, I(4), Loop(w, I(6), Store(out, {h, w}, Cast(DType::kFloat32, h)))));
+  EXPECT_EQ(Print(Collapsed(iota)->body), Print(iota->body));
+  // An inner extent that is not the buffer's row length (a crop).
+  PrimFunc crop =
+      MakePrimFunc({x, out}, {}, Loop(h, I(4), Loop(w, I(5), Store(out, {h, w}, FloatImm(1)))));
+  EXPECT_EQ(Print(Collapsed(crop)->body), Print(crop->body));
+}
+
+// A reduction over [H, W] (a global pool): its two loops become one, in the same order, so the
+// sum is bit for bit the same.
+TEST(CollapseLoops, ReductionOverTheImage) {
+  Var c = MakeVar("c"), h = MakeVar("h"), w = MakeVar("w");
+  Buffer x = F32("x", {I(3), I(7), I(7)}), out = F32("out", {I(3)});
+  Buffer acc = MakeBuffer("acc", DType::kFloat32, {I(1)}, BufferNode::Scope::kLocal);
+  PrimFunc f = MakePrimFunc(
+      {x, out}, {},
+      Loop(c, I(3),
+           Seq({Alloc(acc), Store(acc, {I(0)}, FloatImm(0)),
+                Loop(h, I(7),
+                     Loop(w, I(7), Store(acc, {I(0)}, Add(Load(acc, {I(0)}), Load(x, {c, h, w}))))),
+                Store(out, {c}, Load(acc, {I(0)})), Free(acc)})));
+  PrimFunc g = Collapsed(f);
+  EXPECT_NE(Print(g->body).find("for h_w in [0, 49) {"), std::string::npos) << Print(g->body);
+  ExpectSameResults(f, g);
+}
+
+// Before TileLoops only the loops around a reduction that reads along the inner loop collapse:
+// a 1x1 conv's pixels (x read at [k, h, w] inside the reduction over k), not a row loop around
+// a reduction along the last axis.
+TEST(CollapseLoops, ColumnWalksOnly) {
+  Var m = MakeVar("m"), h = MakeVar("h"), w = MakeVar("w"), k = MakeVar("k");
+  Buffer x = F32("x", {I(5), I(3), I(8)}), wt = F32("wt", {I(4), I(5)}),
+         out = F32("out", {I(4), I(3), I(8)});
+  Expr conv = Reduce(ReduceKind::kSum, Mul(Load(wt, {m, k}), Load(x, {k, h, w})), {{k, I(5)}});
+  PrimFunc f = LowerReductions(MakePrimFunc(
+      {x, wt, out}, {}, Loop(m, I(4), Loop(h, I(3), Loop(w, I(8), Store(out, {m, h, w}, conv))))));
+  PrimFunc g = Collapsed(f, true);
+  std::string text = Print(g->body);
+  EXPECT_NE(text.find("for h_w in [0, 24) {"), std::string::npos) << text;
+  EXPECT_NE(text.find("for m in [0, 4) {"), std::string::npos) << text;
+  ExpectSameResults(f, g);
+
+  Var i = MakeVar("i"), j = MakeVar("j"), k2 = MakeVar("k2");
+  Buffer y = F32("y", {I(3), I(4), I(6)}), sums = F32("sums", {I(3), I(4)});
+  Expr row_sum = Reduce(ReduceKind::kSum, Load(y, {i, j, k2}), {{k2, I(6)}});
+  PrimFunc rows = LowerReductions(
+      MakePrimFunc({y, sums}, {}, Loop(i, I(3), Loop(j, I(4), Store(sums, {i, j}, row_sum)))));
+  EXPECT_EQ(Print(Collapsed(rows, true)->body), Print(rows->body));
+  // Without the restriction the row loops do collapse.
+  EXPECT_NE(Print(Collapsed(rows)->body).find("for i_j in [0, 12) {"), std::string::npos);
+}
+
+// A buffer accessed both inside a collapsed nest and elsewhere is one object everywhere.
+TEST(CollapseLoops, RemadeBufferIsOneObject) {
+  Var h = MakeVar("h"), w = MakeVar("w"), i = MakeVar("i");
+  Buffer x = F32("x", {I(4), I(6)}), out = F32("out", {I(4), I(6)});
+  PrimFunc f =
+      MakePrimFunc({x, out}, {},
+                   Seq({Loop(h, I(4), Loop(w, I(6), Store(out, {h, w}, Load(x, {h, w})))),
+                        Loop(i, I(4), Store(out, {i, i}, Add(Load(out, {i, i}), FloatImm(1))))}));
+  PrimFunc g = Collapsed(f);  // RunLoopPass verifies: one object per buffer
+  EXPECT_EQ(Print(g->body), R"(for h_w in [0, 24) {
+  out[h_w] = x[h_w]
+}
+for i in [0, 4) {
+  out[i, i] = out[i, i] + 1.0f
+}
+)");
+  ExpectSameResults(f, g);
+}
+
+}  // namespace
+}  // namespace kiln::loop
