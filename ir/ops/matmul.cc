@@ -310,6 +310,11 @@ std::vector<LTensor> LowerGemm(LowerContext& ctx, const std::vector<LTensor>& in
     auto y = [&](const loop::Expr& k) { return trans_b ? b.at({j, k}) : b.at({k, j}); };
     loop::Expr dot = DotProduct(ctx, k_extent, x, y, AccumDType(dtype));
     if (alpha == 1.0 && !use_c) return loop::Cast(dtype, dot);
+    // f32 with alpha = beta = 1 (a Linear layer's bias): adding in f32 gives the bits the
+    // reference's f64 sum rounded to f32 does (double rounding is harmless for + when the wider
+    // format has at least 2p + 2 bits: 53 >= 2 * 24 + 2), without converting each tile to f64.
+    if (dtype == DType::kFloat32 && alpha == 1.0 && beta == 1.0 && use_c)
+      return loop::Add(dot, c.at(lower::BroadcastIndex(c, idx)));
     // Integer alpha and beta are whole numbers within int64 (checked by the type relation).
     const DType e = IsFloat(dtype) ? DType::kFloat64 : DType::kInt64;
     auto scalar = [e](double v) {
