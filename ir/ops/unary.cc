@@ -74,7 +74,7 @@ Expr LowerSigmoid(const Expr& x) {
 }
 
 // The reference's `x < 0 ? 0 : x`: the loop IR's max propagates NaN and is `a < b ? b : a`
-// otherwise, so it also keeps -0 (ir/loop/binary_ops.def, jit/llvm_codegen.cc).
+// otherwise, so it also keeps -0 (ir/loop/binary_ops.def, jit/llvm_emit_expr.cc).
 Expr LowerRelu(const Expr& x) {
   return loop::Max(x, C(0, x));
 }

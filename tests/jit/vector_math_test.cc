@@ -1,5 +1,5 @@
 // Accuracy of the math the LLVM code generator emits for exp, log, tanh, erf, sin, cos and pow
-// (jit/llvm_codegen.cc, EmitCall), in ulps against long double libm, for f32 and f64, through
+// (jit/llvm_emit_expr.cc, EmitCall), in ulps against long double libm, for f32 and f64, through
 // both the vector loop and the scalar tail of one kernel; and f16/bf16, which compute through
 // f32. The rules a result must keep:
 //   (a) its class agrees with the reference exactly: NaN where the reference is NaN; the same
