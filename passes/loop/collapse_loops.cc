@@ -49,26 +49,6 @@ using loop::ForKind;
 using loop::Stmt;
 using loop::VarNode;
 
-// Strides a buffer's flat offset uses: its own, or row-major from its shape.
-std::vector<Expr> FlatStrides(const loop::BufferNode& b) {
-  return b.strides.empty() ? loop::RowMajorStrides(b.shape) : b.strides;
-}
-
-// The flat element offset of a scalar access, or nullopt (vector lanes, an index count that
-// matches neither the rank nor a single flat index).
-std::optional<Expr> FlatIndex(const loop::BufferNode& b, const std::vector<Expr>& indices) {
-  for (const Expr& e : indices)
-    if (e->lanes != 1) return std::nullopt;
-  std::vector<Expr> strides = FlatStrides(b);
-  if (indices.size() == 1 && b.shape.size() > 1)
-    return b.strides.empty() ? std::nullopt : std::optional<Expr>(indices[0]);
-  if (indices.size() != strides.size()) return std::nullopt;
-  Expr offset = loop::IntImm(0);
-  for (size_t d = 0; d < indices.size(); ++d)
-    offset = loop::Add(offset, loop::Mul(loop::Cast(DType::kInt64, indices[d]), strides[d]));
-  return offset;
-}
-
 bool MentionsAny(const std::vector<Expr>& indices, const VarNode* a, const VarNode* b) {
   for (const Expr& e : indices)
     if (loop::Mentions(e, a) || loop::Mentions(e, b)) return true;
@@ -137,7 +117,7 @@ class Collapser : public loop::Mutator {
     bool column_walk = false;
     for (const loop::Access& acc : scan.accesses) {
       if (!MentionsAny(*acc.indices, a, b)) continue;
-      std::optional<Expr> flat = FlatIndex(*acc.buffer, *acc.indices);
+      std::optional<Expr> flat = loop::FlatIndex(*acc.buffer, *acc.indices);
       if (!flat) return nullptr;
       std::optional<int64_t> ca = loop::AffineCoefficient(*flat, a);
       std::optional<int64_t> cb = loop::AffineCoefficient(*flat, b);
@@ -175,7 +155,7 @@ class Collapser : public loop::Mutator {
 
    private:
     Expr Flat(const loop::BufferNode& buf, const std::vector<Expr>& indices) {
-      Expr flat = *FlatIndex(buf, indices);  // TryCollapse checked every such access
+      Expr flat = *loop::FlatIndex(buf, indices);  // TryCollapse checked every such access
       return loop::Substitute(loop::Substitute(flat, a_, loop::IntImm(0)), b_, p_);
     }
     Collapser* c_;
@@ -187,7 +167,8 @@ class Collapser : public loop::Mutator {
     if (!b->strides.empty() || b->shape.size() < 2) return b;
     auto it = remade_.find(b.get());
     if (it != remade_.end()) return it->second;
-    Buffer out = loop::MakeBuffer(b->name, b->dtype, b->shape, b->scope, FlatStrides(*b));
+    Buffer out =
+        loop::MakeBuffer(b->name, b->dtype, b->shape, b->scope, loop::RowMajorStrides(b->shape));
     remade_.emplace(b.get(), out);
     return out;
   }

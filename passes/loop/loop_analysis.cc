@@ -86,6 +86,19 @@ std::vector<Expr> RowMajorStrides(const std::vector<Expr>& shape) {
   return strides;
 }
 
+std::optional<Expr> FlatIndex(const BufferNode& b, const std::vector<Expr>& indices) {
+  for (const Expr& e : indices)
+    if (e->lanes != 1) return std::nullopt;
+  if (indices.size() == 1 && b.shape.size() > 1)
+    return b.strides.empty() ? std::nullopt : std::optional<Expr>(indices[0]);
+  std::vector<Expr> strides = b.strides.empty() ? RowMajorStrides(b.shape) : b.strides;
+  if (indices.size() != strides.size()) return std::nullopt;
+  Expr offset = IntImm(0);
+  for (size_t d = 0; d < indices.size(); ++d)
+    offset = Add(offset, Mul(Cast(DType::kInt64, indices[d]), strides[d]));
+  return offset;
+}
+
 bool SameIndices(const std::vector<Expr>& a, const std::vector<Expr>& b) {
   if (a.size() != b.size()) return false;
   for (size_t k = 0; k < a.size(); ++k)

@@ -30,6 +30,11 @@ std::optional<int64_t> AffineCoefficient(const Expr& e, const VarNode* v);
 // Row-major strides from `shape`, innermost 1: [n, m, 16] -> [m * 16, 16, 1].
 std::vector<Expr> RowMajorStrides(const std::vector<Expr>& shape);
 
+// The flat element offset (sum of index * stride, with the buffer's strides or row-major ones)
+// of a scalar access to `b`, or nullopt (vector lanes, or an index count that is neither b's
+// rank nor one flat index into a buffer with explicit strides).
+std::optional<Expr> FlatIndex(const BufferNode& b, const std::vector<Expr>& indices);
+
 // Whether two index lists are structurally the same.
 bool SameIndices(const std::vector<Expr>& a, const std::vector<Expr>& b);
 

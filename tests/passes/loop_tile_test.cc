@@ -140,6 +140,51 @@ TEST(TileLoops, EqualReductionsShareAnAccumulator) {
   EXPECT_THAT(BodyText(f), Not(HasSubstr("acc1")));
 }
 
+// K blocks: each column tile's panel holds `tile.k` reduction steps, and the accumulator rows
+// wait in acc0_tile between blocks (100 steps in blocks of 25: first, two middle, last). The
+// terms still add in order: bit for bit the unblocked kernel.
+TEST(TileLoops, KBlocksKeepResultsBitForBit) {
+  auto f = Matmul(I(8), I(128), I(100), {});
+  auto g = test::RunLoopPipeline("TileLoops", f,
+                                 {{"tile.j", int64_t{64}},
+                                  {"tile.i", int64_t{4}},
+                                  {"tile.pack", true},
+                                  {"tile.k", int64_t{32}}});
+  std::string text = BodyText(g);
+  EXPECT_THAT(text, HasSubstr("alloc acc0_tile: f32[512] local")) << text;
+  EXPECT_THAT(text, HasSubstr("alloc b_panel: f32[1600] local")) << text;  // 25 x 64
+  EXPECT_THAT(text, HasSubstr("for k_block in [1, 3) {")) << text;
+  ExpectSameResults(f, g);
+  auto unblocked = test::RunLoopPipeline("TileLoops", f,
+                                         {{"tile.j", int64_t{64}},
+                                          {"tile.i", int64_t{4}},
+                                          {"tile.pack", true},
+                                          {"tile.k", int64_t{1}}});
+  EXPECT_THAT(BodyText(unblocked), Not(HasSubstr("acc0_tile")));
+}
+
+// A panel that would copy the same elements again and again (a stencil: the nine taps read
+// shifts of one row) is not made; a matmul's is.
+TEST(TileLoops, OverlappingPanelsAreNotPacked) {
+  Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");
+  Buffer w = Buf("w", {I(32), I(9)}), x = Buf("x", {I(130)}), out = Buf("out", {I(32), I(128)});
+  Expr tap = loop::Add(j, loop::FloorMod(k, I(3)));
+  auto stencil = Func(
+      {w, x, out}, 2, {},
+      Loop(
+          i, I(32),
+          Loop(j, I(128),
+               loop::Store(out, {i, j},
+                           Sum(loop::Mul(loop::Load(w, {i, k}), loop::Load(x, {tap})), k, I(9))))));
+  test::PassConfig no_pack_key = {{"tile.j", int64_t{64}}, {"tile.i", int64_t{2}}};
+  auto g = test::RunLoopPipeline("TileLoops", stencil, no_pack_key);
+  EXPECT_THAT(BodyText(g), Not(HasSubstr("_panel"))) << BodyText(g);
+  ExpectSameResults(stencil, g);
+  auto matmul = Matmul(I(32), I(128), I(9), {});
+  EXPECT_THAT(BodyText(test::RunLoopPipeline("TileLoops", matmul, no_pack_key)),
+              HasSubstr("b_panel"));
+}
+
 // A constant extent that is not a multiple of the tile: one full tile (no loop) and a tail of
 // its own width; a one-column tail needs no j_inner loop at all.
 TEST(TileLoops, ConstantTailTiles) {
@@ -368,6 +413,12 @@ TEST(TileLoops, ConfigKeyIsRegistered) {
   EXPECT_TRUE(test::ConfigRegisteredWithDefault("tile.j", int64_t{16}));
   EXPECT_TRUE(test::ConfigRegisteredWithDefault("tile.i", int64_t{6}));
   EXPECT_TRUE(test::ConfigRegisteredWithDefault("tile.pack", true));
+  EXPECT_TRUE(test::ConfigRegisteredWithDefault("tile.k", int64_t{0}));
+  auto f = Matmul(I(8), I(128), I(100), {});
+  EXPECT_THAT(ErrorMessage([&] {
+                test::RunLoopPipeline("TileLoops", f, {{"tile.k", int64_t{-1}}});
+              }),
+              HasSubstr("tile.k must not be negative"));
 }
 
 // ---- row blocks (tile.i) ----

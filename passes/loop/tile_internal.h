@@ -1,0 +1,83 @@
+// TileLoops' internals shared by passes/loop/tile.cc (the pattern, row blocks, tiles) and
+// passes/loop/tile_panels.cc (packed operand panels and their K blocks). Internal to the pass.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "ir/loop/loop.h"
+
+namespace kiln::tile_internal {
+
+using loop::Buffer;
+using loop::BufferNode;
+using loop::Expr;
+using loop::ForKind;
+using loop::Stmt;
+using loop::VarNode;
+
+// The j loop's body split into its parts.
+struct ReductionBody {
+  std::vector<Buffer> accumulators;  // in Alloc order
+  std::vector<Stmt> statements;      // between the Allocs and the Frees
+};
+
+// A block of rows: the i loop's variable becomes `base + r` for r in [0, rows).
+struct RowBlock {
+  const VarNode* i;
+  Expr base;
+  loop::Var r;
+  int64_t rows;
+};
+
+// A load inside a reduction loop `k` that reads a panel of an operand: `src[indices]`, where
+// the indices depend on j (the last one as `j + r`) and k, not on i. Within one column tile it
+// is read from `panel`, a copy of the K x Tj values the tile needs, laid out row after row:
+// panel[(k - k_min) * Tj + column].
+struct PackedLoad {
+  Buffer src;
+  std::vector<Expr> indices;
+  const loop::ForNode* k;
+  Buffer panel;
+};
+
+// One tile: columns [j0, j0 + width) of the j loop `n`, with accumulator rows of `row_extent`
+// (one row, or block->rows of them in a row block). `packs` (full tiles only, width = Tj) reads
+// those loads from their panels.
+Stmt BuildTile(const loop::ForNode* n, const ReductionBody& body, const loop::Var& j_inner,
+               const Expr& j0, const Expr& width, const Expr& row_extent, const RowBlock* block,
+               const std::vector<PackedLoad>* packs = nullptr);
+
+// The i loop `n` in blocks of `rows` rows, then the rows left, with `tile_for(block)` (block is
+// null for the rows left) as the body of each.
+Stmt TileRowBlocks(const loop::ForNode* n, int64_t rows,
+                   const std::function<Stmt(const RowBlock*)>& tile_for);
+
+// ---- tile_panels.cc ----
+
+// The loads that a column tile can read from packed panels (see PackedLoad): loads in a
+// reduction loop `k` that holds no other loop, of a buffer the body does not store, whose
+// indices depend on j and k and not on the row variable i. Distinct index lists get distinct
+// panels.
+std::vector<PackedLoad> FindPackedLoads(const ReductionBody& body, const VarNode* i,
+                                        const VarNode* j, int64_t tile);
+
+// The share of the K x Tj values a panel copies that are distinct elements of its source
+// (see tile_panels.cc); nullopt when it cannot be computed.
+std::optional<double> DistinctShare(const PackedLoad& p, int64_t tile);
+
+// Fills the panels of one column tile starting at column j0:
+//   for k in [k_min, k_min + K) { for c in [0, Tj) { panel[(k - k_min) * Tj + c] = src[j := j0 + c]
+//   } }
+Stmt PackPanel(const PackedLoad& p, const loop::ForNode* j, const Expr& j0, int64_t tile);
+
+// The packed column tile in K blocks of at most `k_block` steps (see tile_panels.cc), or
+// nullopt where the body does not allow it.
+std::optional<Stmt> KBlockedTile(const loop::ForNode* n, const loop::ForNode* j,
+                                 const ReductionBody& body, const std::vector<PackedLoad>& packs,
+                                 const Expr& j0, const loop::Var& j_inner, int64_t tile,
+                                 int64_t rows, int64_t k_block);
+
+}  // namespace kiln::tile_internal

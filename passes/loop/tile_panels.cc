@@ -1,0 +1,221 @@
+// TileLoops' packed operand panels (passes/loop/tile_internal.h): which loads a column tile
+// reads from a contiguous copy, when such a copy pays, and how it is filled, in K blocks that
+// keep each panel in L1.
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "ir/loop/loop_visitor.h"
+#include "passes/loop/loop_analysis.h"
+#include "passes/loop/tile_internal.h"
+
+namespace kiln::tile_internal {
+
+using loop::Access;
+using loop::Mentions;
+using loop::SameIndices;
+
+std::vector<PackedLoad> FindPackedLoads(const ReductionBody& body, const VarNode* i,
+                                        const VarNode* j, int64_t tile) {
+  std::set<const BufferNode*> stored;
+  loop::AccessScanner all;
+  for (const Stmt& s : body.statements) all.VisitStmt(s);
+  for (const Access& a : all.accesses)
+    if (a.store) stored.insert(a.buffer);
+  std::vector<PackedLoad> packs;
+  for (const Stmt& s : body.statements) {
+    const loop::ForNode* k = loop::AsFor(s);
+    if (!k || loop::ContainsStmtKind(k->body, {loop::StmtKind::kFor})) continue;
+    loop::AccessScanner scan;
+    scan.VisitStmt(k->body);
+    for (const Access& a : scan.accesses) {
+      if (a.store || stored.count(a.buffer)) continue;
+      const std::vector<Expr>& idx = *a.indices;
+      bool by_j = false, by_k = false, by_i = false;
+      for (const Expr& e : idx) {
+        by_j = by_j || Mentions(e, j);
+        by_k = by_k || Mentions(e, k->var.get());
+        by_i = by_i || Mentions(e, i);
+      }
+      if (!by_j || !by_k || by_i) continue;
+      bool seen = false;
+      for (const PackedLoad& p : packs)
+        seen = seen || (p.src.get() == a.buffer && p.k == k && SameIndices(p.indices, idx));
+      if (seen) continue;
+      // The Buffer handle of a.buffer, from the load itself.
+      struct Finder : loop::Visitor {
+        const BufferNode* want;
+        Buffer found;
+        void VisitExpr(const Expr& e) override {
+          if (const loop::LoadNode* l = loop::AsLoad(e); l && l->buffer.get() == want)
+            found = l->buffer;
+          loop::Visitor::VisitExpr(e);
+        }
+      } finder;
+      finder.want = a.buffer;
+      finder.VisitStmt(k->body);
+      Expr extent = loop::Mul(k->extent, loop::IntImm(tile));
+      packs.push_back({finder.found, idx, k,
+                       loop::MakeBuffer(a.buffer->name + "_panel", a.buffer->dtype, {extent},
+                                        BufferNode::Scope::kLocal)});
+    }
+  }
+  return packs;
+}
+
+// The share of the K x Tj values a panel copies that are distinct elements of its source: the
+// union of the K runs [offset(k), offset(k) + Tj) (j at 0, other variables at 0) over K * Tj.
+// About 1 for a matmul's operand (its rows are a full row apart); about 1/3 for a 3x3 stride-1
+// conv reading its padded input, whose nine taps per channel are shifts of three rows: there
+// the panel is an im2col copy three times the data it reads, which then streams from L2 where
+// the input itself stays in L1 (dynamic_conv's 16->32 3x3 conv at 112x112: 669 us packed, 575
+// unpacked). nullopt when the offsets are not constants once the variables are fixed, or K is
+// not a constant of at most 4096.
+std::optional<double> DistinctShare(const PackedLoad& p, int64_t tile) {
+  int64_t k_min = 0, depth = 0;
+  if (!loop::IsConstInt(p.k->min, &k_min) || !loop::IsConstInt(p.k->extent, &depth) || depth < 1 ||
+      depth > 4096)
+    return std::nullopt;
+  std::optional<Expr> flat = loop::FlatIndex(*p.src, p.indices);
+  if (!flat) return std::nullopt;
+  class Fix : public loop::Mutator {
+   public:
+    Fix(const VarNode* k, int64_t value) : k_(k), value_(value) {}
+
+   protected:
+    Expr MutateVar(const VarNode* n, const Expr&) override {
+      return loop::IntImm(n == k_ ? value_ : 0, n->dtype);
+    }
+
+   private:
+    const VarNode* k_;
+    int64_t value_;
+  };
+  std::vector<int64_t> starts;
+  for (int64_t k = k_min; k < k_min + depth; ++k) {
+    Fix fix(p.k->var.get(), k);
+    int64_t offset;
+    if (!loop::IsConstInt(fix.MutateExpr(*flat), &offset)) return std::nullopt;
+    starts.push_back(offset);
+  }
+  std::sort(starts.begin(), starts.end());
+  int64_t covered = 0, end = std::numeric_limits<int64_t>::min();
+  for (int64_t o : starts) {
+    covered += std::max<int64_t>(0, o + tile - std::max(o, end));
+    end = std::max(end, o + tile);
+  }
+  return static_cast<double>(covered) / (static_cast<double>(depth) * tile);
+}
+
+Stmt PackPanel(const PackedLoad& p, const loop::ForNode* j, const Expr& j0, int64_t tile) {
+  loop::Var k = loop::MakeVar(p.k->var->name + "_pack");
+  loop::Var c = loop::MakeVar(j->var->name + "_pack");
+  std::vector<Expr> idx;
+  for (const Expr& e : p.indices)
+    idx.push_back(loop::Substitute(loop::Substitute(e, j->var, loop::Add(j0, c)), p.k->var, k));
+  Expr at = loop::Add(loop::Mul(loop::Sub(k, p.k->min), loop::IntImm(tile)), c);
+  Stmt copy = loop::Store(p.panel, {at}, loop::Load(p.src, idx));
+  return loop::For(k, p.k->min, p.k->extent, ForKind::kSerial,
+                   loop::For(c, loop::IntImm(0), loop::IntImm(tile), ForKind::kSerial, copy));
+}
+
+// The packed column tile of TileRows in K blocks of at most `k_block` reduction steps, so that
+// each panel (k_block x Tj) stays in L1 while every row block reads it, rather than a K x Tj
+// panel streaming from L2 once per row block. The accumulator rows of all rows of the tile live
+// in `acc_tile` (rows x Tj) between blocks: the first block runs the body's statements before
+// the reduction (the initial values) and saves the rows; each middle block loads them, reduces
+// over its K block and saves them; the last block loads them, reduces, and runs the statements
+// after the reduction (the epilogue). Every output element still sums its terms in order, so
+// the results are bit for bit the unblocked ones.
+//
+// Only for one accumulator and one reduction loop (the one the panels are read in) with a
+// constant depth of at least two blocks, and a constant row count whose accumulator tile stays
+// within 128 KiB; nullopt otherwise.
+std::optional<Stmt> KBlockedTile(const loop::ForNode* n, const loop::ForNode* j,
+                                 const ReductionBody& body, const std::vector<PackedLoad>& packs,
+                                 const Expr& j0, const loop::Var& j_inner, int64_t tile,
+                                 int64_t rows, int64_t k_block) {
+  int64_t depth = 0, row_count = 0;
+  if (k_block < 1 || body.accumulators.size() != 1 || packs.empty() ||
+      !loop::IsConstInt(packs[0].k->extent, &depth) || depth < 2 * k_block ||
+      !loop::IsConstInt(n->extent, &row_count) || row_count * tile * 4 > (128 << 10))
+    return std::nullopt;
+  const loop::ForNode* k = packs[0].k;
+  size_t at = body.statements.size();
+  for (size_t s = 0; s < body.statements.size(); ++s) {
+    if (body.statements[s].get() == static_cast<const loop::StmtNode*>(k)) {
+      at = s;
+    } else if (loop::ContainsStmtKind(body.statements[s], {loop::StmtKind::kFor})) {
+      return std::nullopt;  // a second reduction
+    }
+  }
+  for (const PackedLoad& p : packs)
+    if (p.k != k) return std::nullopt;
+  if (at == body.statements.size()) return std::nullopt;
+
+  // Blocks of nearly equal depth: `blocks` of `step`, the last one what is left.
+  const int64_t blocks = (depth + k_block - 1) / k_block;
+  const int64_t step = (depth + blocks - 1) / blocks;
+  const int64_t last = depth - (blocks - 1) * step;
+  const Buffer& acc = body.accumulators[0];
+  Buffer acc_tile = loop::MakeBuffer(acc->name + "_tile", acc->dtype,
+                                     {loop::IntImm(row_count * tile)}, BufferNode::Scope::kLocal);
+  Expr zero = loop::IntImm(0);
+  Expr slot =
+      loop::Add(loop::Mul(loop::Sub(n->var, n->min), loop::IntImm(tile)), loop::Sub(j->var, j0));
+  Stmt save = loop::Store(acc_tile, {slot}, loop::Load(acc, {zero}));
+  Stmt load = loop::Store(acc, {zero}, loop::Load(acc_tile, {slot}));
+  std::vector<Buffer> panels;
+  for (const PackedLoad& p : packs)
+    panels.push_back(loop::MakeBuffer(p.panel->name, p.panel->dtype, {loop::IntImm(step * tile)},
+                                      BufferNode::Scope::kLocal));
+
+  // One K block [k_min, k_min + extent): its panels packed, then every row block over them.
+  std::vector<Stmt> keep;  // the block loops PackedLoad::k points at
+  auto block = [&](const Expr& k_min, int64_t extent, bool first, bool final) {
+    keep.push_back(loop::For(k->var, k_min, loop::IntImm(extent), k->for_kind, k->body));
+    const loop::ForNode* kb = loop::AsFor(keep.back());
+    std::vector<PackedLoad> bp = packs;
+    for (size_t p = 0; p < bp.size(); ++p) {
+      bp[p].k = kb;
+      bp[p].panel = panels[p];
+    }
+    ReductionBody part{body.accumulators, {}};
+    if (first) {
+      part.statements.assign(body.statements.begin(), body.statements.begin() + at);
+    } else {
+      part.statements.push_back(load);
+    }
+    part.statements.push_back(keep.back());
+    if (final) {
+      part.statements.insert(part.statements.end(), body.statements.begin() + at + 1,
+                             body.statements.end());
+    } else {
+      part.statements.push_back(save);
+    }
+    std::vector<Stmt> out;
+    for (const PackedLoad& p : bp) out.push_back(PackPanel(p, j, j0, tile));
+    // BuildTile reads `bp` while it runs, so it is built here, not lazily.
+    out.push_back(TileRowBlocks(n, rows, [&](const RowBlock* b) {
+      return BuildTile(j, part, j_inner, j0, loop::IntImm(tile), loop::IntImm(tile), b, &bp);
+    }));
+    return loop::Seq(std::move(out));
+  };
+
+  std::vector<Stmt> out;
+  for (const Buffer& b : panels) out.push_back(loop::Alloc(b));
+  out.push_back(loop::Alloc(acc_tile));
+  out.push_back(block(k->min, step, true, false));
+  if (blocks > 2) {
+    loop::Var kb = loop::MakeVar(k->var->name + "_block");
+    Expr k_min = loop::Add(k->min, loop::Mul(kb, loop::IntImm(step)));
+    out.push_back(loop::For(kb, loop::IntImm(1), loop::IntImm(blocks - 2), ForKind::kSerial,
+                            block(k_min, step, false, false)));
+  }
+  out.push_back(block(loop::Add(k->min, loop::IntImm((blocks - 1) * step)), last, false, true));
+  out.push_back(loop::Free(acc_tile));
+  for (auto it = panels.rbegin(); it != panels.rend(); ++it) out.push_back(loop::Free(*it));
+  return loop::Seq(std::move(out));
+}
+
+}  // namespace kiln::tile_internal
