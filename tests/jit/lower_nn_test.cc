@@ -244,6 +244,13 @@ std::vector<PoolCase> PoolCases() {
         {"pads", Ints{1, 1, 0, 1}}}},
       {{2, 2, 5, 4, 3}, {{"kernel_shape", Ints{2, 2, 2}}, {"strides", Ints{1, 2, 1}}}},
       {{2, 16, 31, 33}, {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}}},  // larger
+      // Windows that neither overlap nor pad, rows of 16 or more outputs: taps read in place.
+      {{2, 3, 9, 35}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}},
+      {{1, 2, 64}, {{"kernel_shape", Ints{2}}, {"strides", Ints{2}}}},
+      {{1, 3, 6, 50}, {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{3, 3}}}},
+      {{1, 1, 5, 52},
+       {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{3, 3}}, {"dilations", Ints{2, 2}}}},
+      {{1, 1, 4, 33}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"ceil_mode", true}}},
       // Padding wider than the input (see ConvCases).
       {{1, 4, 1},
        {{"kernel_shape", Ints{3}},
