@@ -2,6 +2,7 @@
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
 
 extern "C" void kiln_parallel_for(int64_t begin, int64_t end, void (*body)(int64_t, int64_t, void*),
                                   void* closure) {
@@ -12,5 +13,6 @@ extern "C" void kiln_parallel_for(int64_t begin, int64_t end, void (*body)(int64
   }
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(begin, end),
-      [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end(), closure); });
+      [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end(), closure); },
+      tbb::static_partitioner());
 }
