@@ -1,6 +1,8 @@
 // conv as a GEMM over a phase-split padded input (ir/ops/conv_gemm.h).
 #include "ir/ops/conv_gemm.h"
 
+#include <functional>
+
 #include "ir/error.h"
 #include "ir/ops/op_util.h"
 
@@ -216,20 +218,14 @@ std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
     Expr wval = FlatRead(wv, {m}, kk);
     return loop::Reduce(loop::ReduceKind::kSum, loop::Mul(wval, pval), {{kk, I64(k_total)}});
   };
+  // E itself where its columns are the output pixels (x read in place), else E stored once.
+  std::function<Expr(const std::vector<Expr>&)> e = gemm;
+  if (!split.direct)
+    e = ctx.Materialize(LTensor{t, {x.shape[0], I64(m_count), I64(columns)}, gemm}, "conv_gemm").at;
   std::optional<LTensor> bias;
   if (in.size() == 3) bias = in[2];
-  if (split.direct) {
-    auto out = [gemm, bias, split](const std::vector<Expr>& idx) {
-      Expr v = gemm({idx[0], idx[1], split.Column(idx)});
-      if (bias) v = loop::Add(v, bias->at({idx[1]}));
-      return v;
-    };
-    return std::vector<LTensor>{LTensor{t, out_shape, out}};
-  }
-  LTensor e =
-      ctx.Materialize(LTensor{t, {x.shape[0], I64(m_count), I64(columns)}, gemm}, "conv_gemm");
   auto out = [e, bias, split](const std::vector<Expr>& idx) {
-    Expr v = e.at({idx[0], idx[1], split.Column(idx)});
+    Expr v = e({idx[0], idx[1], split.Column(idx)});
     if (bias) v = loop::Add(v, bias->at({idx[1]}));
     return v;
   };

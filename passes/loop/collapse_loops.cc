@@ -55,7 +55,8 @@ bool MentionsAny(const std::vector<Expr>& indices, const VarNode* a, const VarNo
   return false;
 }
 
-// Counts uses of two variables outside the index lists of loads and stores.
+// Uses of two variables outside the index lists of loads and stores. Loads are skipped whole:
+// their indices are among the accesses AccessScanner lists, which TryCollapse checks apart.
 class OtherUses : public loop::Visitor {
  public:
   OtherUses(const VarNode* a, const VarNode* b) : a_(a), b_(b) {}
@@ -71,19 +72,13 @@ class OtherUses : public loop::Visitor {
   const VarNode* b_;
 };
 
-// Loads inside stores' values are visited by OtherUses only through VisitStore's value, where
-// VisitLoad skips them; their indices are among the accesses AccessScanner lists.
-
 class Collapser : public loop::Mutator {
  public:
   explicit Collapser(bool column_walks_only) : column_walks_only_(column_walks_only) {}
 
-  // The buffer that now replaces `b` (itself unless a collapse re-made it).
-  Buffer Current(const Buffer& b) {
-    auto it = remade_.find(b.get());
-    return it == remade_.end() ? b : it->second;
-  }
-  bool changed() const { return !remade_.empty() || collapsed_; }
+  // The buffers collapses re-made, each once for the whole function.
+  const loop::ExplicitStrides& strided() const { return strided_; }
+  bool changed() const { return !strided_.empty() || collapsed_; }
 
  protected:
   Stmt MutateFor(const loop::ForNode* n, const Stmt& self) override {
@@ -143,14 +138,14 @@ class Collapser : public loop::Mutator {
       Expr e = Mutator::MutateLoad(n, self);
       const loop::LoadNode* load = loop::AsLoad(e);
       if (!load || !MentionsAny(load->indices, a_.get(), b_.get())) return e;
-      return loop::Load(c_->Strided(load->buffer), {Flat(*load->buffer, load->indices)});
+      return loop::Load(c_->strided_.Strided(load->buffer), {Flat(*load->buffer, load->indices)});
     }
     Stmt MutateStore(const loop::StoreNode* n, const Stmt& self) override {
       Stmt s = Mutator::MutateStore(n, self);
       const loop::StoreNode* store = loop::AsStore(s);
       if (!store || !MentionsAny(store->indices, a_.get(), b_.get())) return s;
-      return loop::Store(c_->Strided(store->buffer), {Flat(*store->buffer, store->indices)},
-                         store->value);
+      return loop::Store(c_->strided_.Strided(store->buffer),
+                         {Flat(*store->buffer, store->indices)}, store->value);
     }
 
    private:
@@ -162,44 +157,19 @@ class Collapser : public loop::Mutator {
     loop::Var a_, b_, p_;
   };
 
-  // `b` with explicit strides (one object per buffer for the whole function).
-  Buffer Strided(const Buffer& b) {
-    if (!b->strides.empty() || b->shape.size() < 2) return b;
-    auto it = remade_.find(b.get());
-    if (it != remade_.end()) return it->second;
-    Buffer out =
-        loop::MakeBuffer(b->name, b->dtype, b->shape, b->scope, loop::RowMajorStrides(b->shape));
-    remade_.emplace(b.get(), out);
-    return out;
-  }
-
   bool column_walks_only_;
   bool collapsed_ = false;
-  std::map<const loop::BufferNode*, Buffer> remade_;
-};
-
-// Replaces every reference to a re-made buffer (allocs, frees, accesses the collapse did not
-// rewrite, schedule-block regions) with the new object.
-class ReplaceBuffers : public loop::Mutator {
- public:
-  explicit ReplaceBuffers(Collapser* c) : c_(c) {}
-
- protected:
-  Buffer MutateBuffer(const Buffer& b) override { return c_->Current(b); }
-
- private:
-  Collapser* c_;
+  loop::ExplicitStrides strided_;
 };
 
 loop::PrimFunc CollapseLoops(const loop::PrimFunc& f, bool column_walks_only) {
   Collapser collapser(column_walks_only);
   Stmt body = collapser.MutateStmt(f->body);
   if (!collapser.changed()) return f;
-  ReplaceBuffers replace(&collapser);
-  body = replace.MutateStmt(body);
+  // Allocs, frees and accesses the collapses did not rewrite still name the old buffers.
   auto out = std::make_shared<loop::PrimFuncNode>(*f);
-  for (Buffer& b : out->buffer_params) b = collapser.Current(b);
-  out->body = std::move(body);
+  for (Buffer& b : out->buffer_params) b = collapser.strided().Current(b);
+  out->body = collapser.strided().ReplaceIn(body);
   return out;
 }
 

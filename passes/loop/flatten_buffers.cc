@@ -23,7 +23,6 @@
 // A function pass: a re-made buffer replaces the old one everywhere, in the signature too
 // (buffer_params keeps its order, so the k-th parameter still binds the k-th pointer), and
 // every reference to one buffer must name the same new object.
-#include <unordered_map>
 
 #include "ir/loop/loop_visitor.h"
 #include "passes/loop/loop_analysis.h"
@@ -76,15 +75,7 @@ class Flattener : public loop::Mutator {
   Buffer Flat(const Buffer& b) { return MutateBuffer(b); }
 
  protected:
-  Buffer MutateBuffer(const Buffer& b) override {
-    if (b->shape.size() < 2 || !b->strides.empty()) return b;
-    auto it = remade_.find(b.get());
-    if (it != remade_.end()) return it->second;
-    Buffer out =
-        loop::MakeBuffer(b->name, b->dtype, b->shape, b->scope, loop::RowMajorStrides(b->shape));
-    remade_.emplace(b.get(), out);
-    return out;
-  }
+  Buffer MutateBuffer(const Buffer& b) override { return strided_.Strided(b); }
 
   Expr MutateLoad(const loop::LoadNode* n, const Expr& self) override {
     bool changed = false;
@@ -111,7 +102,7 @@ class Flattener : public loop::Mutator {
     return {FlatOffset(indices, b->strides)};
   }
 
-  std::unordered_map<const loop::BufferNode*, Buffer> remade_;
+  loop::ExplicitStrides strided_;
 };
 
 loop::PrimFunc FlattenBuffers(const loop::PrimFunc& f, const PassContext&) {

@@ -99,6 +99,34 @@ std::optional<Expr> FlatIndex(const BufferNode& b, const std::vector<Expr>& indi
   return offset;
 }
 
+Buffer ExplicitStrides::Strided(const Buffer& b) {
+  if (!b->strides.empty() || b->shape.size() < 2) return b;
+  auto it = remade_.find(b.get());
+  if (it != remade_.end()) return it->second;
+  Buffer out = MakeBuffer(b->name, b->dtype, b->shape, b->scope, RowMajorStrides(b->shape));
+  remade_.emplace(b.get(), out);
+  return out;
+}
+
+Buffer ExplicitStrides::Current(const Buffer& b) const {
+  auto it = remade_.find(b.get());
+  return it == remade_.end() ? b : it->second;
+}
+
+Stmt ExplicitStrides::ReplaceIn(const Stmt& s) const {
+  class Replace : public Mutator {
+   public:
+    explicit Replace(const ExplicitStrides* e) : e_(e) {}
+
+   protected:
+    Buffer MutateBuffer(const Buffer& b) override { return e_->Current(b); }
+
+   private:
+    const ExplicitStrides* e_;
+  } replace(this);
+  return replace.MutateStmt(s);
+}
+
 bool SameIndices(const std::vector<Expr>& a, const std::vector<Expr>& b) {
   if (a.size() != b.size()) return false;
   for (size_t k = 0; k < a.size(); ++k)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <set>
 #include <vector>
@@ -34,6 +35,25 @@ std::vector<Expr> RowMajorStrides(const std::vector<Expr>& shape);
 // of a scalar access to `b`, or nullopt (vector lanes, or an index count that is neither b's
 // rank nor one flat index into a buffer with explicit strides).
 std::optional<Expr> FlatIndex(const BufferNode& b, const std::vector<Expr>& indices);
+
+// One replacement per buffer of rank >= 2 without strides: the same buffer with its row-major
+// strides written out, which Verify, FlattenBuffers and the code generator accept a single flat
+// index into. Every reference to a buffer must name one object, so passes that re-make buffers
+// (FlattenBuffers, CollapseLoops) make each once here and replace all references with it.
+class ExplicitStrides {
+ public:
+  // `b`'s replacement, made on first use; `b` itself when it needs none.
+  Buffer Strided(const Buffer& b);
+  // The replacement made for `b` so far, or `b`.
+  Buffer Current(const Buffer& b) const;
+  bool empty() const { return remade_.empty(); }
+  // `s` with every reference (allocs, frees, accesses, block regions) to a re-made buffer
+  // naming its replacement.
+  Stmt ReplaceIn(const Stmt& s) const;
+
+ private:
+  std::map<const BufferNode*, Buffer> remade_;
+};
 
 // Whether two index lists are structurally the same.
 bool SameIndices(const std::vector<Expr>& a, const std::vector<Expr>& b);

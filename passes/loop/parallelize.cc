@@ -214,15 +214,14 @@ class NestScanner : public loop::AccessScanner {
 
 std::optional<int64_t> ExtentBound(const Expr& e);
 
-// The span (max - min) of the values the inner terms of `forms` take, counting only the terms
-// whose coefficient `large` says to leave out or keep; nullopt on overflow.
+// The span (max - min) of the values the inner terms of `forms` take, leaving out the terms
+// whose coefficient is a multiple of `modulus` (0: none left out); nullopt on overflow.
 std::optional<int64_t> InnerSpan(const std::vector<AffineForm>& forms, const Ranges& ranges,
-                                 int64_t modulus, bool large) {
+                                 int64_t modulus) {
   std::optional<Range> window;
   for (AffineForm f : forms) {
     for (auto it = f.inner.begin(); it != f.inner.end();)
-      it = ((modulus != 0 && it->second % modulus == 0) == large) ? std::next(it)
-                                                                  : f.inner.erase(it);
+      it = modulus != 0 && it->second % modulus == 0 ? f.inner.erase(it) : std::next(it);
     std::optional<Range> r = InnerRange(f, ranges);
     if (!r) return std::nullopt;
     window = window ? Range{std::min(window->min, r->min), std::max(window->max, r->max)} : *r;
@@ -261,7 +260,7 @@ bool PartitionedByIteration(const std::vector<const Access*>& accesses, const Va
     }
     if (!ok || forms[0].coefficient == std::numeric_limits<int64_t>::min()) continue;
     const int64_t c = std::abs(forms[0].coefficient);
-    std::optional<int64_t> span = InnerSpan(forms, ranges, 0, false);
+    std::optional<int64_t> span = InnerSpan(forms, ranges, 0);
     if (span && *span < c) return true;
     if (!extent || *extent < 1) continue;
     std::set<int64_t> moduli;
@@ -269,7 +268,7 @@ bool PartitionedByIteration(const std::vector<const Access*>& accesses, const Va
       for (const auto& [u, k] : f.inner)
         if (k != 0 && k != std::numeric_limits<int64_t>::min()) moduli.insert(std::abs(k));
     for (int64_t modulus : moduli) {
-      std::optional<int64_t> small = InnerSpan(forms, ranges, modulus, false);
+      std::optional<int64_t> small = InnerSpan(forms, ranges, modulus);
       int64_t reach;
       if (small && *small < c && !__builtin_mul_overflow(c, *extent - 1, &reach) &&
           !__builtin_add_overflow(reach, *small, &reach) && reach < modulus)
