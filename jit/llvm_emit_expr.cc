@@ -518,8 +518,8 @@ llvm::Value* FunctionEmitter::CallLibm(const std::string& name,
 // ---- Memory ----
 
 FunctionEmitter::Access FunctionEmitter::ComputeAccess(const Buffer& buf,
-                                                       const std::vector<Expr>& indices,
-                                                       int lanes) {
+                                                       const std::vector<Expr>& indices, int lanes,
+                                                       bool strided_ok) {
   size_t rank = buf->shape.size();
   if (indices.size() != rank && indices.size() != 1)
     Fail("buffer '", buf->name, "' has rank ", rank, " but is accessed with ", indices.size(),
@@ -551,6 +551,8 @@ FunctionEmitter::Access FunctionEmitter::ComputeAccess(const Buffer& buf,
     if (lanes == 1) return {Access::kScalar, ptr, nullptr, 1};
     if (lane_stride == 1) return {Access::kContiguous, ptr, nullptr, lanes};
     if (lane_stride == 0) return {Access::kSameAddress, ptr, nullptr, lanes};
+    if (strided_ok && lane_stride >= 2 && lane_stride <= kMaxStridedLoad)
+      return {Access::kStrided, ptr, nullptr, lanes, lane_stride};
     std::vector<llvm::Constant*> offsets;
     for (int i = 0; i < lanes; ++i) offsets.push_back(b_.getInt64(lane_stride * i));
     llvm::Value* ptrs = b_.CreateInBoundsGEP(elem, ptr, llvm::ConstantVector::get(offsets));
@@ -571,7 +573,7 @@ FunctionEmitter::Access FunctionEmitter::ComputeAccess(const Buffer& buf,
 
 llvm::Value* FunctionEmitter::EmitLoad(const loop::LoadNode* n) {
   DType t = n->buffer->dtype;
-  Access acc = ComputeAccess(n->buffer, n->indices, n->lanes);
+  Access acc = ComputeAccess(n->buffer, n->indices, n->lanes, /*strided_ok=*/true);
   llvm::Type* elem = MemType(t);
   llvm::Align align(DTypeSize(t));
   llvm::Value* raw = nullptr;
@@ -585,6 +587,21 @@ llvm::Value* FunctionEmitter::EmitLoad(const loop::LoadNode* n) {
     case Access::kSameAddress:
       raw = Splat(b_.CreateAlignedLoad(elem, acc.ptr, align), acc.lanes);
       break;
+    case Access::kStrided: {
+      // The span holds (lanes - 1) * stride + 1 elements, all inside the buffer since its
+      // first and last are; the load is rounded up to lanes * stride elements and masks off
+      // those past the span, so nothing past the last lane is touched.
+      const int64_t width = acc.lanes * acc.stride;
+      const int64_t span = (acc.lanes - 1) * acc.stride + 1;
+      std::vector<llvm::Constant*> mask;
+      for (int64_t i = 0; i < width; ++i) mask.push_back(b_.getInt1(i < span));
+      llvm::Value* whole = b_.CreateMaskedLoad(WithLanes(elem, static_cast<int>(width)), acc.ptr,
+                                               align, llvm::ConstantVector::get(mask));
+      std::vector<int> pick;
+      for (int i = 0; i < acc.lanes; ++i) pick.push_back(static_cast<int>(i * acc.stride));
+      raw = b_.CreateShuffleVector(whole, pick);
+      break;
+    }
     case Access::kGather:
       raw = b_.CreateMaskedGather(WithLanes(elem, acc.lanes), acc.ptrs, align);
       break;

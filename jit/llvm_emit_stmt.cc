@@ -128,6 +128,8 @@ void FunctionEmitter::EmitStore(const loop::StoreNode* n) {
     case Access::kSameAddress:  // every lane writes the same element: the last one wins
       b_.CreateAlignedStore(b_.CreateExtractElement(raw, acc.lanes - 1), acc.ptr, align);
       break;
+    case Access::kStrided:  // ComputeAccess gives stores a scatter instead
+      Fail("strided store to '", n->buffer->name, "'");
     case Access::kGather:
       b_.CreateMaskedScatter(raw, acc.ptrs, align);
       break;

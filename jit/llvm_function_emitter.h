@@ -136,12 +136,19 @@ class FunctionEmitter {
   llvm::Value* CallLibm(const std::string& name, const std::vector<llvm::Value*>& args);
   // Memory
   struct Access {
-    enum Kind { kScalar, kContiguous, kSameAddress, kGather } kind;
-    llvm::Value* ptr;   // kScalar/kContiguous/kSameAddress: the first lane's element
+    enum Kind { kScalar, kContiguous, kSameAddress, kStrided, kGather } kind;
+    llvm::Value* ptr;   // kScalar/kContiguous/kSameAddress/kStrided: the first lane's element
     llvm::Value* ptrs;  // kGather: a vector of element pointers
     int lanes;
+    int64_t stride = 0;  // kStrided: elements between lanes (2 to kMaxStridedLoad)
   };
-  Access ComputeAccess(const Buffer& buf, const std::vector<Expr>& indices, int lanes);
+  // Loads (`strided_ok`) whose lanes are a small constant stride apart are kStrided: the span
+  // from the first lane to the last is loaded whole and the lanes picked out of it, which is
+  // much cheaper than a gather. Stores never are: writing the span would race with other
+  // threads writing the elements between the lanes.
+  static constexpr int64_t kMaxStridedLoad = 4;
+  Access ComputeAccess(const Buffer& buf, const std::vector<Expr>& indices, int lanes,
+                       bool strided_ok = false);
   llvm::Value* EmitLoad(const loop::LoadNode* n);
 
   // ---- Statements (llvm_emit_stmt.cc) ----

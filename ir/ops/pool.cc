@@ -183,11 +183,11 @@ std::optional<LTensor> LowerPoolOverPhases(bool is_max, bool include_pad, LowerC
   for (const WindowDim& d : dims)
     inside =
         inside && d.pad_begin == 0 && (d.out - 1) * d.stride + (d.kernel - 1) * d.dilation < d.in;
-  // (Rows of at least 16 outputs: at 8 the strided loads vectorized worse than the scalar
-  // reduction, the small CNN's second pool 5.5 -> 7.9 us; at 16 its first went 2.3 -> 1.2 us.)
-  if (!overlap && inside && dims.back().out >= 16) {
+  // (Rows of at least 4 outputs, which VectorizeLoops turns into strided vector loads: the small
+  // CNN's second pool, rows of 8, went 4.5 -> 1.5 us; at 16 its first went 2.3 -> 1.2 us.)
+  if (!overlap && inside && dims.back().out >= 4) {
     // Windows that neither overlap nor pad (2x2 stride 2): the taps read x in place, strided,
-    // with nothing to copy; LLVM vectorizes the strided loads of the innermost output loop.
+    // with nothing to copy; the innermost output loop vectorizes with strided loads.
     auto at = [x, dims, taps, is_max, t, c](const std::vector<Expr>& idx) {
       Expr acc;
       for (int64_t flat = 0; flat < taps; ++flat) {

@@ -24,7 +24,8 @@
 //  - The explicit path, which gives predictable speed: a body of straight-line statements
 //    (stores, evaluates, lets of values free of i; no ifs, allocs or vector values; select is
 //    fine) where every access that depends on i has `i + r` (coefficient 1, r free of i) as its
-//    last index and i nowhere else, so its lanes are contiguous. The loop splits into a main loop
+//    last index and i nowhere else, so its lanes are contiguous (a load may have a coefficient
+//    of 2 to 4: a strided load, see AccessesContiguous). The loop splits into a main loop
 //    of extent // W iterations whose body works on W lanes (i becomes ramp(base, 1, W), values
 //    that do not depend on i are broadcast where they meet vectors, accesses that do not depend
 //    on i stay scalar loads), and a scalar tail loop for the extent % W iterations left
@@ -134,8 +135,12 @@ bool IterationsIndependent(const BodyInfo& info, const VarNode* v) {
   return true;
 }
 
-// Whether every access that depends on `v` reads or writes contiguous lanes: `v + r` in the
-// last index and `v` in no other. Stores must depend on `v` (checked by IterationsIndependent).
+// Whether every access that depends on `v` reads or writes lanes a code generator loads or
+// stores as whole vectors: `v + r` in the last index and `v` in no other, or for a load `c * v
+// + r` with c from 2 to kMaxLoadStride (the lanes of a strided load are picked out of the span
+// that holds them, as LLVM's code generator does; a stride-2 phase of a padded input, a 2x2
+// pool's taps). Stores must depend on `v` (checked by IterationsIndependent).
+constexpr int64_t kMaxLoadStride = 4;
 bool AccessesContiguous(const BodyInfo& info, const VarNode* v) {
   for (const Access& a : info.accesses) {
     const std::vector<Expr>& idx = *a.indices;
@@ -145,7 +150,7 @@ bool AccessesContiguous(const BodyInfo& info, const VarNode* v) {
     for (size_t k = 0; k + 1 < idx.size(); ++k)
       if (Mentions(idx[k], info.variant)) return false;
     std::optional<int64_t> c = AffineCoefficient(idx.back(), v, info.variant);
-    if (!c || *c != 1) return false;
+    if (!c || (*c != 1 && (a.store || *c < 2 || *c > kMaxLoadStride))) return false;
   }
   return true;
 }

@@ -247,6 +247,36 @@ TEST(VectorizeLoops, HalfAndBoolLanes) {
   ExpectSameResults(cmp, gc, {{3}, {17}});
 }
 
+// Loads 2 to 4 elements apart stay on the explicit path (the code generator loads the span and
+// picks the lanes); the last lane of each reads its buffer's last element, so a load past the
+// span would read out of bounds. A store with a stride, or a load 5 apart, falls back.
+TEST(VectorizeLoops, StridedLoadsTakeTheExplicitPath) {
+  Var n = loop::MakeVar("n"), i = loop::MakeVar("i");
+  Buffer a = Buf("a", {loop::Mul(n, I(2))}), c = Buf("c", {loop::Mul(n, I(3))}),
+         d = Buf("d", {loop::Mul(n, I(4))}), out = Buf("out", {n});
+  Expr i2 = loop::Mul(i, I(2));
+  Expr value = loop::Add(loop::Mul(loop::Load(a, {i2}), loop::Load(a, {loop::Add(i2, I(1))})),
+                         loop::Add(loop::Load(c, {loop::Add(loop::Mul(i, I(3)), I(2))}),
+                                   loop::Load(d, {loop::Add(loop::Mul(i, I(4)), I(3))})));
+  auto f = Func({a, c, d, out}, 3, {n}, Loop(i, n, loop::Store(out, {i}, value)));
+  auto g = Vectorize(f);
+  EXPECT_EQ(BodyText(g), R"(for i_vec in [0, n // 8) {
+  out[ramp(i_vec * 8, 1, 8)] = a[ramp(i_vec * 8 * 2, 2, 8)] * a[ramp(i_vec * 8 * 2 + 1, 2, 8)] + (c[ramp(i_vec * 8 * 3 + 2, 3, 8)] + d[ramp(i_vec * 8 * 4 + 3, 4, 8)])
+}
+for i in [n // 8 * 8, n // 8 * 8 + n % 8) {
+  out[i] = a[i * 2] * a[i * 2 + 1] + (c[i * 3 + 2] + d[i * 4 + 3])
+}
+)");
+  ExpectSameResults(f, g, {{1}, {8}, {16}, {19}});
+
+  Buffer e = Buf("e", {loop::Mul(n, I(5))}), wide = Buf("wide", {loop::Mul(n, I(2))});
+  auto five = Func({e, out}, 1, {n},
+                   Loop(i, n, loop::Store(out, {i}, loop::Load(e, {loop::Mul(i, I(5))}))));
+  EXPECT_THAT(BodyText(Vectorize(five)), HasSubstr("vectorized"));
+  auto scatter = Func({a, wide}, 1, {n}, Loop(i, n, loop::Store(wide, {i2}, loop::Load(a, {i}))));
+  EXPECT_THAT(BodyText(Vectorize(scatter)), HasSubstr("vectorized"));
+}
+
 // ---- the kVectorized fallback ----
 
 // A transposed read is not contiguous along the loop: LLVM decides how to vectorize it.
