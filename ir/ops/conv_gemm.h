@@ -59,7 +59,10 @@ PhaseSplit SplitPhases(LowerContext& ctx, const LTensor& x, const std::vector<Wi
 // dropped), m the rows, kk the reduction. A 1x1 conv with stride 1 and no padding reads x
 // itself as P, and its columns are the output pixels: E is not materialized, the output is the
 // reduction itself, so fused consumers (bias, activation, residual) apply as TileLoops stores
-// each tile (CollapseLoops first makes the pixel loops one column loop). Accumulates in f32.
+// each tile (CollapseLoops first makes the pixel loops one column loop). So does a conv whose
+// short rows would make the dropped columns a fifth or more of E (8 x 8 outputs of a 3x3
+// kernel): its taps are copied into cols[n, kk, pixel] (im2col) and E reads cols as a 1x1 conv
+// reads x. Accumulates in f32.
 //
 // nullopt (the caller lowers conv directly) for other than f32, symbolic channel counts, or
 // operands that are not plain reads and would need copying anyway.

@@ -440,7 +440,12 @@ Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBod
   // at 1x128, 1.10 -> 1.31 ms unpacked).
   int64_t row_count = -1;
   bool few_rows = !pack_set && loop::IsConstInt(n->extent, &row_count) && row_count <= 4 * rows;
-  if (pack && full_count != 0 && !few_rows)
+  // A single column tile is not packed either: its row blocks would all run in it, one after
+  // the other, and ParallelizeLoops could not share them out (an 8 x 8 conv's 64 pixels, 128
+  // output channels: 2 threads ran as 1).
+  int64_t columns = -1;
+  bool one_tile = !pack_set && loop::IsConstInt(j->extent, &columns) && columns == tile;
+  if (pack && full_count != 0 && !few_rows && !one_tile)
     packs = FindPackedLoads(body, n->var.get(), j->var.get(), tile);
   // Panels that would mostly copy the same elements again (DistinctShare below a half) are not
   // made, unless tile.pack is set explicitly.

@@ -95,6 +95,8 @@ std::vector<ConvCase> ConvCases() {
        {{"auto_pad", std::string("VALID")}, {"strides", Ints{2, 2}}}},
       {{2, 2, 5, 4, 3}, {3, 2, 3, 2, 1}, true, {{"pads", Ints{1, 0, 0, 1, 1, 0}}}},
       {{1, 16, 32, 32}, {32, 16, 3, 3}, true, {{"pads", Ints{1, 1, 1, 1}}}},  // larger
+      // Short rows (9 pixels of 11 columns): im2col, with a tail of rows and of columns.
+      {{3, 8, 10, 9}, {21, 8, 3, 3}, true, {{"pads", Ints{1, 1, 1, 1}}}},
       // More padding than the input's positions per stride phase: whole rows of the
       // phase-split input are padding (their fill loops once had negative extents).
       {{2, 4, 6, 1},
