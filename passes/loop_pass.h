@@ -38,4 +38,14 @@ loop::Stmt RewriteBlocks(
     const loop::Stmt& s,
     const std::function<std::vector<loop::Stmt>(const std::vector<loop::Stmt>&)>& fn);
 
+// The register block TileLoops gives a matrix product under `ctx`: `columns` per accumulator
+// row (0 or 1: TileLoops is off) and `rows` per block, from tile.j and tile.i, or what a known
+// target (target.vector_bits) sizes where they are unset. Throws on negative keys. Graph passes
+// that lay out operands for TileLoops (PackConstantWeights) read it too.
+struct TileShape {
+  int64_t columns;
+  int64_t rows;
+};
+TileShape TileLoopsShape(const PassContext& ctx);
+
 }  // namespace kiln

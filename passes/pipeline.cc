@@ -17,6 +17,9 @@ PassPtr DefaultGraphPipeline() {
   p.push_back(r.Create("CommonSubexprElimination"));
   // After CSE, whose merging leaves tuple fields and branches unused.
   p.push_back(r.Create("DeadCodeElimination"));
+  // After folding, so the weights it packs are final; before FuseOps, which makes the gemm a
+  // kernel whose parameter the packed constant becomes.
+  p.push_back(r.Create("PackConstantWeights"));
   // Last: no graph pass looks inside the primitive functions it creates.
   p.push_back(r.Create("FuseOps"));
   return Sequential(std::move(p), "GraphPipeline");

@@ -153,16 +153,42 @@ bool IsWholeInt64(double v) {
   return v == std::trunc(v) && v >= -0x1p63 && v < 0x1p63;
 }
 
+Type GemmOut(TypeRelContext& ctx, const TensorTypeNode& a, Shape out);
+
+// gemm with B pre-packed into panels (b_panel = T > 0, set by PackConstantWeights): B is
+// [ceil(N / T), K, T], element (k, j) of the [K, N] matrix at [j // T, k, j % T], the columns
+// past N zero; the attribute n gives N. Only for an untransposed B.
+Type PackedGemmRel(TypeRelContext& ctx, const TensorTypeNode& a, const TensorTypeNode& b,
+                   bool trans_a, bool trans_b, int64_t panel) {
+  const int64_t n = ctx.attrs().GetInt("n");
+  if (panel < 2 || trans_b || n < 1)
+    ctx.Fail(StrCat("b_panel = ", panel, " needs b_panel >= 2, n >= 1 and transB = 0, got n = ", n,
+                    ", transB = ", trans_b));
+  if (a.ndim() != 2 || b.ndim() != 3)
+    ctx.Fail(StrCat("A must be 2-D and the packed B 3-D, got ", ShapeToString(a.shape), " x ",
+                    ShapeToString(b.shape)));
+  const std::string what = StrCat("packed B ", ShapeToString(b.shape), " is not [",
+                                  (n + panel - 1) / panel, ", K, ", panel, "] for n = ", n);
+  ctx.AssertEqual(b.shape[0], Dim((n + panel - 1) / panel), what);
+  ctx.AssertEqual(b.shape[2], Dim(panel), what);
+  ctx.AssertEqual(a.shape[trans_a ? 0 : 1], b.shape[1],
+                  StrCat("inner dimensions differ: ", ShapeToString(a.shape), trans_a ? "^T" : "",
+                         " x packed ", ShapeToString(b.shape)));
+  return GemmOut(ctx, a, {a.shape[trans_a ? 1 : 0], Dim(n)});
+}
+
 Type GemmRel(TypeRelContext& ctx) {
   const TensorTypeNode& a = ctx.tensor(0);
   const TensorTypeNode& b = ctx.tensor(1);
   CheckSameDType(ctx, a, b, "A and B");
   CheckMatmulDType(ctx, a.dtype);
+  const bool trans_a = ctx.attrs().GetBool("transA");
+  const bool trans_b = ctx.attrs().GetBool("transB");
+  const int64_t panel = ctx.attrs().GetInt("b_panel");
+  if (panel != 0) return PackedGemmRel(ctx, a, b, trans_a, trans_b, panel);
   if (a.ndim() != 2 || b.ndim() != 2)
     ctx.Fail(
         StrCat("A and B must be 2-D, got ", ShapeToString(a.shape), " x ", ShapeToString(b.shape)));
-  const bool trans_a = ctx.attrs().GetBool("transA");
-  const bool trans_b = ctx.attrs().GetBool("transB");
   if (!IsFloat(a.dtype)) {
     // Integer gemm is exact, so the scale factors must be too.
     for (const char* name : {"alpha", "beta"}) {
@@ -179,7 +205,11 @@ Type GemmRel(TypeRelContext& ctx) {
   ctx.AssertEqual(ka, kb,
                   StrCat("inner dimensions differ: ", ShapeToString(a.shape), trans_a ? "^T" : "",
                          " x ", ShapeToString(b.shape), trans_b ? "^T" : ""));
-  Shape out = {m, n};
+  return GemmOut(ctx, a, {m, n});
+}
+
+// gemm's output type, once A and B gave [M, N]: C must broadcast to it.
+Type GemmOut(TypeRelContext& ctx, const TensorTypeNode& a, Shape out) {
   if (ctx.num_args() == 3) {
     const TensorTypeNode& c = ctx.tensor(2);
     CheckSameDType(ctx, a, c, "A and C");
@@ -207,9 +237,14 @@ void GemmKernel(const std::vector<Tensor>& in, const Attrs& attrs, Tensor& out) 
   const double beta = attrs.GetFloat("beta");
   const int64_t m = out.shape()[0], n = out.shape()[1];
   const int64_t k = a.shape()[trans_a ? 0 : 1];
+  const int64_t panel = attrs.GetInt("b_panel");
   // Element (r, c) of a row-major [rows, cols] matrix, or of its transpose.
   auto at = [](const T* p, int64_t r, int64_t c, int64_t cols, bool trans, int64_t rows_t) {
     return trans ? p[c * rows_t + r] : p[r * cols + c];
+  };
+  // Element (r, c) of B: packed into panels of `panel` columns, or as `at` reads it.
+  auto b_at = [&](const T* p, int64_t r, int64_t c) {
+    return panel > 0 ? p[(c / panel * k + r) * panel + c % panel] : at(p, r, c, n, trans_b, k);
   };
   const T* x = a.data<T>();
   const T* y = b.data<T>();
@@ -224,7 +259,7 @@ void GemmKernel(const std::vector<Tensor>& in, const Attrs& attrs, Tensor& out) 
     for (int64_t j = 0; j < n; ++j) {
       AccT<T> acc{0};
       for (int64_t kk = 0; kk < k; ++kk)
-        acc += ToAcc(at(x, i, kk, k, trans_a, m)) * ToAcc(at(y, kk, j, n, trans_b, k));
+        acc += ToAcc(at(x, i, kk, k, trans_a, m)) * ToAcc(b_at(y, kk, j));
       AccT<T> c{0};
       if (use_c) c = ToAcc(cp[(c_rows == 1 ? 0 : i) * c_cols + (c_cols == 1 ? 0 : j)]);
       if constexpr (std::is_integral_v<T>) {
@@ -302,12 +337,20 @@ std::vector<LTensor> LowerGemm(LowerContext& ctx, const std::vector<LTensor>& in
   const LTensor c = use_c ? in[2] : LTensor{};
   const DType dtype = a.dtype;
   const loop::Expr k_extent = a.shape[trans_a ? 0 : 1];
-  auto at = [&ctx, a, b, c, trans_a, trans_b, alpha, beta, use_c, dtype,
-             k_extent](const std::vector<loop::Expr>& idx) {
+  const int64_t panel = attrs.GetInt("b_panel");
+  auto at = [&ctx, a, b, c, trans_a, trans_b, alpha, beta, use_c, dtype, k_extent,
+             panel](const std::vector<loop::Expr>& idx) {
     const loop::Expr& i = idx[0];
     const loop::Expr& j = idx[1];
     auto x = [&](const loop::Expr& k) { return trans_a ? a.at({k, i}) : a.at({i, k}); };
-    auto y = [&](const loop::Expr& k) { return trans_b ? b.at({j, k}) : b.at({k, j}); };
+    // A packed B in TileLoops' pre-packed form, which its tiles read in place.
+    auto y = [&](const loop::Expr& k) {
+      if (panel > 0) {
+        loop::Expr t = loop::IntImm(panel);
+        return b.at({loop::FloorDiv(j, t), k, loop::FloorMod(j, t)});
+      }
+      return trans_b ? b.at({j, k}) : b.at({k, j});
+    };
     loop::Expr dot = DotProduct(ctx, k_extent, x, y, AccumDType(dtype));
     if (alpha == 1.0 && !use_c) return loop::Cast(dtype, dot);
     // f32 with alpha = beta = 1 (a Linear layer's bias): adding in f32 gives the bits the
@@ -354,7 +397,11 @@ void RegisterMatmulOps(OpRegistry& r) {
       .attrs = {{"transA", AttrKind::kBool, AttrValue(false)},
                 {"transB", AttrKind::kBool, AttrValue(false)},
                 {"alpha", AttrKind::kFloat, AttrValue(1.0)},
-                {"beta", AttrKind::kFloat, AttrValue(1.0)}},
+                {"beta", AttrKind::kFloat, AttrValue(1.0)},
+                // B pre-packed into panels of this many columns (0: a plain B), and the
+                // column count N it holds; see PackedGemmRel.
+                {"b_panel", AttrKind::kInt, AttrValue(int64_t{0})},
+                {"n", AttrKind::kInt, AttrValue(int64_t{0})}},
       .pattern = OpPattern::kOutputFusable,
       .type_rel = GemmRel,
       .ref_kernel =

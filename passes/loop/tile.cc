@@ -171,6 +171,36 @@ class PatternScanner : public loop::AccessScanner {
   const VarNode* j_;
 };
 
+int64_t PrepackedWidth(const std::vector<Expr>& idx, const VarNode* j) {
+  if (idx.size() != 3 || Mentions(idx[1], j)) return 0;
+  const loop::BinaryNode* div = loop::AsBinary(idx[0]);
+  const loop::BinaryNode* mod = loop::AsBinary(idx[2]);
+  int64_t t = 0, u = 0;
+  if (!div || !mod || div->op != loop::BinaryOp::kFloorDiv ||
+      mod->op != loop::BinaryOp::kFloorMod ||
+      div->a.get() != static_cast<const loop::ExprNode*>(j) ||
+      mod->a.get() != static_cast<const loop::ExprNode*>(j) || !loop::IsConstInt(div->b, &t) ||
+      !loop::IsConstInt(mod->b, &u) || t != u || t < 2)
+    return 0;
+  return t;
+}
+
+// The panel width of the pre-packed operands the j loop's body reads (PrepackedWidth), 0 when
+// there are none, -1 when two disagree.
+int64_t BodyPrepackedWidth(const ReductionBody& body, const VarNode* j) {
+  loop::AccessScanner scan;
+  for (const Stmt& s : body.statements) scan.VisitStmt(s);
+  int64_t width = 0;
+  for (const Access& a : scan.accesses) {
+    if (a.store) continue;
+    int64_t t = PrepackedWidth(*a.indices, j);
+    if (t == 0) continue;
+    if (width != 0 && width != t) return -1;
+    width = t;
+  }
+  return width;
+}
+
 // The legality and profitability rules of the file comment.
 bool Tileable(const ReductionBody& body, const VarNode* j) {
   PatternScanner scan(j);
@@ -204,6 +234,10 @@ bool Tileable(const ReductionBody& body, const VarNode* j) {
     bool depends = false;
     for (const Expr& e : idx) depends = depends || Mentions(e, j);
     if (!depends) continue;
+    if (PrepackedWidth(idx, j) > 0) {
+      contiguous_load = true;
+      continue;
+    }
     for (size_t k = 0; k + 1 < idx.size(); ++k)
       if (Mentions(idx[k], j)) return false;
     std::optional<int64_t> c = AffineCoefficient(idx.back(), j);
@@ -217,10 +251,11 @@ bool Tileable(const ReductionBody& body, const VarNode* j) {
 // and each accumulator's element 0 becomes element `r * row_extent + j_inner` of its block.
 class TileRewriter : public loop::Mutator {
  public:
-  TileRewriter(const VarNode* j, Expr j_value, const RowBlock* block, Expr lane,
+  TileRewriter(const VarNode* j, Expr j0, Expr j_value, const RowBlock* block, Expr lane,
                std::vector<std::pair<Buffer, Buffer>> rows,
                const std::vector<PackedLoad>* packs = nullptr, Expr column = {}, int64_t tile = 0)
       : j_(j),
+        j0_(std::move(j0)),
         j_value_(std::move(j_value)),
         block_(block),
         lane_(std::move(lane)),
@@ -239,10 +274,15 @@ class TileRewriter : public loop::Mutator {
     if (const Buffer* row = Row(n->buffer)) return loop::Load(*row, {lane_});
     if (packs_)
       for (const PackedLoad& p : *packs_)
-        if (n->buffer == p.src && SameIndices(n->indices, p.indices)) {
+        if (!p.in_place && n->buffer == p.src && SameIndices(n->indices, p.indices)) {
           Expr k = loop::Sub(p.k->var, p.k->min);
           return loop::Load(p.panel, {loop::Add(loop::Mul(k, loop::IntImm(tile_)), column_)});
         }
+    // A pre-packed operand: the tile starts at j0, a multiple of the panel width T (the tiles
+    // are T wide), and its columns are those of panel j0 // T.
+    if (int64_t t = PrepackedWidth(n->indices, j_); t > 0)
+      return loop::Load(n->buffer,
+                        {loop::FloorDiv(j0_, loop::IntImm(t)), MutateExpr(n->indices[1]), column_});
     return loop::Mutator::MutateLoad(n, self);
   }
   Stmt MutateStore(const loop::StoreNode* n, const Stmt& self) override {
@@ -258,6 +298,7 @@ class TileRewriter : public loop::Mutator {
   }
 
   const VarNode* j_;
+  Expr j0_;
   Expr j_value_;
   const RowBlock* block_;
   Expr lane_;
@@ -282,7 +323,8 @@ Stmt BuildTile(const loop::ForNode* n, const ReductionBody& body, const loop::Va
         {acc, loop::MakeBuffer(acc->name, acc->dtype, {extent}, BufferNode::Scope::kLocal)});
   int64_t tile = 0;
   loop::IsConstInt(width, &tile);
-  TileRewriter rewrite(n->var.get(), loop::Add(j0, column), block, lane, rows, packs, column, tile);
+  TileRewriter rewrite(n->var.get(), j0, loop::Add(j0, column), block, lane, rows, packs, column,
+                       tile);
   auto inner_loop = [&](const Stmt& s) {
     Stmt r = rewrite.MutateStmt(s);
     if (!single) r = loop::For(j_inner, loop::IntImm(0), width, ForKind::kSerial, r);
@@ -315,6 +357,10 @@ std::optional<ReductionBody> TileablePattern(const loop::ForNode* n) {
   if (loop::IsConstInt(n->extent, &extent) && extent < 2) return std::nullopt;
   std::optional<ReductionBody> body = SplitBody(n->body);
   if (!body || !Tileable(*body, n->var.get())) return std::nullopt;
+  // Tiles of a pre-packed operand start at multiples of its panel width.
+  int64_t panel = BodyPrepackedWidth(*body, n->var.get()), min = 0;
+  if (panel < 0 || (panel > 0 && (!loop::IsConstInt(n->min, &min) || min != 0)))
+    return std::nullopt;
   return body;
 }
 
@@ -445,15 +491,26 @@ Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBod
   // output channels: 2 threads ran as 1).
   int64_t columns = -1;
   bool one_tile = !pack_set && loop::IsConstInt(j->extent, &columns) && columns == tile;
-  if (pack && full_count != 0 && !few_rows && !one_tile)
+  if (pack && full_count != 0 && !one_tile)
     packs = FindPackedLoads(body, n->var.get(), j->var.get(), tile);
-  // Panels that would mostly copy the same elements again (DistinctShare below a half) are not
-  // made, unless tile.pack is set explicitly.
-  if (!pack_set && !packs.empty() && std::all_of(packs.begin(), packs.end(), [&](const auto& p) {
-        std::optional<double> share = DistinctShare(p, tile);
-        return share && *share < 0.5;
-      }))
-    packs.clear();
+  // Pre-packed operands (read in place, copying nothing) stay; the copies go with few rows, or
+  // when they would mostly copy the same elements again (DistinctShare below a half), unless
+  // tile.pack is set explicitly.
+  auto copies = [&packs] {
+    std::vector<PackedLoad*> out;
+    for (PackedLoad& p : packs)
+      if (!p.in_place) out.push_back(&p);
+    return out;
+  };
+  std::vector<PackedLoad*> copied = copies();
+  if (!copied.empty() &&
+      (few_rows || (!pack_set && std::all_of(copied.begin(), copied.end(), [&](PackedLoad* p) {
+         std::optional<double> share = DistinctShare(*p, tile);
+         return share && *share < 0.5;
+       }))))
+    packs.erase(
+        std::remove_if(packs.begin(), packs.end(), [](const PackedLoad& p) { return !p.in_place; }),
+        packs.end());
   if (packs.empty())
     return TileRowBlocks(n, rows, [&](const RowBlock* b) { return TileJ(j, body, tile, b); });
 
@@ -465,13 +522,15 @@ Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBod
   if (blocked) {
     tile_body.push_back(*blocked);
   } else {
-    for (const PackedLoad& p : packs) tile_body.push_back(loop::Alloc(p.panel));
-    for (const PackedLoad& p : packs) tile_body.push_back(PackPanel(p, j, j0, tile));
+    for (const PackedLoad& p : packs)
+      if (!p.in_place) tile_body.push_back(loop::Alloc(p.panel));
+    for (const PackedLoad& p : packs)
+      if (!p.in_place) tile_body.push_back(PackPanel(p, j, j0, tile));
     tile_body.push_back(TileRowBlocks(n, rows, [&](const RowBlock* b) {
       return BuildTile(j, body, j_inner, j0, t, t, b, &packs);
     }));
     for (auto it = packs.rbegin(); it != packs.rend(); ++it)
-      tile_body.push_back(loop::Free(it->panel));
+      if (!it->in_place) tile_body.push_back(loop::Free(it->panel));
   }
   std::vector<Stmt> out;
   Stmt tiles = loop::Seq(std::move(tile_body));
@@ -510,13 +569,19 @@ class Tiler : public loop::Mutator {
   Stmt MutateFor(const loop::ForNode* n, const Stmt& self) override {
     // A j loop with no row loop around it: one row (a matrix-vector product), whose few
     // accumulators could not hide the FMA latency; it takes a wider row.
-    if (std::optional<ReductionBody> body = TileablePattern(n))
-      return TileJ(n, *body, single_row_, nullptr);
+    // A pre-packed operand fixes the tile width to its panels'.
+    if (std::optional<ReductionBody> body = TileablePattern(n)) {
+      int64_t panel = BodyPrepackedWidth(*body, n->var.get());
+      return TileJ(n, *body, panel > 0 ? panel : single_row_, nullptr);
+    }
     if (rows_ >= 2) {
       const loop::ForNode* j = loop::AsFor(n->body);
       if (std::optional<ReductionBody> body = TileablePattern(j))
-        if (RowBlockable(n, j, *body))
-          return TileRows(n, j, *body, EvenTile(j), rows_, pack_, pack_set_, KBlock(EvenTile(j)));
+        if (RowBlockable(n, j, *body)) {
+          int64_t panel = BodyPrepackedWidth(*body, j->var.get());
+          int64_t tile = panel > 0 ? panel : EvenTile(j);
+          return TileRows(n, j, *body, tile, rows_, pack_, pack_set_, KBlock(tile));
+        }
     }
     return loop::Mutator::MutateFor(n, self);
   }
@@ -554,6 +619,19 @@ class Tiler : public loop::Mutator {
 
 }  // namespace tile_internal
 
+TileShape TileLoopsShape(const PassContext& ctx) {
+  int64_t tile = ctx.GetConfigInt(kTileJKey);
+  int64_t rows = ctx.GetConfigInt(kTileIKey);
+  // A known target sizes what its keys leave unset (see the defaults below).
+  if (ctx.GetConfigInt("target.vector_bits") >= 512) {
+    if (!ctx.config().count(kTileJKey)) tile = 64;
+    if (!ctx.config().count(kTileIKey)) rows = 4;
+  }
+  for (auto [key, v] : {std::pair{kTileJKey, tile}, std::pair{kTileIKey, rows}})
+    if (v < 0) Throw(ErrorCode::kInvalidArgument, key, " must not be negative, got ", v);
+  return {tile, rows};
+}
+
 void RegisterTileLoopsPass(PassRegistry& r) {
   // 16 columns x 6 rows: twelve 8-lane accumulators, two vectors of b and one broadcast of a
   // fill 15 of AVX2's 16 vector registers, so the block stays in registers across k (64 x 4,
@@ -586,20 +664,11 @@ void RegisterTileLoopsPass(PassRegistry& r) {
             return CreateLoopFuncPass(
                 PassInfo{"TileLoops", 2, {}},
                 [](const loop::PrimFunc& f, const PassContext& ctx) {
-                  int64_t tile = ctx.GetConfigInt(kTileJKey);
-                  int64_t rows = ctx.GetConfigInt(kTileIKey);
-                  // A known target sizes what its keys leave unset (see the defaults above).
+                  const auto [tile, rows] = TileLoopsShape(ctx);
                   int64_t bits = ctx.GetConfigInt("target.vector_bits");
-                  if (bits >= 512) {
-                    if (!ctx.config().count(kTileJKey)) tile = 64;
-                    if (!ctx.config().count(kTileIKey)) rows = 4;
-                  }
                   int64_t single_row = tile;
                   if (bits >= 128 && !ctx.config().count(kTileJKey))
                     single_row = tile * std::max<int64_t>(1, rows);
-                  for (auto [key, v] : {std::pair{kTileJKey, tile}, std::pair{kTileIKey, rows}})
-                    if (v < 0)
-                      Throw(ErrorCode::kInvalidArgument, key, " must not be negative, got ", v);
                   if (tile < 2) return f;
                   int64_t lanes = ctx.config().count(kTileJKey) || bits < 128 ? 0 : bits / 32;
                   int64_t k_block = ctx.GetConfigInt(kTileKKey);

@@ -41,7 +41,16 @@ struct PackedLoad {
   std::vector<Expr> indices;
   const loop::ForNode* k;
   Buffer panel;
+  // src is already laid out as panels (PrepackedWidth): the tile reads it in place, nothing is
+  // copied and `panel` is never allocated.
+  bool in_place = false;
 };
+
+// T when `idx` reads an operand pre-packed into panels of T columns (see the pass
+// PackConstantWeights): src[j // T, e, j % T], e free of j, T > 1. Column j of row e is then
+// element j % T of row e of panel j // T, so the T columns of a tile that starts at a multiple
+// of T are contiguous in every row. 0 otherwise.
+int64_t PrepackedWidth(const std::vector<Expr>& idx, const VarNode* j);
 
 // One tile: columns [j0, j0 + width) of the j loop `n`, with accumulator rows of `row_extent`
 // (one row, or block->rows of them in a row block). `packs` (full tiles only, width = Tj) reads

@@ -57,7 +57,8 @@ std::vector<PackedLoad> FindPackedLoads(const ReductionBody& body, const VarNode
       Expr extent = loop::Mul(k->extent, loop::IntImm(tile));
       packs.push_back({finder.found, idx, k,
                        loop::MakeBuffer(a.buffer->name + "_panel", a.buffer->dtype, {extent},
-                                        BufferNode::Scope::kLocal)});
+                                        BufferNode::Scope::kLocal),
+                       PrepackedWidth(idx, j) == tile});
     }
   }
   return packs;
@@ -194,7 +195,8 @@ std::optional<Stmt> KBlockedTile(const loop::ForNode* n, const loop::ForNode* j,
       part.statements.push_back(save);
     }
     std::vector<Stmt> out;
-    for (const PackedLoad& p : bp) out.push_back(PackPanel(p, j, j0, tile));
+    for (const PackedLoad& p : bp)
+      if (!p.in_place) out.push_back(PackPanel(p, j, j0, tile));
     // BuildTile reads `bp` while it runs, so it is built here, not lazily.
     out.push_back(TileRowBlocks(n, rows, [&](const RowBlock* b) {
       return BuildTile(j, part, j_inner, j0, loop::IntImm(tile), loop::IntImm(tile), b, &bp);
@@ -203,7 +205,8 @@ std::optional<Stmt> KBlockedTile(const loop::ForNode* n, const loop::ForNode* j,
   };
 
   std::vector<Stmt> out;
-  for (const Buffer& b : panels) out.push_back(loop::Alloc(b));
+  for (size_t p = 0; p < panels.size(); ++p)
+    if (!packs[p].in_place) out.push_back(loop::Alloc(panels[p]));
   out.push_back(loop::Alloc(acc_tile));
   out.push_back(block(k->min, step, true, false));
   if (blocks > 2) {
@@ -214,7 +217,8 @@ std::optional<Stmt> KBlockedTile(const loop::ForNode* n, const loop::ForNode* j,
   }
   out.push_back(block(loop::Add(k->min, loop::IntImm((blocks - 1) * step)), last, false, true));
   out.push_back(loop::Free(acc_tile));
-  for (auto it = panels.rbegin(); it != panels.rend(); ++it) out.push_back(loop::Free(*it));
+  for (size_t p = panels.size(); p-- > 0;)
+    if (!packs[p].in_place) out.push_back(loop::Free(panels[p]));
   return loop::Seq(std::move(out));
 }
 

@@ -117,4 +117,18 @@ inline Tensor RunOne(const std::string& op, const std::vector<Tensor>& inputs,
   return out.at(0);
 }
 
+// b [K, N] laid out as gemm's packed B (b_panel = t): [ceil(N / t), K, t], element (k, j) at
+// [j / t, k, j % t], the columns past N zero. Written here from the layout's definition, apart
+// from the pass that makes it (PackConstantWeights).
+inline Tensor PackPanels(const Tensor& b, int64_t t) {
+  const int64_t k = b.shape()[0], n = b.shape()[1], panels = (n + t - 1) / t;
+  Tensor out = Tensor::Empty(b.dtype(), {panels, k, t});
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t r = 0; r < k; ++r)
+      for (int64_t c = 0; c < t; ++c)
+        out.SetFromDouble((p * k + r) * t + c,
+                          p * t + c < n ? b.GetAsDouble(r * n + p * t + c) : 0);
+  return out;
+}
+
 }  // namespace kiln::test

@@ -409,6 +409,37 @@ TEST(GemmKernel, HandComputed) {
                           MakeTensor<float>({2, 2}, {59, 65, 140, 155})));
 }
 
+// B packed into panels (b_panel, as PackConstantWeights makes it) gives the same product, with
+// N not a multiple of the panel width, C and alpha.
+TEST(GemmKernel, PackedBMatchesPlainB) {
+  Tensor a = RandomTensor(DType::kFloat32, {7, 5}, 1);
+  Tensor b = RandomTensor(DType::kFloat32, {5, 11}, 2);
+  Tensor c = RandomTensor(DType::kFloat32, {11}, 3);
+  for (int64_t t : {2, 4, 16}) {
+    Attrs packed = {{"alpha", 0.5}, {"b_panel", t}, {"n", int64_t{11}}};
+    EXPECT_TRUE(TensorsNear(RunOne("gemm", {a, test::PackPanels(b, t), c}, packed),
+                            RunOne("gemm", {a, b, c}, {{"alpha", 0.5}}), 0, 0))
+        << "b_panel " << t;
+  }
+}
+
+TEST(GemmType, PackedB) {
+  Attrs packed = {{"b_panel", int64_t{4}}, {"n", int64_t{11}}};
+  EXPECT_EQ(Infer("gemm", {F32({7, 5}), F32({3, 5, 4})}, packed), "f32[7, 11]");
+  EXPECT_EQ(Infer("gemm", {F32({S("m"), 5}), F32({3, 5, 4}), F32({11})}, packed), "f32[m, 11]");
+  EXPECT_THAT(InferError("gemm", {F32({7, 5}), F32({2, 5, 4})}, packed),
+              HasSubstr("packed B [2, 5, 4] is not [3, K, 4] for n = 11"));
+  EXPECT_THAT(InferError("gemm", {F32({7, 6}), F32({3, 5, 4})}, packed),
+              HasSubstr("inner dimensions differ"));
+  EXPECT_THAT(InferError("gemm", {F32({7, 5}), F32({5, 11})}, packed),
+              HasSubstr("the packed B 3-D"));
+  EXPECT_THAT(InferError("gemm", {F32({7, 5}), F32({3, 5, 4})}, {{"b_panel", int64_t{4}}}),
+              HasSubstr("needs b_panel >= 2, n >= 1 and transB = 0"));
+  EXPECT_THAT(InferError("gemm", {F32({7, 5}), F32({3, 5, 4})},
+                         {{"b_panel", int64_t{4}}, {"n", int64_t{11}}, {"transB", true}}),
+              HasSubstr("transB = 1"));
+}
+
 TEST(GemmKernel, BetaZeroIgnoresC) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor a = MakeTensor<float>({1, 1}, {2});

@@ -139,6 +139,26 @@ TEST(LowerMatmul, Gemm) {
   }
 }
 
+// gemm with B packed into panels (b_panel): TileLoops tiles its columns by the panel width
+// and reads the panels in place. Widths the host's tiles use (16, 64) and others, N a multiple
+// of the width and not, rows enough for row blocks and K blocks, and a single row.
+TEST(LowerMatmul, GemmPackedB) {
+  struct Case {
+    int64_t m, k, n, t;
+  };
+  for (const Case& c : {Case{37, 33, 70, 16}, Case{40, 300, 128, 64}, Case{33, 200, 150, 64},
+                        Case{1, 9, 20, 8}, Case{5, 3, 3, 2}}) {
+    Tensor a = RandomOperand(DType::kFloat32, {c.m, c.k}, 1);
+    Tensor b = RandomOperand(DType::kFloat32, {c.k, c.n}, 2);
+    Tensor bias = RandomOperand(DType::kFloat32, {c.n}, 3);
+    Attrs attrs = {{"b_panel", c.t}, {"n", c.n}};
+    Tolerance tol = ToleranceFor(DType::kFloat32, c.k);
+    EXPECT_TRUE(CompiledMatchesReference("gemm", {a, test::PackPanels(b, c.t), bias}, attrs,
+                                         tol.atol, tol.rtol))
+        << c.m << " x " << c.k << " x " << c.n << " in panels of " << c.t;
+  }
+}
+
 // As in the reference (and ONNX's), beta == 0 skips C entirely, so NaN or inf in it does not
 // turn the output into NaN.
 TEST(LowerMatmul, GemmBetaZeroIgnoresC) {

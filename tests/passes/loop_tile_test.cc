@@ -677,6 +677,41 @@ TEST(TileLoops, PackedPanelsThroughThePipeline) {
   ExpectSameResults(f, g, {{1, 1, 1}, {7, 64, 5}, {13, 71, 33}, {8, 130, 2}, {6, 15, 0}});
 }
 
+// out[i, j] = sum_k a[i, k] * bp[j // t, k, j % t]: b pre-packed into panels of t columns (as
+// gemm's b_panel reads it).
+loop::PrimFunc PrepackedMatmul(int64_t m, int64_t n, int64_t depth, int64_t t) {
+  Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");
+  Buffer a = Buf("a", {I(m), I(depth)}), bp = Buf("bp", {I((n + t - 1) / t), I(depth), I(t)}),
+         out = Buf("out", {I(m), I(n)});
+  Expr b = loop::Load(bp, {loop::FloorDiv(j, I(t)), k, loop::FloorMod(j, I(t))});
+  return Func(
+      {a, bp, out}, 2, {},
+      Loop(i, I(m),
+           Loop(j, I(n),
+                loop::Store(out, {i, j}, Sum(loop::Mul(loop::Load(a, {i, k}), b), k, I(depth))))));
+}
+
+// A pre-packed operand sets the tile width to its panels' (16 here, though tile.j asks for 32)
+// and is read in place: no panel is copied, the column tiles still go outermost.
+TEST(TileLoops, PrepackedOperandIsReadInPlace) {
+  auto f = PrepackedMatmul(5, 20, 3, 16);
+  auto g = Tile(f, 32, "TileLoops", 4, /*pack=*/true);
+  std::string text = BodyText(g);
+  EXPECT_THAT(text, Not(HasSubstr("_panel")));
+  EXPECT_THAT(text, HasSubstr("bp[0, k, j_inner]"));  // the full tile: panel 0
+  EXPECT_THAT(text, HasSubstr("bp[1, k, j_inner]"));  // the 4 columns left: panel 1
+  EXPECT_THAT(text, Not(HasSubstr("//")));
+  ExpectSameResults(f, g);
+  const std::string pipeline =
+      "TileLoops,ParallelizeLoops,VectorizeLoops,UnrollLoops,FlattenBuffers,LoopSimplify,"
+      "PlanStorage";
+  for (auto [m, n, t] : {std::tuple{1, 16, 16}, {13, 70, 16}, {30, 130, 64}, {6, 7, 2}}) {
+    auto h = PrepackedMatmul(m, n, 19, t);
+    ExpectSameResults(h, Tile(h, 64, pipeline, 6, /*pack=*/true));
+    ExpectSameResults(h, Tile(h, 64, pipeline, 6, /*pack=*/false));
+  }
+}
+
 // A load of b that also depends on the row is not a panel shared by the rows: nothing packs.
 TEST(TileLoops, OperandsThatDependOnTheRowAreNotPacked) {
   Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");

@@ -1,0 +1,115 @@
+// PackConstantWeights: golden tests of the packed layout (tile.j = 4, so the constants stay
+// small), the gemms it must leave alone, and the reference interpreter computing the same
+// values before and after.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "common/pass_test_util.h"
+#include "ir/interpreter.h"
+
+namespace kiln {
+namespace {
+
+// Runs PackConstantWeights with a known 256-bit target and TileLoops' keys as given (tile.i
+// defaults to 6: gemms of more than 24 rows are packed).
+IRModule Pack(const std::string& input, int64_t vector_bits = 256,
+              const std::map<std::string, int64_t>& config = {{"tile.j", 4}}) {
+  IRModule m = InferTypes(ParseModule(input));
+  auto ctx = std::make_shared<PassContext>();
+  ctx->SetConfig("testing.check_immutable", true);
+  ctx->SetConfig("target.vector_bits", vector_bits);
+  for (const auto& [key, value] : config) ctx->SetConfig(key, value);
+  PassContextScope scope(ctx);
+  return (*ParsePipeline("PackConstantWeights"))(m);
+}
+
+// const(<dtype>[rows, cols], [1, 2, ...]).
+std::string Const(int64_t rows, int64_t cols, const char* dtype = "f32") {
+  std::string s = std::string("const(") + dtype + "[" + std::to_string(rows) + ", " +
+                  std::to_string(cols) + "], [";
+  for (int64_t i = 0; i < rows * cols; ++i) s += (i ? ", " : "") + std::to_string(i + 1);
+  return s + "])";
+}
+
+std::string Printed(const std::string& text) {
+  return Print(InferTypes(ParseModule(text)));
+}
+
+TEST(PackConstantWeights, GemmWeightsBecomePanels) {
+  // B [2, 5] in panels of 4: panel 0 holds columns 0-3 of both rows, panel 1 column 4 and
+  // zeros.
+  IRModule out = Pack(R"(def @main(%x: f32[25, 2], %c: f32[5]) {
+    gemm(%x, const(f32[2, 5], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]), %c, alpha=0.5)
+  })");
+  EXPECT_EQ(Print(out), Printed(R"(def @main(%x: f32[25, 2], %c: f32[5]) {
+    gemm(%x, const(f32[2, 2, 4], [1, 2, 3, 4, 6, 7, 8, 9, 5, 0, 0, 0, 10, 0, 0, 0]), %c,
+         alpha=0.5, b_panel=4, n=5)
+  })"));
+  // The same values, through the reference interpreter.
+  IRModule before = InferTypes(ParseModule(R"(def @main(%x: f32[25, 2], %c: f32[5]) {
+    gemm(%x, const(f32[2, 5], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]), %c, alpha=0.5)
+  })"));
+  std::vector<Tensor> inputs = {test::RandomTensor(DType::kFloat32, {25, 2}, 1),
+                                test::RandomTensor(DType::kFloat32, {5}, 2)};
+  EXPECT_TRUE(test::TensorsNear(Interpret(out.Lookup("main"), inputs)[0],
+                                Interpret(before.Lookup("main"), inputs)[0], 0, 0));
+}
+
+// The packed B of one weight node is made once and shared by every graph packed from it (one
+// per specialized shape), not copied again for each.
+TEST(PackConstantWeights, SpecializationsShareOnePackedCopy) {
+  IRModule model =
+      InferTypes(ParseModule("def @main(%x: f32[25, 2]) { gemm(%x, " + Const(2, 5) + ") }"));
+  auto packed_data = [](const IRModule& m) -> const void* {
+    for (const Expr& e : PostOrder(m.Lookup("main")->body))
+      if (const CallNode* c = AsCall(e); c && c->op && c->op->name == "gemm")
+        if (const ConstantNode* b = AsConstant(c->args[1]); b && b->value.ndim() == 3)
+          return b->value.raw_data();
+    return nullptr;
+  };
+  auto run = [&] {
+    auto ctx = std::make_shared<PassContext>();
+    ctx->SetConfig("target.vector_bits", int64_t{256});
+    ctx->SetConfig("tile.j", int64_t{4});
+    PassContextScope scope(ctx);
+    return (*ParsePipeline("PackConstantWeights"))(model);
+  };
+  IRModule first = run(), second = run();
+  ASSERT_NE(packed_data(first), nullptr);
+  EXPECT_EQ(packed_data(first), packed_data(second));
+}
+
+// AVX-512's 64 columns in 4 rows when the keys are unset: more than 16 rows are packed.
+TEST(PackConstantWeights, TileShapeFollowsTheTarget) {
+  auto with_rows = [&](const char* rows) {
+    return std::string("def @main(%x: f32[") + rows + ", 3]) { gemm(%x, " + Const(3, 64) + ") }";
+  };
+  EXPECT_NE(Print(Pack(with_rows("17"), 512, {})).find("b_panel=64"), std::string::npos);
+  EXPECT_EQ(Print(Pack(with_rows("16"), 512, {})), Printed(with_rows("16")));
+}
+
+TEST(PackConstantWeights, LeavesOtherGemmsAlone) {
+  const std::string b = Const(2, 5);
+  for (const std::string& text : {
+           // too few rows for TileLoops to pack
+           "def @main(%x: f32[24, 2]) { gemm(%x, " + b + ") }",
+           // symbolic rows
+           "def @main(%x: f32[m, 2]) { gemm(%x, " + b + ") }",
+           // B transposed, or not a constant, or not f32, or narrower than a panel
+           "def @main(%x: f32[25, 2]) { gemm(%x, " + Const(5, 2) + ", transB=1) }",
+           std::string("def @main(%x: f32[25, 2], %b: f32[2, 5]) { gemm(%x, %b) }"),
+           "def @main(%x: f64[25, 2]) { gemm(%x, " + Const(2, 5, "f64") + ") }",
+           "def @main(%x: f32[25, 2]) { gemm(%x, " + Const(2, 3) + ") }",
+       }) {
+    EXPECT_EQ(Print(Pack(text)), Printed(text)) << text;
+  }
+  // No known target (vector_bits 0), or TileLoops off (tile.j = 1): nothing to lay out for.
+  const std::string text = "def @main(%x: f32[25, 2]) { gemm(%x, " + b + ") }";
+  EXPECT_EQ(Print(Pack(text, 0)), Printed(text));
+  EXPECT_EQ(Print(Pack(text, 256, {{"tile.j", 1}})), Printed(text));
+}
+
+}  // namespace
+}  // namespace kiln
