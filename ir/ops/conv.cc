@@ -249,6 +249,36 @@ std::vector<WindowDim> ComputeTransposeWindow(const std::vector<int64_t>& in,
   return dims;
 }
 
+// [N, M, *out] for conv_transpose over x = [N, C, *spatial]. A symbolic spatial size gives
+// an output size that is an expression of it: in * stride + (output_padding + ek - stride -
+// pad_begin - pad_end) without auto_pad (the full size less the pads), in * stride with SAME,
+// and output_shape's value where it is given. The attributes are checked as for constant
+// sizes, with a stand-in for each symbolic one; specialization binds the rest, where the
+// constant path checks that the size is positive.
+Shape TransposeOutShape(TypeRelContext& ctx, const TensorTypeNode& x, const Dim& m,
+                        const std::vector<int64_t>& kernel) {
+  const size_t n = static_cast<size_t>(x.ndim() - 2);
+  constexpr int64_t kStandIn = int64_t{1} << 20;
+  std::vector<int64_t> spatial;
+  for (size_t i = 0; i < n; ++i) {
+    const Dim& d = x.shape[2 + i];
+    spatial.push_back(d.is_const() ? d.value() : kStandIn);
+  }
+  std::string error;
+  std::vector<WindowDim> dims = ComputeTransposeWindow(spatial, kernel, ctx.attrs(), &error);
+  if (!error.empty()) ctx.Fail(error);
+  const bool given = !ctx.attrs().GetInts("output_shape").empty();
+  Shape out = {x.shape[0], m};
+  for (size_t i = 0; i < n; ++i) {
+    const Dim& in = x.shape[2 + i];
+    const WindowDim& d = dims[i];
+    // out = stride * in + c for every form but output_shape's, c found from the stand-in.
+    out.push_back(in.is_const() || given ? Dim(d.out)
+                                         : in * Dim(d.stride) + Dim(d.out - d.stride * kStandIn));
+  }
+  return out;
+}
+
 Type ConvTransposeRel(TypeRelContext& ctx) {
   const TensorTypeNode& x = ctx.tensor(0);
   const TensorTypeNode& w = ctx.tensor(1);
@@ -256,7 +286,7 @@ Type ConvTransposeRel(TypeRelContext& ctx) {
   if (w.dtype != x.dtype)
     ctx.Fail(StrCat("weight dtype ", DTypeName(w.dtype), " differs from the input's ",
                     DTypeName(x.dtype)));
-  std::vector<int64_t> spatial = ConstSpatial(ctx, x);
+  CheckWindowRank(ctx, x);
   std::vector<int64_t> kernel = ConvKernel(ctx, x, w, "[C, M/group, *kernel]");
   const int64_t group = ctx.attrs().GetInt("group");
   ctx.AssertEqual(
@@ -271,10 +301,7 @@ Type ConvTransposeRel(TypeRelContext& ctx) {
   CheckBias(ctx, x, m,
             StrCat("the output channels M = group (", group, ") x the weight's dim 1 ",
                    ShapeToString(w.shape)));
-  std::string error;
-  std::vector<WindowDim> dims = ComputeTransposeWindow(spatial, kernel, ctx.attrs(), &error);
-  if (!error.empty()) ctx.Fail(error);
-  return TensorType(WindowOutShape(x.shape[0], m, dims), x.dtype);
+  return TensorType(TransposeOutShape(ctx, x, m, kernel), x.dtype);
 }
 
 template <typename T>

@@ -436,7 +436,7 @@ Type MaxUnpoolRel(TypeRelContext& ctx) {
   if (!IsFloat(x.dtype) && !IsInteger(x.dtype))
     ctx.Fail(StrCat("input must be a float or integer tensor, got ",
                     TypeToString(TensorType(x.shape, x.dtype))));
-  std::vector<int64_t> spatial = ConstSpatial(ctx, x);
+  CheckWindowRank(ctx, x);
   const std::string want = StrCat("x's shape ", ShapeToString(x.shape));
   if (ind.dtype != DType::kInt64 || ind.ndim() != x.ndim())
     ctx.Fail(StrCat("indices must be an i64 tensor of ", want, ", got ",
@@ -454,11 +454,26 @@ Type MaxUnpoolRel(TypeRelContext& ctx) {
                       StrCat("output_shape ", JoinInts(output_shape),
                              " must keep the batch and channels of ", want));
   }
+  // A symbolic spatial size gives in * stride + (kernel - stride - pads), or output_shape's
+  // value where it is given. The attributes are checked as for constant sizes, with a stand-in
+  // for each symbolic one: a large one, or 1 when output_shape is given (the smallest input,
+  // whose unpooled size any valid output_shape holds); specialization checks the rest.
+  const bool given = !output_shape.empty();
+  const int64_t stand_in = given ? 1 : int64_t{1} << 20;
+  std::vector<int64_t> spatial;
+  for (int i = 2; i < x.ndim(); ++i)
+    spatial.push_back(x.shape[i].is_const() ? x.shape[i].value() : stand_in);
   std::string error;
   const UnpoolGeometry g = UnpoolSpatial(spatial, ctx.attrs(), &error);
   if (!error.empty()) ctx.Fail(error);
+  const std::vector<int64_t> strides = PerDim(ctx.attrs(), "strides", g.out.size(), 1, &error);
   Shape out = {x.shape[0], x.shape[1]};
-  for (int64_t d : g.out) out.push_back(d);
+  for (size_t i = 0; i < g.out.size(); ++i) {
+    const Dim& in = x.shape[2 + i];
+    out.push_back(in.is_const() || given
+                      ? Dim(g.out[i])
+                      : in * Dim(strides[i]) + Dim(g.out[i] - strides[i] * stand_in));
+  }
   return TensorType(std::move(out), x.dtype);
 }
 

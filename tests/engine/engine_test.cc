@@ -360,6 +360,30 @@ def @main(%x: f32[batch, 3, height, width], %w: f32[4, 3, 3, 3], %v: f32[6, 4, 1
   EXPECT_EQ(engine.stats().specializations, 4u);
 }
 
+// conv_transpose over symbolic image sizes (an upsampling decoder's shape): one executable
+// per size, each matching the interpreter.
+TEST(Engine, SymbolicSizesThroughConvTranspose) {
+  IRModule mod = InferTypes(ParseModule(R"(
+def @main(%x: f32[batch, 3, height, width], %w: f32[3, 4, 3, 3], %v: f32[4, 2, 2, 2]) {
+  %u = relu(conv_transpose(%x, %w, strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1]))
+  conv_transpose(%u, %v, strides=[2, 2], auto_pad="SAME_LOWER")
+}
+)"));
+  Function graph = mod.Lookup("main");
+  EXPECT_EQ(TypeToString(graph->body->type), "f32[batch, 2, height * 4, width * 4]");
+  Engine engine;
+  ModelPtr model = Model::Create(graph, "m");
+  uint64_t seed = 17;
+  for (auto [h, w] : {std::pair<int64_t, int64_t>{1, 1}, {5, 8}, {13, 6}}) {
+    SCOPED_TRACE(StrCat(h, "x", w));
+    std::vector<Tensor> in{RandomTensor(DType::kFloat32, {2, 3, h, w}, ++seed),
+                           RandomTensor(DType::kFloat32, {3, 4, 3, 3}, ++seed),
+                           RandomTensor(DType::kFloat32, {4, 2, 2, 2}, ++seed)};
+    ExpectMatchesInterpreter(engine, *model, in);
+  }
+  EXPECT_EQ(engine.stats().specializations, 3u);
+}
+
 // A shape given as an input (ONNX Reshape's second input): the engine specializes on its
 // values as on shapes, one executable per distinct value, and a repeat value is a hit.
 TEST(EngineValueInputs, SpecializesOnTheValuesOfShapeInputs) {

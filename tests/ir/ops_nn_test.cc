@@ -192,8 +192,28 @@ TEST(ConvTranspose, SymbolicBatch) {
                   {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}),
             "f32[n, 2, 7, 7]");
   EXPECT_EQ(Infer("conv_transpose", {F32({1, S("c"), 4}), F32({S("c"), 2, 3})}), "f32[1, 2, 6]");
-  EXPECT_THAT(InferError("conv_transpose", {F32({1, 3, S("h"), 4}), F32({3, 2, 3, 3})}),
-              HasSubstr("spatial dims must be constants"));
+}
+
+// Symbolic image sizes give output sizes that are expressions of them (the full size less the
+// pads, in * stride with SAME), or output_shape's constants.
+TEST(ConvTranspose, SymbolicSpatialDims) {
+  const Type x = F32({S("n"), 3, S("h"), S("w")});
+  const Type w = F32({3, 2, 3, 3});
+  // 2 * (h - 1) + 1 + 3 - 2 = 2h.
+  EXPECT_EQ(
+      Infer("conv_transpose", {x, w},
+            {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}, {"output_padding", Ints{1, 1}}}),
+      "f32[n, 2, h * 2, w * 2]");
+  EXPECT_EQ(Infer("conv_transpose", {x, w}), "f32[n, 2, h + 2, w + 2]");
+  EXPECT_EQ(Infer("conv_transpose", {x, w},
+                  {{"strides", Ints{3, 1}}, {"auto_pad", std::string("SAME_UPPER")}}),
+            "f32[n, 2, h * 3, w]");
+  EXPECT_EQ(Infer("conv_transpose", {F32({1, 3, S("h"), 4}), w},
+                  {{"strides", Ints{2, 2}}, {"output_shape", Ints{10, 9}}}),
+            "f32[1, 2, 10, 9]");
+  // Bad attributes still fail at load time.
+  EXPECT_THAT(InferError("conv_transpose", {x, w}, {{"strides", Ints{0, 1}}}),
+              HasSubstr("must be positive"));
 }
 
 TEST(ConvTranspose, Errors) {
@@ -345,6 +365,22 @@ TEST(MaxUnpool, Shapes) {
             "f64[1, 2, 4, 4, 2]");
 }
 
+// Symbolic image sizes: (in - 1) * stride + kernel - pads as an expression of in, or
+// output_shape's constants; output_shape smaller than any input's unpooled size still fails.
+TEST(MaxUnpool, SymbolicSpatialDims) {
+  const Type x = F32({S("n"), 2, S("h"), S("w")});
+  const Type i = TensorType({S("n"), 2, S("h"), S("w")}, DType::kInt64);
+  Attrs k3s2 = {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 0, 1}}};
+  EXPECT_EQ(Infer("max_unpool", {x, i}, k3s2), "f32[n, 2, h * 2, w * 2]");
+  EXPECT_EQ(Infer("max_unpool", {x, i}, {{"kernel_shape", Ints{2, 3}}}), "f32[n, 2, h + 1, w + 2]");
+  Attrs shaped = k3s2;
+  shaped.Set("output_shape", Ints{1, 2, 9, 8});
+  EXPECT_EQ(Infer("max_unpool", {x, i}, shaped), "f32[n, 2, 9, 8]");
+  shaped.Set("output_shape", Ints{1, 2, 2, 8});
+  EXPECT_THAT(InferError("max_unpool", {x, i}, shaped),
+              HasSubstr("spatial dim 0 is smaller than the unpooled size"));
+}
+
 TEST(MaxUnpool, Errors) {
   const Type x = F32({1, 2, 2, 2});
   const Type i = TensorType({1, 2, 2, 2}, DType::kInt64);
@@ -379,10 +415,6 @@ TEST(MaxUnpool, Errors) {
                  {TensorType({1, 1, 2}, DType::kBool), TensorType({1, 1, 2}, DType::kInt64)},
                  {{"kernel_shape", Ints{2}}}),
       HasSubstr("input must be a float or integer tensor"));
-  EXPECT_THAT(
-      InferError("max_unpool", {F32({1, 1, S("w")}), TensorType({1, 1, S("w")}, DType::kInt64)},
-                 {{"kernel_shape", Ints{2}}}),
-      HasSubstr("spatial dims must be constants"));
   EXPECT_THAT(ErrorMessage([&] { InferOpType("max_unpool", {x, i}); }), HasSubstr("kernel_shape"));
 }
 
