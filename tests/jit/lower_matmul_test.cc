@@ -141,21 +141,25 @@ TEST(LowerMatmul, Gemm) {
 
 // gemm with B packed into panels (b_panel): TileLoops tiles its columns by the panel width
 // and reads the panels in place. Widths the host's tiles use (16, 64) and others, N a multiple
-// of the width and not, rows enough for row blocks and K blocks, and a single row.
+// of the width and not, rows enough for row blocks and K blocks, a single row, A transposed;
+// alpha scales the product (the f64 path of the lowering).
 TEST(LowerMatmul, GemmPackedB) {
   struct Case {
     int64_t m, k, n, t;
+    bool trans_a;
   };
-  for (const Case& c : {Case{37, 33, 70, 16}, Case{40, 300, 128, 64}, Case{33, 200, 150, 64},
-                        Case{1, 9, 20, 8}, Case{5, 3, 3, 2}}) {
-    Tensor a = RandomOperand(DType::kFloat32, {c.m, c.k}, 1);
+  for (const Case& c :
+       {Case{37, 33, 70, 16, false}, Case{40, 300, 128, 64, false}, Case{33, 200, 150, 64, false},
+        Case{1, 9, 20, 8, false}, Case{5, 3, 3, 2, false}, Case{29, 17, 80, 64, true}}) {
+    Tensor a = RandomOperand(DType::kFloat32, c.trans_a ? V{c.k, c.m} : V{c.m, c.k}, 1);
     Tensor b = RandomOperand(DType::kFloat32, {c.k, c.n}, 2);
     Tensor bias = RandomOperand(DType::kFloat32, {c.n}, 3);
-    Attrs attrs = {{"b_panel", c.t}, {"n", c.n}};
+    Attrs attrs = {{"b_panel", c.t}, {"n", c.n}, {"transA", c.trans_a}, {"alpha", 1.5}};
     Tolerance tol = ToleranceFor(DType::kFloat32, c.k);
     EXPECT_TRUE(CompiledMatchesReference("gemm", {a, test::PackPanels(b, c.t), bias}, attrs,
                                          tol.atol, tol.rtol))
-        << c.m << " x " << c.k << " x " << c.n << " in panels of " << c.t;
+        << c.m << " x " << c.k << " x " << c.n << " in panels of " << c.t
+        << (c.trans_a ? ", A transposed" : "");
   }
 }
 
