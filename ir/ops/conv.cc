@@ -204,16 +204,10 @@ std::vector<WindowDim> ComputeTransposeWindow(const std::vector<int64_t>& in,
                     " values (one per spatial dim)");
   const std::string& auto_pad = attrs.GetString("auto_pad");
   const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
-  if (auto_pad != "NOTSET" && std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p; }) &&
-      error->empty())
-    *error = StrCat("explicit pads ", JoinInts(pads), " conflict with auto_pad ", auto_pad);
-  std::vector<WindowDim> dims(n);
+  CheckPadsAgainstAutoPad(pads, auto_pad, error);
+  std::vector<WindowDim> dims = BaseWindowDims(in, kernel, strides, dilations);
   for (size_t i = 0; i < n; ++i) {
     WindowDim& d = dims[i];
-    d.in = in[i];
-    d.kernel = kernel[i];
-    d.stride = strides[i];
-    d.dilation = dilations[i];
     if (d.stride < 1 || d.dilation < 1 || d.kernel < 1 || d.in < 1) {
       if (error->empty())
         *error = StrCat("spatial dim ", i, ": input ", d.in, ", kernel ", d.kernel, ", stride ",

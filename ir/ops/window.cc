@@ -50,6 +50,27 @@ std::vector<int64_t> Pads(const Attrs& attrs, size_t n, std::string* error) {
   return pads;
 }
 
+void CheckPadsAgainstAutoPad(const std::vector<int64_t>& pads, const std::string& auto_pad,
+                             std::string* error) {
+  if (auto_pad != "NOTSET" && std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p; }) &&
+      error->empty())
+    *error = StrCat("explicit pads ", JoinInts(pads), " conflict with auto_pad ", auto_pad);
+}
+
+std::vector<WindowDim> BaseWindowDims(const std::vector<int64_t>& in,
+                                      const std::vector<int64_t>& kernel,
+                                      const std::vector<int64_t>& strides,
+                                      const std::vector<int64_t>& dilations) {
+  std::vector<WindowDim> dims(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    dims[i].in = in[i];
+    dims[i].kernel = kernel[i];
+    dims[i].stride = strides[i];
+    dims[i].dilation = dilations[i];
+  }
+  return dims;
+}
+
 std::vector<WindowDim> ComputeWindow(const std::vector<int64_t>& in,
                                      const std::vector<int64_t>& kernel, const Attrs& attrs,
                                      std::string* error) {
@@ -60,16 +81,10 @@ std::vector<WindowDim> ComputeWindow(const std::vector<int64_t>& in,
   std::vector<int64_t> pads = Pads(attrs, n, error);
   const std::string& auto_pad = attrs.GetString("auto_pad");
   const bool ceil_mode = attrs.Has("ceil_mode") && attrs.GetBool("ceil_mode");
-  if (auto_pad != "NOTSET" && std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p; }) &&
-      error->empty())
-    *error = StrCat("explicit pads ", JoinInts(pads), " conflict with auto_pad ", auto_pad);
-  std::vector<WindowDim> dims(n);
+  CheckPadsAgainstAutoPad(pads, auto_pad, error);
+  std::vector<WindowDim> dims = BaseWindowDims(in, kernel, strides, dilations);
   for (size_t i = 0; i < n; ++i) {
     WindowDim& d = dims[i];
-    d.in = in[i];
-    d.kernel = kernel[i];
-    d.stride = strides[i];
-    d.dilation = dilations[i];
     if (d.stride < 1 || d.dilation < 1 || d.kernel < 1) {
       if (error->empty())
         *error = StrCat("spatial dim ", i, ": kernel ", d.kernel, ", stride ", d.stride,

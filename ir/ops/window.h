@@ -46,6 +46,18 @@ std::vector<int64_t> PerDim(const Attrs& attrs, const char* attr, size_t n, int6
 // not given).
 std::vector<int64_t> Pads(const Attrs& attrs, size_t n, std::string* error);
 
+// Fails (sets `*error`, when empty) on explicit nonzero pads with an auto_pad other than
+// NOTSET.
+void CheckPadsAgainstAutoPad(const std::vector<int64_t>& pads, const std::string& auto_pad,
+                             std::string* error);
+
+// One WindowDim per spatial dim with its input size, kernel, stride and dilation set; the
+// pads and the output size are left to the caller (ComputeWindow, conv_transpose's geometry).
+std::vector<WindowDim> BaseWindowDims(const std::vector<int64_t>& in,
+                                      const std::vector<int64_t>& kernel,
+                                      const std::vector<int64_t>& strides,
+                                      const std::vector<int64_t>& dilations);
+
 // The geometry of every spatial dim, from the input's spatial sizes and the kernel sizes.
 // Attributes read: strides, pads, dilations (when the op has it), auto_pad, ceil_mode (when the
 // op has it). Sets `*error` (and returns what it could) when the attributes do not fit.

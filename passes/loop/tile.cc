@@ -367,6 +367,7 @@ std::optional<ReductionBody> TileablePattern(const loop::ForNode* n) {
   int64_t panel = BodyPrepackedWidth(*body, n->var.get()), min = 0;
   if (panel < 0 || (panel > 0 && (!loop::IsConstInt(n->min, &min) || min != 0)))
     return std::nullopt;
+  body->prepacked = panel;
   return body;
 }
 
@@ -572,16 +573,13 @@ class Tiler : public loop::Mutator {
     // A j loop with no row loop around it: one row (a matrix-vector product), whose few
     // accumulators could not hide the FMA latency; it takes a wider row.
     // A pre-packed operand fixes the tile width to its panels'.
-    if (std::optional<ReductionBody> body = TileablePattern(n)) {
-      int64_t panel = BodyPrepackedWidth(*body, n->var.get());
-      return TileJ(n, *body, panel > 0 ? panel : single_row_, nullptr);
-    }
+    if (std::optional<ReductionBody> body = TileablePattern(n))
+      return TileJ(n, *body, body->prepacked > 0 ? body->prepacked : single_row_, nullptr);
     if (rows_ >= 2) {
       const loop::ForNode* j = loop::AsFor(n->body);
       if (std::optional<ReductionBody> body = TileablePattern(j))
         if (RowBlockable(n, j, *body)) {
-          int64_t panel = BodyPrepackedWidth(*body, j->var.get());
-          int64_t tile = panel > 0 ? panel : EvenTile(j);
+          int64_t tile = body->prepacked > 0 ? body->prepacked : EvenTile(j);
           return TileRows(n, j, *body, tile, rows_, pack_, pack_set_, KBlock(tile));
         }
     }

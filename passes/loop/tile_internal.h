@@ -22,6 +22,9 @@ using loop::VarNode;
 struct ReductionBody {
   std::vector<Buffer> accumulators;  // in Alloc order
   std::vector<Stmt> statements;      // between the Allocs and the Frees
+  // The panel width of the pre-packed operands it reads (PrepackedWidth), 0 when none: the
+  // tile width then. Set by TileablePattern.
+  int64_t prepacked = 0;
 };
 
 // A block of rows: the i loop's variable becomes `base + r` for r in [0, rows).
