@@ -27,6 +27,15 @@
 // Applied bottom up, so [N, C, H, W] elementwise loops collapse to one loop where all accesses
 // allow it (a broadcast along C stops the collapse at C).
 //
+// Row-split reads. Before TileLoops (below), a column walk whose rows lie Q elements apart
+// where the loop pair covers B < Q of each (a 3x3 conv reading its zero-padded input: rows of
+// W + 2, output rows of W) does not fit the rule, yet collapsing still pays: the output and
+// every other access are flat in p, and the walk reads through F(a = p // B, b = p % B). When B
+// is a multiple of 16, a vector of p that starts at a multiple of its width lies in one row, and
+// VectorizeLoops turns p // B into a scalar and p % B into a ramp, so the walk's lanes are
+// contiguous (the small CNN's 3x3 conv at 16 x 16 then computes 256 columns per image, not the
+// 288 of its padded rows).
+//
 // Two modes, two places in the pipeline (option `column_walks_only`):
 //  - before TileLoops, only pairs whose inner loop holds a reduction that reads along the
 //    collapsed variable with coefficient 1 (the column walk TileLoops blocks: a 1x1 conv's
@@ -116,13 +125,19 @@ class Collapser : public loop::Mutator {
       if (!flat) return nullptr;
       std::optional<int64_t> ca = loop::AffineCoefficient(*flat, a);
       std::optional<int64_t> cb = loop::AffineCoefficient(*flat, b);
-      if (!ca || !cb || *ca != b_extent * *cb) return nullptr;
-      column_walk |= !acc.store && acc.loop_depth > 0 && *cb == 1;
+      if (!ca || !cb) return nullptr;
+      const bool walk = !acc.store && acc.loop_depth > 0 && *cb == 1;
+      // A column walk over rows that lie further apart than B (a padded input's rows) may
+      // read through p // B and p % B, see the file comment.
+      if (*ca != b_extent * *cb &&
+          !(walk && column_walks_only_ && b_extent % loop::kRowSplitAlign == 0))
+        return nullptr;
+      column_walk |= walk;
     }
     if (column_walks_only_ && !column_walk) return nullptr;
 
     loop::Var p = loop::MakeVar(outer->var->name + "_" + inner->var->name);
-    AccessRewriter rewrite(this, outer->var, inner->var, p);
+    AccessRewriter rewrite(this, outer->var, inner->var, p, b_extent);
     Stmt body = rewrite.MutateStmt(inner->body);
     return loop::For(p, loop::IntImm(0), loop::IntImm(a_extent * b_extent), ForKind::kSerial, body);
   }
@@ -130,8 +145,8 @@ class Collapser : public loop::Mutator {
   // Rewrites the accesses of one collapsed body to single flat indices in p.
   class AccessRewriter : public loop::Mutator {
    public:
-    AccessRewriter(Collapser* c, loop::Var a, loop::Var b, loop::Var p)
-        : c_(c), a_(std::move(a)), b_(std::move(b)), p_(std::move(p)) {}
+    AccessRewriter(Collapser* c, loop::Var a, loop::Var b, loop::Var p, int64_t b_extent)
+        : c_(c), a_(std::move(a)), b_(std::move(b)), p_(std::move(p)), b_extent_(b_extent) {}
 
    protected:
     Expr MutateLoad(const loop::LoadNode* n, const Expr& self) override {
@@ -151,10 +166,17 @@ class Collapser : public loop::Mutator {
    private:
     Expr Flat(const loop::BufferNode& buf, const std::vector<Expr>& indices) {
       Expr flat = *loop::FlatIndex(buf, indices);  // TryCollapse checked every such access
-      return loop::Substitute(loop::Substitute(flat, a_, loop::IntImm(0)), b_, p_);
+      // Affine with coef(a) = B * coef(b) (TryCollapse's rule), else a row-split read.
+      if (*loop::AffineCoefficient(flat, a_.get()) ==
+          b_extent_ * *loop::AffineCoefficient(flat, b_.get()))
+        return loop::Substitute(loop::Substitute(flat, a_, loop::IntImm(0)), b_, p_);
+      Expr row = loop::FloorDiv(p_, loop::IntImm(b_extent_));
+      Expr column = loop::FloorMod(p_, loop::IntImm(b_extent_));
+      return loop::Substitute(loop::Substitute(flat, a_, row), b_, column);
     }
     Collapser* c_;
     loop::Var a_, b_, p_;
+    int64_t b_extent_;
   };
 
   bool column_walks_only_;

@@ -76,6 +76,27 @@ std::optional<int64_t> AffineCoefficient(const Expr& e, const VarNode* v) {
   return AffineCoefficientIf(e, v, [v](const Expr& x) { return Mentions(x, v); });
 }
 
+bool IsRowSplitWalk(const Expr& e, const VarNode* v, int64_t align) {
+  struct Unsplit : Mutator {
+    const VarNode* v;
+    int64_t align;
+    bool split = false;
+    Expr MutateBinary(const BinaryNode* n, const Expr& self) override {
+      int64_t c = 0;
+      if ((n->op == BinaryOp::kFloorDiv || n->op == BinaryOp::kFloorMod) && IsConstInt(n->b, &c) &&
+          c > 0 && c % align == 0 && AffineCoefficient(n->a, v) == 1) {
+        split = true;
+        return n->op == BinaryOp::kFloorDiv ? IntImm(0) : n->a;
+      }
+      return Mutator::MutateBinary(n, self);
+    }
+  } unsplit;
+  unsplit.v = v;
+  unsplit.align = align;
+  Expr flat = unsplit.MutateExpr(e);
+  return unsplit.split && AffineCoefficient(flat, v) == 1;
+}
+
 std::vector<Expr> RowMajorStrides(const std::vector<Expr>& shape) {
   std::vector<Expr> strides(shape.size());
   Expr acc = IntImm(1);

@@ -28,6 +28,15 @@ bool MentionsOrLoads(const Expr& e, const VarSet& vars);
 std::optional<int64_t> AffineCoefficient(const Expr& e, const VarNode* v, const VarSet& variant);
 std::optional<int64_t> AffineCoefficient(const Expr& e, const VarNode* v);
 
+// Whether `e` walks along v through rows: its non-affine terms are (x // c) and (x % c) with x
+// = v + r (coefficient 1) and c a multiple of `align`, there is at least one, and with each
+// x // c taken as constant and each x % c as x, e is v + r'. CollapseLoops' row-split reads:
+// lanes of v that start at a multiple of their width (dividing align) are contiguous.
+bool IsRowSplitWalk(const Expr& e, const VarNode* v, int64_t align);
+// The row length CollapseLoops' row-split reads need a multiple of: a vector of up to 16 lanes
+// that starts at a multiple of its width then stays within one row.
+constexpr int64_t kRowSplitAlign = 16;
+
 // Row-major strides from `shape`, innermost 1: [n, m, 16] -> [m * 16, 16, 1].
 std::vector<Expr> RowMajorStrides(const std::vector<Expr>& shape);
 

@@ -50,7 +50,8 @@
 //  - every other buffer the body stores to is stored outside the reduction loops, at one index
 //    list that depends on j (c * j + r with c != 0 in some index), and is not read in the body;
 //  - profitability: inside the reduction loops, every load that depends on j has `j + r` as its
-//    last index and j in no other, and there is at least one. A reduction over the last axis
+//    last index and j in no other (or reads rows through (j + r) // c and % c: a row-split
+//    read, see CollapseLoops), and there is at least one. A reduction over the last axis
 //    (sum over k of x[i, k], or a @ b^T reading b[j, k]) is already contiguous along k and
 //    fails this, so it is left alone.
 // The first three make the rewrite legal: the only values that flow between statements of one j
@@ -247,7 +248,7 @@ bool Tileable(const ReductionBody& body, const VarNode* j) {
     for (size_t k = 0; k + 1 < idx.size(); ++k)
       if (Mentions(idx[k], j)) return false;
     std::optional<int64_t> c = AffineCoefficient(idx.back(), j);
-    if (!c || *c != 1) return false;
+    if ((!c || *c != 1) && !loop::IsRowSplitWalk(idx.back(), j, loop::kRowSplitAlign)) return false;
     contiguous_load = true;
   }
   return contiguous_load;

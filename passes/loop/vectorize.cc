@@ -135,24 +135,22 @@ bool IterationsIndependent(const BodyInfo& info, const VarNode* v) {
   return true;
 }
 
-// Whether every access that depends on `v` reads or writes lanes a code generator loads or
-// stores as whole vectors: `v + r` in the last index and `v` in no other, or for a load `c * v
-// + r` with c from 2 to kMaxLoadStride (the lanes of a strided load are picked out of the span
-// that holds them, as LLVM's code generator does; a stride-2 phase of a padded input, a 2x2
-// pool's taps). Stores must depend on `v` (checked by IterationsIndependent).
-constexpr int64_t kMaxLoadStride = 4;
-bool AccessesContiguous(const BodyInfo& info, const VarNode* v) {
-  for (const Access& a : info.accesses) {
-    const std::vector<Expr>& idx = *a.indices;
-    bool depends = false;
-    for (const Expr& e : idx) depends = depends || Mentions(e, info.variant);
-    if (!depends) continue;
-    for (size_t k = 0; k + 1 < idx.size(); ++k)
-      if (Mentions(idx[k], info.variant)) return false;
-    std::optional<int64_t> c = AffineCoefficient(idx.back(), v, info.variant);
-    if (!c || (*c != 1 && (a.store || *c < 2 || *c > kMaxLoadStride))) return false;
+// Whether `e` is a multiple of c > 0 from its form alone: a constant multiple, a product with
+// such a factor, a sum or difference of such.
+bool IsMultipleOf(const Expr& e, int64_t c) {
+  int64_t v = 0;
+  if (loop::IsConstInt(e, &v)) return v % c == 0;
+  const loop::BinaryNode* b = loop::AsBinary(e);
+  if (!b) return false;
+  switch (b->op) {
+    case loop::BinaryOp::kMul:
+      return IsMultipleOf(b->a, c) || IsMultipleOf(b->b, c);
+    case loop::BinaryOp::kAdd:
+    case loop::BinaryOp::kSub:
+      return IsMultipleOf(b->a, c) && IsMultipleOf(b->b, c);
+    default:
+      return false;
   }
-  return true;
 }
 
 // Rewrites a body to work on `lanes` consecutive iterations: the loop variable becomes
@@ -234,6 +232,16 @@ class Vectorizer : public loop::Mutator {
         if (ra && loop::IsConstInt(b, &c)) return ramp(loop::Mul(ra->base, b), ra->stride * c);
         if (rb && loop::IsConstInt(a, &c)) return ramp(loop::Mul(a, rb->base), rb->stride * c);
         return nullptr;
+      case loop::BinaryOp::kFloorDiv:
+      case loop::BinaryOp::kFloorMod:
+        // ramp(m, 1, W) // c and % c, W dividing both m and c: the lanes lie in one run of c
+        // (m % c <= c - W), so // is the same for all of them and % steps by 1 (a row-split
+        // read, see CollapseLoops).
+        if (ra && ra->stride == 1 && loop::IsConstInt(b, &c) && c > 0 && c % lanes_ == 0 &&
+            IsMultipleOf(ra->base, lanes_))
+          return op == loop::BinaryOp::kFloorDiv ? loop::FloorDiv(ra->base, b)  // stays scalar
+                                                 : ramp(loop::FloorMod(ra->base, b), 1);
+        return nullptr;
       default:
         return nullptr;
     }
@@ -243,6 +251,35 @@ class Vectorizer : public loop::Mutator {
   Expr ramp_;
   int lanes_;
 };
+
+// Whether every access that depends on `v` reads or writes lanes a code generator loads or
+// stores as whole vectors: `v + r` in the last index and `v` in no other, or for a load `c * v
+// + r` with c from 2 to kMaxLoadStride (the lanes of a strided load are picked out of the span
+// that holds them, as LLVM's code generator does; a stride-2 phase of a padded input, a 2x2
+// pool's taps). A load's index that is not affine in `v` counts when it folds to such a ramp
+// at `width` lanes (a row-split read: `(v + r) // c` and `%` with width dividing c and r).
+// Stores must depend on `v` (checked by IterationsIndependent).
+constexpr int64_t kMaxLoadStride = 4;
+bool AccessesContiguous(const BodyInfo& info, const loop::ForNode* n, int64_t width) {
+  const VarNode* v = n->var.get();
+  for (const Access& a : info.accesses) {
+    const std::vector<Expr>& idx = *a.indices;
+    bool depends = false;
+    for (const Expr& e : idx) depends = depends || Mentions(e, info.variant);
+    if (!depends) continue;
+    for (size_t k = 0; k + 1 < idx.size(); ++k)
+      if (Mentions(idx[k], info.variant)) return false;
+    std::optional<int64_t> c = AffineCoefficient(idx.back(), v, info.variant);
+    if (!c && !a.store) {
+      // The lanes as the vector loop will make them (VectorizeExplicitly's base).
+      Expr base = loop::Add(n->min, loop::Mul(loop::MakeVar("v"), loop::IntImm(width)));
+      Expr lanes = Vectorizer(v, base, static_cast<int>(width)).MutateExpr(idx.back());
+      if (const loop::RampNode* r = loop::AsRamp(lanes)) c = r->stride;
+    }
+    if (!c || (*c != 1 && (a.store || *c < 2 || *c > kMaxLoadStride))) return false;
+  }
+  return true;
+}
 
 // Whether `e` is never negative, from its form alone: constants >= 0, variables (extents and
 // shape symbols), and +, *, //, min and max of such. A difference may be negative.
@@ -317,11 +354,10 @@ Stmt VectorizeLoop(const Stmt& s, int64_t width) {
   info.accesses = std::move(scanner.accesses);
   if (info.has_loop || !info.scalar || !IterationsIndependent(info, n->var.get())) return s;
 
-  if (info.straight_line && !info.variant_let && AccessesContiguous(info, n->var.get())) {
-    // A short constant loop still fills a narrower vector (4 lanes of f32 is an SSE register).
-    while (constant && width > extent) width /= 2;
-    if (width >= 2) return VectorizeExplicitly(n, width);
-  }
+  // A short constant loop still fills a narrower vector (4 lanes of f32 is an SSE register).
+  while (constant && width > extent) width /= 2;
+  if (info.straight_line && !info.variant_let && width >= 2 && AccessesContiguous(info, n, width))
+    return VectorizeExplicitly(n, width);
   if (n->for_kind != ForKind::kSerial) return s;
   return loop::For(n->var, n->min, n->extent, ForKind::kVectorized, n->body);
 }

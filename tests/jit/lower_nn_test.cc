@@ -107,6 +107,14 @@ std::vector<ConvCase> ConvCases() {
        {2, 3, 2},
        true,
        {{"strides", Ints{3}}, {"pads", Ints{4, 0}}, {"dilations", Ints{2}}}},
+      // Output rows of 16 or 32 pixels: the padded input is read through row // W and row % W
+      // (row-split reads), with groups, a stride (5 x 16 out of 9 x 32), a dilation, an odd
+      // number of rows, and in 3-D.
+      {{2, 6, 5, 16}, {9, 2, 3, 3}, true, {{"group", int64_t{3}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{1, 3, 9, 32}, {8, 3, 3, 3}, true, {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{1, 2, 7, 20}, {4, 2, 3, 3}, false, {{"dilations", Ints{2, 2}}}},
+      {{1, 2, 3, 4, 16}, {3, 2, 2, 3, 3}, true, {{"pads", Ints{0, 1, 1, 0, 1, 1}}}},
+      {{1, 5, 3, 48}, {7, 5, 3, 3}, true, {{"pads", Ints{1, 1, 1, 1}}}},
   };
 }
 

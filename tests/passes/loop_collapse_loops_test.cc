@@ -139,6 +139,40 @@ TEST(CollapseLoops, ColumnWalksOnly) {
   EXPECT_NE(Print(Collapsed(rows)->body).find("for i_j in [0, 12) {"), std::string::npos);
 }
 
+// A 3x3 conv over a zero-padded input: x's rows are 18 apart, the output's 16. Before TileLoops
+// the pixel loops still collapse, x read through h_w // 16 and h_w % 16 (a row-split read);
+// with a row of 12 (not a multiple of 16), or without the restriction, they stay.
+TEST(CollapseLoops, RowSplitReadsOfAPaddedInput) {
+  for (int64_t width : {16, 32, 12}) {
+    Var m = MakeVar("m"), h = MakeVar("h"), w = MakeVar("w"), k = MakeVar("k"), t = MakeVar("t");
+    Buffer x = F32("x", {I(2), I(5), I(width + 2)}), wt = F32("wt", {I(3), I(2), I(3)}),
+           out = F32("out", {I(3), I(3), I(width)});
+    Expr conv =
+        Reduce(ReduceKind::kSum, Mul(Load(wt, {m, k, t}), Load(x, {k, Add(h, t), Add(w, t)})),
+               {{k, I(2)}, {t, I(3)}});
+    PrimFunc f = LowerReductions(
+        MakePrimFunc({x, wt, out}, {},
+                     Loop(m, I(3), Loop(h, I(3), Loop(w, I(width), Store(out, {m, h, w}, conv))))));
+    PrimFunc g = Collapsed(f, true);
+    std::string text = Print(g->body);
+    if (width % 16 == 0) {
+      std::string row = std::to_string(width), padded = std::to_string(width + 2);
+      EXPECT_NE(text.find("for h_w in [0, " + std::to_string(3 * width) + ") {"), std::string::npos)
+          << text;
+      // x[k * 5 * padded + (h_w // row + t) * padded + (h_w % row + t)]
+      EXPECT_NE(text.find("(h_w // " + row + " + t) * " + padded + " + (h_w % " + row + " + t)"),
+                std::string::npos)
+          << text;
+      EXPECT_NE(text.find("out[m * " + std::to_string(3 * width) + " + h_w]"), std::string::npos)
+          << text;
+      ExpectSameResults(f, g);
+    } else {
+      EXPECT_EQ(text, Print(f->body));
+    }
+    EXPECT_EQ(Print(Collapsed(f)->body), Print(f->body));
+  }
+}
+
 // A buffer accessed both inside a collapsed nest and elsewhere is one object everywhere.
 TEST(CollapseLoops, RemadeBufferIsOneObject) {
   Var h = MakeVar("h"), w = MakeVar("w"), i = MakeVar("i");

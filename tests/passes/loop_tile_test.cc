@@ -409,6 +409,24 @@ TEST(TileLoops, ThenParallelizeAndVectorize) {
   ExpectSameResults(f, g, {{1, 1}, {3, 64}, {5, 71}, {67, 130}});
 }
 
+// A conv's pixels over a padded input as CollapseLoops leaves them: x read through p // 16 and
+// p % 16 (a row-split read) is a column walk, tiled, and its lanes come out contiguous.
+TEST(TileLoops, RowSplitReadIsTiled) {
+  Var i = loop::MakeVar("i"), p = loop::MakeVar("p"), k = loop::MakeVar("k");
+  Buffer w = Buf("w", {I(5), I(3)}), x = Buf("x", {I(3 * 6 * 18)}), out = Buf("out", {I(5), I(96)});
+  Expr at = loop::Add(loop::Mul(k, I(6 * 18)), loop::Add(loop::Mul(loop::FloorDiv(p, I(16)), I(18)),
+                                                         loop::FloorMod(p, I(16))));
+  Expr dot = Sum(loop::Mul(loop::Load(w, {i, k}), loop::Load(x, {at})), k, I(3));
+  auto f = Func({w, x, out}, 2, {}, Loop(i, I(5), Loop(p, I(96), loop::Store(out, {i, p}, dot))));
+  auto g = Tile(f, 32, "TileLoops,VectorizeLoops");
+  std::string text = BodyText(g);
+  EXPECT_THAT(text, HasSubstr("for p_outer in [0, 3) {"));
+  EXPECT_THAT(text, Not(HasSubstr("vectorized")));
+  EXPECT_THAT(text, HasSubstr("x[ramp(k * 108 + ((p_outer * 32 + p_inner_vec_1 * 8) // 16 * 18 + "
+                              "(p_outer * 32 + p_inner_vec_1 * 8) % 16), 1, 8)]"));
+  ExpectSameResults(f, g);
+}
+
 TEST(TileLoops, ConfigKeyIsRegistered) {
   EXPECT_TRUE(test::ConfigRegisteredWithDefault("tile.j", int64_t{16}));
   EXPECT_TRUE(test::ConfigRegisteredWithDefault("tile.i", int64_t{6}));

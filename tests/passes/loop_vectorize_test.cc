@@ -277,6 +277,33 @@ for i in [n // 8 * 8, n // 8 * 8 + n % 8) {
   EXPECT_THAT(BodyText(Vectorize(scatter)), HasSubstr("vectorized"));
 }
 
+// A row-split read (CollapseLoops): x[(p // 16) * 18 + p % 16] is contiguous over 8 lanes that
+// start at a multiple of 8, so p // 16 stays scalar and p % 16 becomes a ramp. Starting at 4,
+// or with rows of 12, lanes could straddle two rows: the fallback.
+TEST(VectorizeLoops, RowSplitReadsTakeTheExplicitPath) {
+  Var p = loop::MakeVar("p");
+  for (int64_t row : {16, 12}) {
+    for (int64_t start : {0, 4}) {
+      Buffer x = Buf("x", {I(4 * (row + 2))}), out = Buf("out", {I(4 * row)});
+      Expr at =
+          loop::Add(loop::Mul(loop::FloorDiv(p, I(row)), I(row + 2)), loop::FloorMod(p, I(row)));
+      auto f = Func({x, out}, 1, {},
+                    loop::For(p, I(start), I(4 * row - start), ForKind::kSerial,
+                              loop::Store(out, {p}, loop::Load(x, {at}))));
+      auto g = Vectorize(f);
+      if (row == 16 && start == 0) {
+        EXPECT_EQ(BodyText(g), R"(for p_vec in [0, 8) {
+  out[ramp(p_vec * 8, 1, 8)] = x[ramp(p_vec * 8 // 16 * 18 + p_vec * 8 % 16, 1, 8)]
+}
+)");
+      } else {
+        EXPECT_THAT(BodyText(g), HasSubstr("vectorized")) << row << " " << start;
+      }
+      ExpectSameResults(f, g);
+    }
+  }
+}
+
 // ---- the kVectorized fallback ----
 
 // A transposed read is not contiguous along the loop: LLVM decides how to vectorize it.
