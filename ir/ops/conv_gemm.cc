@@ -15,8 +15,8 @@ Expr I64(int64_t v) {
   return loop::IntImm(v);
 }
 
-// Whether t.at(idx) is exactly a load of a buffer of t's shape at idx (maybe under casts to
-// t's dtype): then t may be read at any flat offset by putting it in the last index.
+}  // namespace
+
 bool IsIdentityRead(LowerContext& ctx, const LTensor& t) {
   std::vector<Expr> idx;
   for (size_t i = 0; i < t.shape.size(); ++i) idx.push_back(ctx.NewVar("v"));
@@ -36,15 +36,11 @@ bool IsIdentityRead(LowerContext& ctx, const LTensor& t) {
   return true;
 }
 
-// `t` read at flat offset `flat` within the block that starts at its first `lead.size()`
-// indices: the lead indices, zeros, and the offset as the last index (IsIdentityRead holds).
 Expr FlatRead(const LTensor& t, std::vector<Expr> lead, const Expr& flat) {
   while (lead.size() + 1 < t.shape.size()) lead.push_back(I64(0));
   lead.push_back(flat);
   return t.at(lead);
 }
-
-}  // namespace
 
 PhaseSplit SplitPhases(LowerContext& ctx, const LTensor& x, const std::vector<WindowDim>& dims,
                        double fill) {

@@ -10,6 +10,13 @@
 
 namespace kiln::ops {
 
+// Whether t.at(idx) is exactly a load of a buffer of t's shape at idx (maybe under casts to
+// t's dtype): then t may be read at any flat offset by putting it in the last index.
+bool IsIdentityRead(LowerContext& ctx, const LTensor& t);
+// `t` read at flat offset `flat` within the block that starts at its first `lead.size()`
+// indices: the lead indices, zeros, and the offset as the last index (IsIdentityRead holds).
+loop::Expr FlatRead(const LTensor& t, std::vector<loop::Expr> lead, const loop::Expr& flat);
+
 // One spatial dim of a windowed op (conv, conv_transpose, the pools), all sizes concrete: the
 // geometry ComputeWindow (ir/ops/window.h) computes and the phase split below reads.
 struct WindowDim {

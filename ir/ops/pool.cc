@@ -610,6 +610,53 @@ void GlobalPoolKernelRef(bool is_max, const Tensor& x, Tensor& out) {
   }
 }
 
+// global_avg_pool over planes of a constant E >= 2 * kPlaneLanes elements read in place: each
+// plane sums in kPlaneLanes partial sums, partial[l] = sum over q of x[q * kPlaneLanes + l], then
+// the partials and the E % kPlaneLanes elements left over. The partial sums are a column walk
+// that TileLoops blocks over several planes and VectorizeLoops makes vector adds; the plain
+// reduction along the plane is a chain of scalar adds, which LLVM vectorized across planes with
+// gathers (small CNN's 8 x 8 planes at batch 32: 71 -> 19 us; MobileNet's 960 planes of 7 x 7:
+// 11.6 -> 6.3 us; 16 lanes: 35 us, the final sum of 16 partials then costs more). f64 sums
+// either way, in another order. nullopt where it does not apply.
+constexpr int64_t kPlaneLanes = 8;
+std::optional<LTensor> LaneSplitPlaneSum(LowerContext& ctx, const LTensor& x) {
+  int64_t plane = 1;
+  for (int i = 2; i < x.ndim(); ++i) {
+    int64_t d = 0;
+    if (!loop::IsConstInt(x.shape[i], &d)) return std::nullopt;
+    plane *= d;
+  }
+  if (plane < 2 * kPlaneLanes || !IsIdentityRead(ctx, x)) return std::nullopt;
+  const DType acc = DType::kFloat64;
+  const int64_t steps = plane / kPlaneLanes;
+  auto read = [x](const Expr& n, const Expr& c, const Expr& flat) {
+    return loop::Cast(DType::kFloat64, FlatRead(x, {n, c}, flat));
+  };
+  LTensor lanes{acc,
+                {x.shape[0], x.shape[1], I64(kPlaneLanes)},
+                [&ctx, read, steps](const std::vector<Expr>& i) {
+                  loop::Var q = ctx.NewVar("q");
+                  return loop::Reduce(
+                      loop::ReduceKind::kSum,
+                      read(i[0], i[1], loop::Add(loop::Mul(q, I64(kPlaneLanes)), i[2])),
+                      {{q, I64(steps)}});
+                }};
+  LTensor partial = ctx.Materialize(lanes, "plane_lanes");
+  const int64_t left = plane - steps * kPlaneLanes;
+  std::vector<Expr> shape = {x.shape[0], x.shape[1]};
+  return LTensor{acc, shape, [&ctx, partial, read, steps, left](const std::vector<Expr>& i) {
+                   loop::Var l = ctx.NewVar("l");
+                   Expr sum = loop::Reduce(loop::ReduceKind::kSum, partial.at({i[0], i[1], l}),
+                                           {{l, I64(kPlaneLanes)}});
+                   if (left == 0) return sum;
+                   loop::Var r = ctx.NewVar("r");
+                   return loop::Add(
+                       sum, loop::Reduce(loop::ReduceKind::kSum,
+                                         read(i[0], i[1], loop::Add(I64(steps * kPlaneLanes), r)),
+                                         {{r, I64(left)}}));
+                 }};
+}
+
 std::vector<LTensor> LowerGlobalPool(bool is_max, LowerContext& ctx,
                                      const std::vector<LTensor>& in) {
   const LTensor& x = in[0];
@@ -621,6 +668,15 @@ std::vector<LTensor> LowerGlobalPool(bool is_max, LowerContext& ctx,
   }
   const DType t = x.dtype;
   const DType acc = DType::kFloat64;
+  if (std::optional<LTensor> sums = is_max ? std::nullopt : LaneSplitPlaneSum(ctx, x)) {
+    LTensor s = *sums;
+    std::vector<Expr> shape = {x.shape[0], x.shape[1]};
+    shape.resize(x.shape.size(), I64(1));
+    return {
+        LTensor{t, shape, [s, t, count, acc](const std::vector<Expr>& idx) {
+                  return loop::Cast(t, loop::Div(s.at({idx[0], idx[1]}), loop::Cast(acc, count)));
+                }}};
+  }
   LTensor r = lower::ReduceAxes(ctx, x, axes, /*keepdims=*/true,
                                 is_max ? loop::ReduceKind::kMax : loop::ReduceKind::kSum,
                                 [acc](const Expr& e) { return loop::Cast(acc, e); });

@@ -427,7 +427,17 @@ TEST(LowerMaxUnpool, MatchesReference) {
 TEST(LowerGlobalPool, MatchesReference) {
   uint64_t seed = 200;
   for (const Ints& shape :
-       std::vector<Ints>{{1, 1, 1}, {2, 3, 7}, {1, 5, 3, 3}, {2, 3, 4, 5, 6}, {1, 64, 33, 17}}) {
+       std::vector<Ints>{{1, 1, 1},
+                         {2, 3, 7},
+                         {1, 5, 3, 3},
+                         {2, 3, 4, 5, 6},
+                         {1, 64, 33, 17},
+                         // Planes of 16 or more: partial sums per lane (8 x 8, and 7 x 7 with
+                         // one element left over, 3 planes of 16, 5 x 3 x 2 = 30 in 3-D).
+                         {3, 5, 8, 8},
+                         {1, 9, 7, 7},
+                         {2, 3, 16},
+                         {2, 3, 5, 3, 2}}) {
     for (DType t : {DType::kFloat32, DType::kFloat64}) {
       Tensor x = RandomTensor(t, shape, seed++);
       for (const char* op : {"global_avg_pool", "global_max_pool"})
