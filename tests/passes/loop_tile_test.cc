@@ -441,6 +441,22 @@ TEST(TileLoops, ConfigKeyIsRegistered) {
 
 // ---- row blocks (tile.i) ----
 
+// Few rows (at most 4 blocks) over several column tiles, tile.pack left unset: the column tiles
+// run outermost (b streams through once), each over the row blocks and the row tail, then the
+// tail columns.
+TEST(TileLoops, FewRowBlocksRunInsideColumnTiles) {
+  auto f = Matmul(I(9), I(72), I(5), {});
+  auto g = test::RunLoopPipeline("TileLoops", f, {{"tile.j", int64_t{32}}, {"tile.i", int64_t{4}}});
+  std::string text = BodyText(g);
+  ASSERT_THAT(text, HasSubstr("for j_outer in [0, 2) {\n  for i_outer in [0, 2) {"));
+  EXPECT_THAT(text, HasSubstr("for i in [8, 9) {"));
+  EXPECT_THAT(text, HasSubstr("b[k, 64 + j_inner"));  // the 8 tail columns, after the tiles
+  ExpectSameResults(f, g);
+  // tile.pack set (to false) leaves the order to it: row blocks outermost.
+  EXPECT_THAT(BodyText(Tile(f, 32, "TileLoops", 4, false)),
+              HasSubstr("for i_outer in [0, 2) {\n  for j_outer in [0, 2) {"));
+}
+
 // Rows in blocks of tile.i: one accumulator block of rows x Tj, an unrolled row loop around
 // each j_inner loop (so one row of b feeds every row of the block), and a tail loop over the
 // rows left, tiled one row at a time.
