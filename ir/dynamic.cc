@@ -41,6 +41,9 @@ bool IsIntegerLike(DType d) {
 // few scalars); a constant subgraph computing a large tensor is FoldConstant's to decide.
 constexpr int64_t kMaxFoldElements = 1 << 16;
 
+// The static form of dyn.branch (ONNX If): one of its two arguments.
+constexpr char kBranchOp[] = "branch";
+
 bool IsDynamicOp(const OpDef* op) {
   return op && !op->static_op.empty();
 }
@@ -340,6 +343,13 @@ Function ResolveDynamic(const Function& fn, const std::vector<Tensor>& inputs) {
           }
         }
 
+        // An If whose condition is now known is the taken value itself: nothing of it runs
+        // (the other branch is no longer referenced from the body).
+        if (op->name == kBranchOp) {
+          const Expr& taken = args.at(attrs.GetBool("taken") ? 0 : 1);
+          remember(e, taken, type(taken));
+          break;
+        }
         Expr now;
         try {
           now = MakeCall(op, args, attrs, e->name);

@@ -15,6 +15,10 @@
 //   subgraphs that compute values from them, and rewrites each `dyn.<op>` whose value
 //   arguments became constants into `<op>` with those values as attributes. What is left is a
 //   static graph: the shape computation costs nothing at run time.
+// - ONNX If imports as one `dyn.branch(then_value, else_value, cond)` per output (a constant
+//   condition picks its branch at import): once the condition is a constant, ResolveDynamic
+//   replaces the call by the taken value, so the other branch is not computed at all. Both
+//   branches are still typed at specialization.
 // A value that depends on input *data* (a NonZero count, a Range over a computed tensor that is
 // not a value input) cannot be resolved: ResolveDynamic names the node and the argument. Ops
 // whose output size depends on data are not run in segments yet.

@@ -144,6 +144,20 @@ Type DynTopK(TypeRelContext& ctx) {
   return TupleType({TensorType(s, x.dtype), TensorType(s, DType::kInt64)});
 }
 
+// dyn.branch(then, else, cond): ONNX If before its condition is known. The two values must
+// agree in dtype and rank; a dim where they differ is unknown until the branch is taken.
+Type DynBranch(TypeRelContext& ctx) {
+  const TensorTypeNode& a = ctx.tensor(0);
+  const TensorTypeNode& b = ctx.tensor(1);
+  if (a.dtype != b.dtype || a.ndim() != b.ndim())
+    ctx.Fail(StrCat("the then and else branches disagree: ", TypeToString(ctx.arg(0)), " and ",
+                    TypeToString(ctx.arg(1))));
+  Shape s = a.shape;
+  for (int64_t i = 0; i < a.ndim(); ++i)
+    if (!(a.shape[i] == b.shape[i])) s[i] = TypeRelContext::UnknownDim();
+  return TensorType(std::move(s), a.dtype);
+}
+
 Type DynConstantOfShape(TypeRelContext& ctx) {
   return TensorType(UnknownShape(ValueLength(ctx, 0, "shape")), ctx.attrs().GetDType("dtype"));
 }
@@ -258,7 +272,31 @@ void RegisterDynamicOps(OpRegistry& r) {
       .fold_from_types = SizeValue,
   });
 
+  // ONNX If once its condition is known (dyn.branch below until then). ResolveDynamic replaces
+  // the call by the taken value, so the other branch is not computed; the kernels serve a graph
+  // built by hand.
+  r.Register(OpDef{
+      .name = "branch",
+      .doc = "the first value when taken, else the second (ONNX If with a known condition; "
+             "specialization inlines the taken value)",
+      .min_inputs = 2,
+      .max_inputs = 2,
+      .attrs = {{"taken", AttrKind::kBool, std::nullopt}},
+      .pattern = OpPattern::kOpaque,
+      .type_rel = [](TypeRelContext& ctx) { return ctx.arg(ctx.attrs().GetBool("taken") ? 0 : 1); },
+      .ref_kernel =
+          [](const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
+            out[0] = in[attrs.GetBool("taken") ? 0 : 1].Clone();
+          },
+      .lower =
+          [](LowerContext&, const std::vector<LTensor>& in, const Attrs& attrs,
+             const std::vector<Type>&) {
+            return std::vector<LTensor>{in[attrs.GetBool("taken") ? 0 : 1]};
+          },
+  });
+
   const std::vector<Variant> variants = {
+      {"branch", 2, {"taken"}, DynBranch},
       {"reshape", 1, {"shape"}, DynReshape},
       {"squeeze", 1, {"axes"}, DynSqueeze},
       {"unsqueeze", 1, {"axes"}, DynUnsqueeze},

@@ -5,7 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
+#include <map>
 
 #include "common/models.h"
 #include "engine/engine.h"
@@ -21,6 +23,7 @@ using test::RandomTensor;
 using test::TensorsNear;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Options with one change, without designated initializers (-Wmissing-field-initializers).
 EngineOptions With(const std::function<void(EngineOptions&)>& set) {
@@ -463,6 +466,50 @@ def @main(%x: f32[n, 4]) {
   EngineStats s = engine.stats();
   ASSERT_EQ(s.shapes.size(), 4u);
   EXPECT_EQ(s.shapes[0].kernels, s.shapes[1].kernels);
+}
+
+// ONNX If on a scalar input (a sample rate): the condition is computed from a value input, so
+// each value specializes, and the executable is the taken branch alone, inlined: its kernels,
+// nothing of the other branch and no control flow. The branches' shapes differ ([n], [2n]).
+TEST(EngineValueInputs, IfOnAScalarInputInlinesTheTakenBranch) {
+  ModelPtr m = Model::Create(InferTypes(ParseModule(R"(
+def @main(%x: f32[n], %sr: i64[]) {
+  dyn.branch(exp(%x), concat(%x, neg(%x), axis=0), equal(%sr, const(i64[], 16000)))
+}
+)"))
+                                 .Lookup("main"),
+                             "m");
+  EXPECT_EQ(m->value_inputs(), std::vector<int>{1});
+  EngineOptions options;
+  options.profile = true;
+  Engine engine(options);
+  Tensor x = RandomTensor(DType::kFloat32, {5}, 21);
+  for (int64_t sr : {16000, 8000, 16000}) {
+    std::vector<Tensor> in{x, Tensor::Scalar<int64_t>(sr)};
+    std::vector<Tensor> out = engine.Run(*m, in);
+    EXPECT_EQ(out.at(0).shape(), (std::vector<int64_t>{sr == 16000 ? 5 : 10}));
+    for (int64_t i = 0; i < 5; ++i) {
+      double v = x.GetAsDouble(i);
+      EXPECT_NEAR(out[0].GetAsDouble(i), sr == 16000 ? std::exp(v) : v, 1e-6);
+      if (sr != 16000) {
+        EXPECT_NEAR(out[0].GetAsDouble(5 + i), -v, 1e-6);
+      }
+    }
+    EXPECT_TRUE(TensorsNear(out[0], Interpret(m->graph(), in).at(0)));
+  }
+  EngineStats st = engine.stats();
+  EXPECT_EQ(st.misses, 2u);
+  ASSERT_EQ(st.shapes.size(), 2u);
+  std::map<std::string, std::vector<std::string>> kernels;  // per shape key
+  for (const KernelProfileStats& k : st.kernel_profile) kernels[k.shape_key].push_back(k.kernel);
+  ASSERT_EQ(kernels.size(), 2u);
+  for (const auto& [key, names] : kernels) {
+    const bool then_taken = key.find("= [16000]") != std::string::npos;
+    for (const std::string& name : names) {
+      EXPECT_THAT(name, Not(HasSubstr("branch"))) << key;
+      EXPECT_THAT(name, Not(HasSubstr(then_taken ? "concat" : "exp"))) << key;
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,234 @@
+// ONNX If (api/onnx/onnx_import.cc): branches as subgraphs that read the enclosing scope,
+// a constant condition taken at import, a condition computed from a scalar input resolved per
+// value at specialization (ir/dynamic.h, dyn.branch), nested Ifs, and the malformed cases,
+// each an error that names the node. Models are built with the protobuf classes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "api/onnx/onnx_import.h"
+#include "common/test_util.h"
+#include "ir/dynamic.h"
+#include "ir/interpreter.h"
+#include "ir/text.h"
+#include "ir/type_infer.h"
+#include "onnx/onnx_pb.h"
+
+namespace kiln {
+namespace {
+
+using test::ErrorOf;
+using test::RandomTensor;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// --- Building graphs -------------------------------------------------------------------------
+
+onnx::NodeProto* Node(onnx::GraphProto& g, const std::string& op,
+                      const std::vector<std::string>& ins, const std::vector<std::string>& outs,
+                      const std::string& name) {
+  onnx::NodeProto* n = g.add_node();
+  n->set_op_type(op);
+  n->set_name(name);
+  for (const std::string& i : ins) n->add_input(i);
+  for (const std::string& o : outs) n->add_output(o);
+  return n;
+}
+
+// A value of element type `elem` (onnx::TensorProto::FLOAT, INT64, ...), rank 1 with a
+// symbolic dim, or a scalar.
+void Typed(onnx::ValueInfoProto* v, const std::string& name, int32_t elem, bool scalar = false) {
+  v->set_name(name);
+  onnx::TypeProto::Tensor* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(elem);
+  onnx::TensorShapeProto* s = t->mutable_shape();
+  if (!scalar) s->add_dim()->set_dim_param("n");
+}
+
+// An output of rank 1 (its dim left unnamed: the branches' lengths differ).
+void Output(onnx::GraphProto& g, const std::string& name, int32_t elem = onnx::TensorProto::FLOAT) {
+  onnx::ValueInfoProto* v = g.add_output();
+  v->set_name(name);
+  v->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
+  v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim();
+}
+
+void ScalarInit(onnx::GraphProto& g, const std::string& name, int64_t v) {
+  onnx::TensorProto* t = g.add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_int64_data(v);
+}
+
+void BoolInit(onnx::GraphProto& g, const std::string& name, bool v) {
+  onnx::TensorProto* t = g.add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::BOOL);
+  t->add_int32_data(v ? 1 : 0);
+}
+
+onnx::GraphProto* Branch(onnx::NodeProto* node, const std::string& which) {
+  onnx::AttributeProto* a = node->add_attribute();
+  a->set_name(which);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  a->mutable_g()->set_name(which);
+  return a->mutable_g();
+}
+
+// x: f32[n], sr: i64[] -> If(cond) with then = exp(x) and else = concat(x, -x): [n] or [2n].
+// `cond` is an initializer (`constant`) or sr == 16000.
+onnx::ModelProto IfModel(std::optional<bool> constant) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(16);
+  onnx::GraphProto& g = *m.mutable_graph();
+  g.set_name("if_model");
+  Typed(g.add_input(), "x", onnx::TensorProto::FLOAT);
+  Typed(g.add_input(), "sr", onnx::TensorProto::INT64, true);
+  if (constant) {
+    BoolInit(g, "cond", *constant);
+  } else {
+    ScalarInit(g, "rate", 16000);
+    Node(g, "Equal", {"sr", "rate"}, {"cond"}, "is_16k");
+  }
+  onnx::NodeProto* node = Node(g, "If", {"cond"}, {"y"}, "if0");
+  onnx::GraphProto* then_g = Branch(node, "then_branch");
+  Node(*then_g, "Exp", {"x"}, {"e"}, "then_exp");  // x: the enclosing graph's input
+  Output(*then_g, "e");
+  onnx::GraphProto* else_g = Branch(node, "else_branch");
+  Node(*else_g, "Neg", {"x"}, {"neg"}, "else_neg");
+  onnx::NodeProto* cat = Node(*else_g, "Concat", {"x", "neg"}, {"cat"}, "else_cat");
+  onnx::AttributeProto* axis = cat->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(0);
+  Output(*else_g, "cat");
+  Output(g, "y");
+  return m;
+}
+
+ImportedModel Import(const onnx::ModelProto& m) {
+  std::string s;
+  m.SerializeToString(&s);
+  return ImportOnnxBuffer(s.data(), s.size(), OnnxImportOptions{});
+}
+
+// then = exp(x), else = concat(x, -x).
+Tensor Expected(const Tensor& x, bool then_taken) {
+  const int64_t n = x.numel();
+  Tensor y = Tensor::Empty(DType::kFloat32, {then_taken ? n : 2 * n});
+  for (int64_t i = 0; i < n; ++i) {
+    double v = x.GetAsDouble(i);
+    if (then_taken) {
+      y.SetFromDouble(i, std::exp(v));
+    } else {
+      y.SetFromDouble(i, v);
+      y.SetFromDouble(n + i, -v);
+    }
+  }
+  return y;
+}
+
+// --- Tests -----------------------------------------------------------------------------------
+
+TEST(OnnxImportIf, ConstantConditionTakesItsBranchAtImport) {
+  Tensor x = RandomTensor(DType::kFloat32, {7}, 3);
+  Tensor sr = Tensor::Scalar<int64_t>(1);
+  for (bool taken : {true, false}) {
+    ImportedModel model = Import(IfModel(taken));
+    std::string text = Print(model.graph);
+    EXPECT_THAT(text, Not(HasSubstr("branch"))) << text;
+    EXPECT_THAT(text, HasSubstr(taken ? "exp(" : "concat(")) << text;
+    std::vector<Tensor> out = Interpret(model.graph, {x, sr});
+    EXPECT_TRUE(test::TensorsNear(out.at(0), Expected(x, taken), 1e-6, 1e-6));
+  }
+}
+
+TEST(OnnxImportIf, ConditionFromAScalarInputResolvesPerValue) {
+  ImportedModel model = Import(IfModel(std::nullopt));
+  std::string text = Print(model.graph);
+  EXPECT_THAT(text, HasSubstr("dyn.branch(")) << text;
+  EXPECT_EQ(ValueInputs(model.graph), std::vector<int>{1});  // sr sets the condition
+  Tensor x = RandomTensor(DType::kFloat32, {6}, 4);
+  for (int64_t rate : {16000, 8000, 44100}) {
+    std::vector<Tensor> in = {x, Tensor::Scalar<int64_t>(rate)};
+    Function resolved = ResolveDynamic(BindSymbols(model.graph, {{"n", 6}}), in);
+    std::string r = Print(resolved);
+    EXPECT_THAT(r, Not(HasSubstr("branch"))) << r;
+    EXPECT_THAT(r, Not(HasSubstr(rate == 16000 ? "concat(" : "exp("))) << r;
+    EXPECT_TRUE(
+        test::TensorsNear(Interpret(model.graph, in).at(0), Expected(x, rate == 16000), 1e-6, 1e-6))
+        << rate;
+  }
+}
+
+// An If inside a branch reads the outermost graph's input through two scopes; its own
+// condition comes from the outer one.
+TEST(OnnxImportIf, NestedIfReadsThroughEveryEnclosingScope) {
+  onnx::ModelProto m = IfModel(std::nullopt);
+  onnx::GraphProto* then_g = m.mutable_graph()->mutable_node(1)->mutable_attribute(0)->mutable_g();
+  then_g->clear_node();
+  then_g->clear_output();
+  onnx::NodeProto* inner = Node(*then_g, "If", {"cond"}, {"inner_y"}, "if_inner");
+  Node(*Branch(inner, "then_branch"), "Exp", {"x"}, {"ie"}, "inner_exp");
+  Output(*inner->mutable_attribute(0)->mutable_g(), "ie");
+  onnx::GraphProto* inner_else = Branch(inner, "else_branch");
+  Node(*inner_else, "Neg", {"x"}, {"in"}, "inner_neg");
+  Output(*inner_else, "in");
+  Output(*then_g, "inner_y");
+  ImportedModel model = Import(m);
+  Tensor x = RandomTensor(DType::kFloat32, {3}, 5);
+  for (int64_t rate : {16000, 8000}) {
+    std::vector<Tensor> out = Interpret(model.graph, {x, Tensor::Scalar<int64_t>(rate)});
+    EXPECT_TRUE(test::TensorsNear(out.at(0), Expected(x, rate == 16000), 1e-6, 1e-6)) << rate;
+  }
+}
+
+TEST(OnnxImportIf, MalformedBranchesAreErrorsNamingTheNode) {
+  {  // a branch with more outputs than the node
+    onnx::ModelProto m = IfModel(std::nullopt);
+    Output(*m.mutable_graph()->mutable_node(1)->mutable_attribute(1)->mutable_g(), "neg");
+    Error e = ErrorOf([&] { Import(m); });
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("if0"), HasSubstr("else_branch has 2 outputs")));
+  }
+  {  // a branch reading a value no enclosing scope defines
+    onnx::ModelProto m = IfModel(std::nullopt);
+    m.mutable_graph()
+        ->mutable_node(1)
+        ->mutable_attribute(0)
+        ->mutable_g()
+        ->mutable_node(0)
+        ->set_input(0, "nowhere");
+    Error e = ErrorOf([&] { Import(m); });
+    EXPECT_THAT(e.what(), HasSubstr("nowhere"));
+  }
+  {  // branches whose outputs disagree in dtype
+    onnx::ModelProto m = IfModel(std::nullopt);
+    onnx::GraphProto* else_g =
+        m.mutable_graph()->mutable_node(1)->mutable_attribute(1)->mutable_g();
+    onnx::NodeProto* cast = Node(*else_g, "Cast", {"cat"}, {"cat_i"}, "else_cast");
+    onnx::AttributeProto* to = cast->add_attribute();
+    to->set_name("to");
+    to->set_type(onnx::AttributeProto::INT);
+    to->set_i(onnx::TensorProto::INT64);
+    else_g->mutable_output(0)->set_name("cat_i");
+    else_g->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(
+        onnx::TensorProto::INT64);
+    Error e = ErrorOf([&] { Import(m); });
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("if0"), HasSubstr("disagree")));
+  }
+  {  // a condition that is not one element
+    onnx::ModelProto m = IfModel(true);
+    m.mutable_graph()->mutable_initializer(0)->add_int32_data(0);
+    m.mutable_graph()->mutable_initializer(0)->add_dims(2);
+    Error e = ErrorOf([&] { Import(m); });
+    EXPECT_THAT(e.what(), HasSubstr("if0"));
+  }
+}
+
+}  // namespace
+}  // namespace kiln
