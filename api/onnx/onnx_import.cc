@@ -1,5 +1,5 @@
-// ONNX import: parsing, validation, TensorProto decoding and the graph walk. The per-op
-// conversion lives in op_table.cc.
+// ONNX import: parsing, validation, TensorProto decoding. The graph walk (topological order,
+// node conversion, If/Loop/Scan) lives in import_graph.cc, the per-op conversion in op_table.cc.
 //
 // Order of the checks, and why: parse (size-limited) -> opset (so a model from a newer ONNX
 // reports its opset, not a checker complaint) -> our own graph structure checks and
@@ -19,14 +19,12 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <limits>
 #include <map>
 #include <unordered_map>
-#include <unordered_set>
 
+#include "api/onnx/import_graph.h"
 #include "api/onnx/op_table.h"
-#include "ir/dynamic.h"
 #include "ir/type_infer.h"
 #include "onnx/checker.h"
 
@@ -167,10 +165,6 @@ void CopyTyped(const Field& field, Tensor& t) {
   });
 }
 
-std::string Quoted(const std::string& s) {
-  return StrCat("'", s, "'");
-}
-
 }  // namespace
 
 std::optional<DType> DTypeFromOnnx(int32_t t) {
@@ -296,10 +290,6 @@ Tensor TensorFromProto(const onnx::TensorProto& proto, const std::string& base_d
 
 namespace {
 
-std::string NodeLabel(const onnx::NodeProto& node, int index) {
-  return node.name().empty() ? StrCat(node.op_type(), "_", index) : node.name();
-}
-
 // The default-domain opset; kUnsupported outside [kMinOpset, kMaxOpset].
 int64_t DefaultOpset(const onnx::ModelProto& model) {
   if (model.opset_import_size() == 0)
@@ -318,107 +308,6 @@ int64_t DefaultOpset(const onnx::ModelProto& model) {
     Throw(ErrorCode::kUnsupported, "unsupported ONNX opset ", opset, " (kiln imports opsets ",
           kMinOpset, " to ", kMaxOpset, " of the default domain)");
   return opset;
-}
-
-// The names a subgraph (an If branch) reads from the scopes around it: what its nodes, and
-// their own subgraphs, use that it does not define (its inputs, initializers, node outputs).
-void FreeNames(const onnx::GraphProto& g, std::unordered_set<std::string>& out) {
-  std::unordered_set<std::string> defined;
-  for (const onnx::ValueInfoProto& v : g.input()) defined.insert(v.name());
-  for (const onnx::TensorProto& t : g.initializer()) defined.insert(t.name());
-  for (const onnx::NodeProto& node : g.node())
-    for (const std::string& o : node.output()) defined.insert(o);
-  std::unordered_set<std::string> used;
-  for (const onnx::NodeProto& node : g.node()) {
-    for (const std::string& in : node.input()) used.insert(in);
-    for (const onnx::AttributeProto& a : node.attribute()) {
-      if (a.has_g()) FreeNames(a.g(), used);
-      for (const onnx::GraphProto& sub : a.graphs()) FreeNames(sub, used);
-    }
-  }
-  for (const onnx::ValueInfoProto& o : g.output()) used.insert(o.name());
-  for (const std::string& name : used)
-    if (!name.empty() && !defined.count(name)) out.insert(name);
-}
-
-// What a node uses: its inputs and the free names of its subgraphs (implicit inputs).
-std::vector<std::string> NodeUses(const onnx::NodeProto& node) {
-  std::vector<std::string> uses(node.input().begin(), node.input().end());
-  std::unordered_set<std::string> free;
-  for (const onnx::AttributeProto& a : node.attribute()) {
-    if (a.has_g()) FreeNames(a.g(), free);
-    for (const onnx::GraphProto& sub : a.graphs()) FreeNames(sub, free);
-  }
-  uses.insert(uses.end(), free.begin(), free.end());
-  return uses;
-}
-
-// Checks that every value a node uses (a subgraph's free names included) is defined once, in
-// this graph or, for a subgraph, where `enclosing` says a scope around it defines it, and
-// returns the node order in which each node comes after the producers of what it uses (stable:
-// a sorted graph keeps its order).
-std::vector<int> TopologicalOrder(
-    const onnx::GraphProto& graph,
-    const std::function<bool(const std::string&)>& enclosing = nullptr) {
-  const int n = graph.node_size();
-  std::unordered_set<std::string> outer;
-  for (const onnx::ValueInfoProto& v : graph.input()) outer.insert(v.name());
-  for (const onnx::TensorProto& t : graph.initializer()) outer.insert(t.name());
-  std::unordered_map<std::string, int> producer;
-  for (int i = 0; i < n; ++i) {
-    for (const std::string& out : graph.node(i).output()) {
-      if (out.empty()) continue;
-      if (outer.count(out))
-        Throw(ErrorCode::kInvalidArgument, "node ", Quoted(NodeLabel(graph.node(i), i)), " (",
-              graph.node(i).op_type(), ") redefines graph input or initializer ", Quoted(out));
-      auto [it, fresh] = producer.emplace(out, i);
-      if (!fresh)
-        Throw(ErrorCode::kInvalidArgument, "value ", Quoted(out), " is produced by two nodes, ",
-              Quoted(NodeLabel(graph.node(it->second), it->second)), " and ",
-              Quoted(NodeLabel(graph.node(i), i)));
-    }
-  }
-  std::vector<std::vector<int>> users(n);
-  std::vector<int> pending(n, 0);
-  for (int i = 0; i < n; ++i) {
-    for (const std::string& in : NodeUses(graph.node(i))) {
-      if (in.empty() || outer.count(in)) continue;
-      auto it = producer.find(in);
-      if (it == producer.end()) {
-        if (enclosing && enclosing(in)) continue;
-        Throw(ErrorCode::kInvalidArgument, "node ", Quoted(NodeLabel(graph.node(i), i)), " (",
-              graph.node(i).op_type(), ") uses undefined value ", Quoted(in));
-      }
-      users[it->second].push_back(i);
-      ++pending[i];
-    }
-  }
-  // Kahn's algorithm, always taking the lowest ready index so the order is deterministic.
-  std::vector<int> order;
-  order.reserve(n);
-  std::vector<int> ready;
-  for (int i = n - 1; i >= 0; --i)
-    if (pending[i] == 0) ready.push_back(i);
-  auto cmp = [](int a, int b) { return a > b; };
-  std::make_heap(ready.begin(), ready.end(), cmp);
-  while (!ready.empty()) {
-    std::pop_heap(ready.begin(), ready.end(), cmp);
-    int i = ready.back();
-    ready.pop_back();
-    order.push_back(i);
-    for (int u : users[i])
-      if (--pending[u] == 0) {
-        ready.push_back(u);
-        std::push_heap(ready.begin(), ready.end(), cmp);
-      }
-  }
-  if (static_cast<int>(order.size()) != n) {
-    for (int i = 0; i < n; ++i)
-      if (pending[i] > 0)
-        Throw(ErrorCode::kInvalidArgument, "the graph has a cycle through node ",
-              Quoted(NodeLabel(graph.node(i), i)), " (", graph.node(i).op_type(), ")");
-  }
-  return order;
 }
 
 Type InputType(const onnx::ValueInfoProto& v, int* unknown_dims) {
@@ -448,139 +337,6 @@ Type InputType(const onnx::ValueInfoProto& v, int* unknown_dims) {
 }
 
 // A `Constant` node's value, from whichever attribute it sets.
-Tensor ConstantValue(const onnx::NodeProto& node, const std::string& label,
-                     const std::string& base_dir) {
-  const std::string what = StrCat("Constant node ", Quoted(label));
-  if (node.attribute_size() != 1)
-    Throw(ErrorCode::kInvalidArgument, what, ": expected exactly one value attribute");
-  const onnx::AttributeProto& a = node.attribute(0);
-  if (a.name() == "value") return TensorFromProto(a.t(), base_dir, what);
-  if (a.name() == "value_float") return Tensor::Scalar<float>(a.f());
-  if (a.name() == "value_int") return Tensor::Scalar<int64_t>(a.i());
-  if (a.name() == "value_floats")
-    return Tensor::FromVector<float>({a.floats_size()},
-                                     std::vector<float>(a.floats().begin(), a.floats().end()));
-  if (a.name() == "value_ints")
-    return Tensor::FromVector<int64_t>({a.ints_size()},
-                                       std::vector<int64_t>(a.ints().begin(), a.ints().end()));
-  Throw(ErrorCode::kUnsupported, what, ": attribute '", a.name(), "' is not supported");
-}
-
-// Converts nodes to graph IR calls, into `values` (name -> value; a subgraph starts from a copy
-// of its enclosing scope's, so it reads outer values and its own names shadow them).
-struct GraphConverter {
-  const onnx::ModelProto& model;
-  int64_t opset;
-  const std::string& base_dir;
-  TypeCache* types;
-
-  // The nodes of `graph` in `order`, labelled by `labels` (in that order).
-  void Convert(const onnx::GraphProto& graph, const std::vector<int>& order,
-               const std::vector<std::string>& labels,
-               std::unordered_map<std::string, Expr>& values) {
-    for (size_t k = 0; k < order.size(); ++k) {
-      const onnx::NodeProto& node = graph.node(order[k]);
-      const std::string& label = labels[k];
-      std::vector<Expr> outs;
-      if (!node.domain().empty() && node.domain() != "ai.onnx") {
-        // Each node's semantics come from its own domain's opset; kiln maps the default
-        // domain's ops only, so any other domain's node is refused whatever its version.
-        int64_t version = -1;
-        for (const onnx::OperatorSetIdProto& id : model.opset_import())
-          if (id.domain() == node.domain()) version = id.version();
-        Throw(ErrorCode::kUnsupported, "unsupported ONNX op '", node.domain(), ".", node.op_type(),
-              "' (node ", Quoted(label), ", domain opset ", version,
-              "; kiln imports only the default domain)");
-      } else if (node.op_type() == "Constant") {
-        outs.push_back(MakeConstant(ConstantValue(node, label, base_dir), label));
-      } else if (node.op_type() == "If") {
-        outs = ConvertIf(node, label, values);
-      } else {
-        OpConverter op = FindConverter(node.op_type());
-        if (!op.convert)
-          Throw(ErrorCode::kUnsupported, "unsupported ONNX op '", node.op_type(), "' (node ",
-                Quoted(label), ", opset ", opset, ")");
-        if (opset < op.oldest_opset)
-          Throw(ErrorCode::kUnsupported, "unsupported ONNX op '", node.op_type(), "' (node ",
-                Quoted(label), ", opset ", opset, "): kiln implements its semantics from opset ",
-                op.oldest_opset, " on");
-        std::vector<Expr> ins;
-        for (const std::string& in : node.input())
-          ins.push_back(in.empty() ? nullptr : values.at(in));  // defined: TopologicalOrder
-        NodeContext ctx(node, std::move(ins), label, opset, types);
-        outs = op.convert(ctx);
-      }
-      for (int i = 0; i < node.output_size(); ++i) {
-        if (node.output(i).empty()) continue;
-        if (i >= static_cast<int>(outs.size()) || !outs[i])
-          Throw(ErrorCode::kUnsupported, "ONNX op '", node.op_type(), "' (node ", Quoted(label),
-                ", opset ", opset, "): output ", i, " is not supported");
-        values[node.output(i)] = outs[i];
-      }
-    }
-  }
-
-  // The outputs of one branch of an If, converted in a scope that sees `values`.
-  std::vector<Expr> Branch(const onnx::NodeProto& node, const std::string& label, const char* which,
-                           const std::unordered_map<std::string, Expr>& values) {
-    const onnx::GraphProto* g = nullptr;
-    for (const onnx::AttributeProto& a : node.attribute())
-      if (a.name() == which && a.has_g()) g = &a.g();
-    if (!g)
-      Throw(ErrorCode::kInvalidArgument, "If node ", Quoted(label), " has no ", which,
-            " attribute (a graph)");
-    if (g->output_size() != node.output_size())
-      Throw(ErrorCode::kInvalidArgument, "If node ", Quoted(label), ": its ", which, " has ",
-            g->output_size(), " outputs, the node ", node.output_size());
-    std::unordered_map<std::string, Expr> scope = values;
-    for (const onnx::TensorProto& init : g->initializer())
-      scope[init.name()] = MakeConstant(
-          TensorFromProto(
-              init, base_dir,
-              StrCat("initializer ", Quoted(init.name()), " of ", which, " of If ", Quoted(label))),
-          init.name());
-    std::vector<int> order;
-    try {
-      order = TopologicalOrder(*g, [&values](const std::string& n) { return values.count(n) > 0; });
-    } catch (const Error& e) {
-      throw Error(e.code(), StrCat("If node ", Quoted(label), ", ", which, ": ", e.what()));
-    }
-    std::vector<std::string> labels;
-    for (int i : order) labels.push_back(NodeLabel(g->node(i), i));
-    Convert(*g, order, labels, scope);
-    std::vector<Expr> outs;
-    for (const onnx::ValueInfoProto& o : g->output()) {
-      auto it = scope.find(o.name());
-      if (it == scope.end())
-        Throw(ErrorCode::kInvalidArgument, "If node ", Quoted(label), ": output ", Quoted(o.name()),
-              " of its ", which, " is not defined");
-      outs.push_back(it->second);
-    }
-    return outs;
-  }
-
-  // If: with a constant condition, the taken branch's values (the other is not converted);
-  // otherwise one dyn.branch per output, which specialization resolves once the condition is
-  // known from shapes and value inputs (ir/dynamic.h).
-  std::vector<Expr> ConvertIf(const onnx::NodeProto& node, const std::string& label,
-                              const std::unordered_map<std::string, Expr>& values) {
-    if (node.input_size() < 1 || node.input(0).empty())
-      Throw(ErrorCode::kInvalidArgument, "If node ", Quoted(label), " has no condition input");
-    Expr cond = values.at(node.input(0));
-    if (const ConstantNode* c = AsConstant(cond)) {
-      bool taken = std::get<bool>(AttrFromTensor(
-          c->value, AttrKind::kBool, StrCat("the condition of If node ", Quoted(label))));
-      return Branch(node, label, taken ? "then_branch" : "else_branch", values);
-    }
-    std::vector<Expr> then_outs = Branch(node, label, "then_branch", values);
-    std::vector<Expr> else_outs = Branch(node, label, "else_branch", values);
-    std::vector<Expr> outs;
-    for (size_t i = 0; i < then_outs.size(); ++i)
-      outs.push_back(MakeCall("dyn.branch", {then_outs[i], else_outs[i], cond}, {},
-                              then_outs.size() == 1 ? label : StrCat(label, ":", i)));
-    return outs;
-  }
-};
 
 ImportedModel Import(onnx::ModelProto& model, const std::string& base_dir,
                      const std::string& fallback_name) {
@@ -640,10 +396,7 @@ ImportedModel Import(onnx::ModelProto& model, const std::string& base_dir,
   }
 
   TypeCache types;
-  GraphConverter converter{model, opset, base_dir, &types};
-  std::vector<int> sorted(graph->node_size());
-  for (int k = 0; k < graph->node_size(); ++k) sorted[k] = k;
-  converter.Convert(*graph, sorted, labels, values);
+  ConvertGraph(model, *graph, labels, opset, base_dir, &types, values);
 
   std::vector<Expr> outputs;
   for (const onnx::ValueInfoProto& out : graph->output()) {

@@ -1,7 +1,9 @@
-// ONNX If (api/onnx/onnx_import.cc): branches as subgraphs that read the enclosing scope,
-// a constant condition taken at import, a condition computed from a scalar input resolved per
-// value at specialization (ir/dynamic.h, dyn.branch), nested Ifs, and the malformed cases,
-// each an error that names the node. Models are built with the protobuf classes.
+// ONNX control flow (api/onnx/onnx_import.cc). If: branches as subgraphs that read the
+// enclosing scope, a constant condition taken at import, a condition computed from a scalar
+// input resolved per value at specialization (ir/dynamic.h, dyn.branch), nested Ifs, and the
+// malformed cases, each an error that names the node. Loop and Scan unrolled at import: carried
+// state, scan outputs, directions and axes, an early stop, and what is not known at import.
+// Models are built with the protobuf classes.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -69,6 +71,38 @@ void BoolInit(onnx::GraphProto& g, const std::string& name, bool v) {
   t->set_name(name);
   t->set_data_type(onnx::TensorProto::BOOL);
   t->add_int32_data(v ? 1 : 0);
+}
+
+void IntAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+void IntsAttr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+// A graph input or output of element type `elem` and constant shape `dims`.
+void Fixed(onnx::ValueInfoProto* v, const std::string& name, const std::vector<int64_t>& dims,
+           int32_t elem = onnx::TensorProto::FLOAT) {
+  v->set_name(name);
+  onnx::TypeProto::Tensor* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(elem);
+  onnx::TensorShapeProto* s = t->mutable_shape();
+  for (int64_t d : dims) s->add_dim()->set_dim_value(d);
+}
+
+onnx::ModelProto NewModel(int64_t opset) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(opset);
+  m.mutable_graph()->set_name("g");
+  return m;
 }
 
 onnx::GraphProto* Branch(onnx::NodeProto* node, const std::string& which) {
@@ -228,6 +262,132 @@ TEST(OnnxImportIf, MalformedBranchesAreErrorsNamingTheNode) {
     Error e = ErrorOf([&] { Import(m); });
     EXPECT_THAT(e.what(), HasSubstr("if0"));
   }
+}
+
+// Loop with a constant trip count (4) and condition: y += iteration number, each iteration's
+// y * x stacked as a scan output; the body reads x from the enclosing graph.
+onnx::ModelProto LoopModel(bool trip_count_input) {
+  onnx::ModelProto m = NewModel(16);
+  onnx::GraphProto& g = *m.mutable_graph();
+  Fixed(g.add_input(), "x", {3});
+  Fixed(g.add_input(), "y", {3});
+  if (trip_count_input) {
+    Fixed(g.add_input(), "m", {}, onnx::TensorProto::INT64);
+  } else {
+    ScalarInit(g, "m", 4);
+  }
+  BoolInit(g, "c", true);
+  onnx::NodeProto* loop = Node(g, "Loop", {"m", "c", "y"}, {"y_final", "scan"}, "loop0");
+  onnx::GraphProto* body = Branch(loop, "body");
+  Fixed(body->add_input(), "i", {}, onnx::TensorProto::INT64);
+  Fixed(body->add_input(), "c_in", {}, onnx::TensorProto::BOOL);
+  Fixed(body->add_input(), "y_in", {3});
+  Node(*body, "Identity", {"c_in"}, {"c_out"}, "keep_going");
+  IntAttr(Node(*body, "Cast", {"i"}, {"i_f"}, "to_float"), "to", onnx::TensorProto::FLOAT);
+  Node(*body, "Add", {"y_in", "i_f"}, {"y_out"}, "step");
+  Node(*body, "Mul", {"y_out", "x"}, {"s"}, "scan_value");
+  Fixed(body->add_output(), "c_out", {}, onnx::TensorProto::BOOL);
+  Fixed(body->add_output(), "y_out", {3});
+  Fixed(body->add_output(), "s", {3});
+  Fixed(g.add_output(), "y_final", {3});
+  Fixed(g.add_output(), "scan", {4, 3});
+  return m;
+}
+
+TEST(OnnxImportLoop, ConstantTripCountUnrollsAtImport) {
+  ImportedModel model = Import(LoopModel(false));
+  Tensor x = RandomTensor(DType::kFloat32, {3}, 6), y = RandomTensor(DType::kFloat32, {3}, 7);
+  std::vector<Tensor> out = Interpret(model.graph, {x, y});
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_EQ(out[1].shape(), (std::vector<int64_t>{4, 3}));
+  for (int64_t j = 0; j < 3; ++j) {
+    double acc = y.GetAsDouble(j);
+    for (int64_t t = 0; t < 4; ++t) {
+      acc += static_cast<double>(t);
+      EXPECT_NEAR(out[1].GetAsDouble(t * 3 + j), acc * x.GetAsDouble(j), 1e-5) << t << " " << j;
+    }
+    EXPECT_NEAR(out[0].GetAsDouble(j), acc, 1e-5);
+  }
+}
+
+// A body whose condition turns false (a constant) ends the loop after that iteration.
+TEST(OnnxImportLoop, BodyConditionEndsTheLoop) {
+  onnx::ModelProto m = LoopModel(false);
+  onnx::GraphProto* body = m.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g();
+  BoolInit(*body, "stop", false);
+  body->mutable_node(0)->set_input(0, "stop");
+  m.mutable_graph()
+      ->mutable_output(1)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_value(1);
+  ImportedModel model = Import(m);
+  Tensor x = RandomTensor(DType::kFloat32, {3}, 8), y = RandomTensor(DType::kFloat32, {3}, 9);
+  std::vector<Tensor> out = Interpret(model.graph, {x, y});
+  EXPECT_EQ(out.at(1).shape(), (std::vector<int64_t>{1, 3}));  // one iteration, i = 0
+  for (int64_t j = 0; j < 3; ++j) EXPECT_NEAR(out[0].GetAsDouble(j), y.GetAsDouble(j), 1e-6);
+}
+
+TEST(OnnxImportLoop, RunTimeTripCountIsUnsupportedNamingTheNode) {
+  Error e = ErrorOf([&] { Import(LoopModel(true)); });
+  EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("loop0"), HasSubstr("trip count")));
+}
+
+// Scan over a: [3, 2] along axis 0 (forward), and b: [2, 3] along axis 1 (reverse): state s += a_t,
+// the running s stacked along axis 0, and b_t stacked along axis 1 in reverse, which gives b.
+TEST(OnnxImportScan, StateDirectionsAndAxes) {
+  onnx::ModelProto m = NewModel(16);
+  onnx::GraphProto& g = *m.mutable_graph();
+  Fixed(g.add_input(), "s0", {2});
+  Fixed(g.add_input(), "a", {3, 2});
+  Fixed(g.add_input(), "b", {2, 3});
+  onnx::NodeProto* scan = Node(g, "Scan", {"s0", "a", "b"}, {"s", "sums", "b_again"}, "scan0");
+  IntAttr(scan, "num_scan_inputs", 2);
+  IntsAttr(scan, "scan_input_axes", {0, 1});
+  IntsAttr(scan, "scan_input_directions", {0, 1});
+  IntsAttr(scan, "scan_output_axes", {0, -1});
+  IntsAttr(scan, "scan_output_directions", {0, 1});
+  onnx::GraphProto* body = Branch(scan, "body");
+  Fixed(body->add_input(), "s_in", {2});
+  Fixed(body->add_input(), "a_t", {2});
+  Fixed(body->add_input(), "b_t", {2});
+  Node(*body, "Add", {"s_in", "a_t"}, {"s_out"}, "acc");
+  Node(*body, "Identity", {"s_out"}, {"sum_t"}, "sum");
+  Node(*body, "Identity", {"b_t"}, {"b_out"}, "copy");
+  Fixed(body->add_output(), "s_out", {2});
+  Fixed(body->add_output(), "sum_t", {2});
+  Fixed(body->add_output(), "b_out", {2});
+  Fixed(g.add_output(), "s", {2});
+  Fixed(g.add_output(), "sums", {3, 2});
+  Fixed(g.add_output(), "b_again", {2, 3});
+  ImportedModel model = Import(m);
+  Tensor s0 = RandomTensor(DType::kFloat32, {2}, 10), a = RandomTensor(DType::kFloat32, {3, 2}, 11),
+         b = RandomTensor(DType::kFloat32, {2, 3}, 12);
+  std::vector<Tensor> out = Interpret(model.graph, {s0, a, b});
+  ASSERT_EQ(out.size(), 3u);
+  for (int64_t j = 0; j < 2; ++j) {
+    double acc = s0.GetAsDouble(j);
+    for (int64_t t = 0; t < 3; ++t) {
+      acc += a.GetAsDouble(t * 2 + j);
+      EXPECT_NEAR(out[1].GetAsDouble(t * 2 + j), acc, 1e-5);
+    }
+    EXPECT_NEAR(out[0].GetAsDouble(j), acc, 1e-5);
+  }
+  EXPECT_TRUE(test::TensorsNear(out[2], b, 0, 0));
+
+  // A symbolic sequence length is not known at import.
+  m.mutable_graph()
+      ->mutable_input(1)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_param("seq");
+  Error e = ErrorOf([&] { Import(m); });
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("scan0"), HasSubstr("symbolic")));
 }
 
 }  // namespace
