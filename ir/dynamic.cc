@@ -1,5 +1,7 @@
 #include "ir/dynamic.h"
 
+#include <functional>
+
 #include <algorithm>
 #include <set>
 #include <unordered_map>
@@ -46,6 +48,40 @@ constexpr char kBranchOp[] = "branch";
 
 bool IsDynamicOp(const OpDef* op) {
   return op && !op->static_op.empty();
+}
+
+// The body of a dyn.loop instantiated with `args` for its parameters: a fresh copy of every node
+// that depends on them (the rest is shared), not yet typed.
+Expr Instantiate(const FunctionNode& f, const std::vector<Expr>& args) {
+  std::unordered_map<const ExprNode*, Expr> copy;
+  for (size_t i = 0; i < f.params.size(); ++i) copy[f.params[i].get()] = args.at(i);
+  auto at = [&](const Expr& e) { return copy.count(e.get()) ? copy.at(e.get()) : e; };
+  for (const Expr& e : PostOrder(f.body)) {
+    if (copy.count(e.get())) continue;
+    Expr now = e;
+    if (const CallNode* c = AsCall(e)) {
+      std::vector<Expr> a;
+      bool changed = false;
+      for (const Expr& x : c->args) {
+        a.push_back(at(x));
+        changed |= a.back() != x;
+      }
+      if (changed)
+        now = c->op ? MakeCall(c->op, a, c->attrs, e->name) : MakeFnCall(c->fn, a, e->name);
+    } else if (const TupleNode* t = AsTuple(e)) {
+      std::vector<Expr> fields;
+      bool changed = false;
+      for (const Expr& x : t->fields) {
+        fields.push_back(at(x));
+        changed |= fields.back() != x;
+      }
+      if (changed) now = MakeTuple(fields);
+    } else if (const TupleGetItemNode* g = AsTupleGetItem(e)) {
+      if (at(g->tuple) != g->tuple) now = MakeTupleGetItem(at(g->tuple), g->index);
+    }
+    copy[e.get()] = now;
+  }
+  return at(f.body);
 }
 
 const TensorTypeNode* ConcreteTensor(const Type& t) {
@@ -165,7 +201,7 @@ std::vector<int> ValueInputs(const Function& fn) {
   for (const Expr& e : PostOrder(fn->body)) {
     const CallNode* c = AsCall(e);
     if (!c || !IsDynamicOp(c->op)) continue;
-    for (size_t i = c->op->num_data_args; i < c->args.size(); ++i) stack.push_back(c->args[i]);
+    for (size_t i = FirstValueArg(*c); i < c->args.size(); ++i) stack.push_back(c->args[i]);
   }
   std::unordered_set<const ExprNode*> seen;
   std::set<int> found;
@@ -230,6 +266,11 @@ Expr FoldValueCall(const CallNode& call, const std::vector<Type>& arg_types,
   return tuple;
 }
 
+size_t FirstValueArg(const CallNode& call) {
+  if (call.op && call.op->name == kDynLoopOp) return call.args.size() - 2;
+  return call.op ? static_cast<size_t>(call.op->num_data_args) : call.args.size();
+}
+
 bool StaticForm(const OpDef& op, std::vector<Expr>& args, Attrs& attrs) {
   if (!IsDynamicOp(&op)) return false;
   for (size_t i = op.num_data_args; i < args.size(); ++i)
@@ -270,115 +311,186 @@ Function ResolveDynamic(const Function& fn, const std::vector<Tensor>& inputs) {
     out[old.get()] = std::move(now);
   };
 
-  for (const Expr& e : PostOrder(fn->body)) {
-    auto arg = [&](const Expr& a) -> const Expr& { return out.at(a.get()); };
-    switch (e->kind) {
-      case ExprKind::kVar: {
-        auto it = value_of.find(e.get());
-        Expr now = it != value_of.end() ? it->second : e;
-        remember(e, now, it != value_of.end() ? TypeOfTensor(AsConstant(now)->value) : e->type);
-        break;
-      }
-      case ExprKind::kConstant:
-        remember(e, e, TypeOfTensor(AsConstant(e)->value));
-        break;
-      case ExprKind::kFunction:
-        remember(e, e, e->type);  // nested functions (fused groups) hold no dynamic ops here
-        break;
-      case ExprKind::kTuple: {
-        std::vector<Expr> fields;
-        std::vector<Type> types;
-        for (const Expr& f : AsTuple(e)->fields) {
-          fields.push_back(arg(f));
-          types.push_back(type(fields.back()));
-        }
-        bool known = std::all_of(types.begin(), types.end(), [](const Type& t) { return !!t; });
-        auto now = std::make_shared<TupleNode>();
-        now->fields = std::move(fields);
-        now->name = e->name;
-        remember(e, now, known ? TupleType(types) : nullptr);
-        break;
-      }
-      case ExprKind::kTupleGetItem: {
-        const TupleGetItemNode* g = AsTupleGetItem(e);
-        const Expr& tuple = arg(g->tuple);
-        if (const TupleNode* t = AsTuple(tuple)) {  // a folded multi-output op
-          const Expr& field = t->fields.at(g->index);
-          remember(e, field, type(field));
+  // Resolves every node under `root` not resolved yet; dyn.loop unrolls into new nodes, which
+  // resolve in turn.
+  std::function<void(const Expr&)> resolve;
+  auto unroll = [&](const Expr& e, const std::vector<Expr>& args) -> Expr {
+    const CallNode* c = AsCall(e);
+    const FunctionNode* body = AsFunction(c->args.at(0));
+    const int64_t carried = c->attrs.GetInt("num_carried"), scans = c->attrs.GetInt("num_scans");
+    auto value = [&](size_t i, AttrKind kind, const char* what) -> AttrValue {
+      const ConstantNode* k = AsConstant(args.at(i));
+      if (!k)
+        Throw(ErrorCode::kUnsupported, DescribeNode(e), ": its ", what,
+              " is computed from input data, not from shapes or shape inputs, so kiln cannot "
+              "unroll it at specialization (it does not run loops yet)");
+      return AttrFromTensor(k->value, kind, StrCat(DescribeNode(e), ": ", what));
+    };
+    const int64_t trips = std::get<int64_t>(value(args.size() - 2, AttrKind::kInt, "trip count"));
+    bool go = std::get<bool>(value(args.size() - 1, AttrKind::kBool, "condition"));
+    if (trips > kMaxUnrolledIterations)
+      Throw(ErrorCode::kUnsupported, DescribeNode(e), ": its trip count ", trips,
+            " is more than the ", kMaxUnrolledIterations, " iterations kiln unrolls");
+    KILN_CHECK(body, DescribeNode(e), ": the body is not a function");
+    std::vector<Expr> state(c->args.begin() + 1, c->args.begin() + 1 + carried);
+    std::vector<Expr> captured(c->args.begin() + 1 + carried, c->args.end() - 2);
+    std::vector<std::vector<Expr>> parts(scans);
+    const Expr yes = MakeConstant(Tensor::Scalar<bool>(true), StrCat(e->name, ":cond"));
+    for (int64_t t = 0; t < trips && go; ++t) {
+      std::vector<Expr> in = {MakeConstant(Tensor::Scalar<int64_t>(t), StrCat(e->name, ":iter")),
+                              yes};
+      in.insert(in.end(), state.begin(), state.end());
+      in.insert(in.end(), captured.begin(), captured.end());
+      Expr iteration = Instantiate(*body, in);
+      resolve(iteration);
+      const TupleNode* r = AsTuple(out.at(iteration.get()));
+      const ConstantNode* k = r ? AsConstant(r->fields.at(0)) : nullptr;
+      if (!k)
+        Throw(ErrorCode::kUnsupported, DescribeNode(e),
+              ": its body's condition is computed from input data, so kiln cannot unroll it at "
+              "specialization (it does not run loops yet)");
+      go = std::get<bool>(AttrFromTensor(k->value, AttrKind::kBool,
+                                         StrCat(DescribeNode(e), ": the body's condition")));
+      for (int64_t i = 0; i < carried; ++i) state[i] = MakeTupleGetItem(iteration, 1 + i);
+      for (int64_t i = 0; i < scans; ++i)
+        parts[i].push_back(MakeTupleGetItem(iteration, 1 + carried + i));
+    }
+    std::vector<Expr> results = state;
+    for (int64_t i = 0; i < scans; ++i) {
+      if (parts[i].empty())
+        Throw(ErrorCode::kUnsupported, DescribeNode(e),
+              ": it runs no iteration, and its scan "
+              "output ",
+              i, " would be empty with a shape kiln cannot tell");
+      std::vector<Expr> rows;
+      for (const Expr& p : parts[i])
+        rows.push_back(
+            MakeCall("unsqueeze", {p}, Attrs{{"axes", std::vector<int64_t>{0}}}, e->name));
+      results.push_back(MakeCall("concat", rows, Attrs{{"axis", int64_t{0}}}, e->name));
+    }
+    return MakeTuple(results);
+  };
+  resolve = [&](const Expr& root) {
+    for (const Expr& e : PostOrder(root)) {
+      if (out.count(e.get())) continue;
+      auto arg = [&](const Expr& a) -> const Expr& { return out.at(a.get()); };
+      switch (e->kind) {
+        case ExprKind::kVar: {
+          auto it = value_of.find(e.get());
+          Expr now = it != value_of.end() ? it->second : e;
+          remember(e, now, it != value_of.end() ? TypeOfTensor(AsConstant(now)->value) : e->type);
           break;
         }
-        const TupleTypeNode* tt = AsTuple(type(tuple));
-        remember(
-            e, MakeTupleGetItem(tuple, g->index),
-            tt && g->index < static_cast<int>(tt->fields.size()) ? tt->fields[g->index] : nullptr);
-        break;
-      }
-      case ExprKind::kCall: {
-        const CallNode* c = AsCall(e);
-        std::vector<Expr> args;
-        std::vector<Type> arg_types;
-        for (const Expr& a : c->args) {
-          args.push_back(arg(a));
-          arg_types.push_back(type(args.back()));
-        }
-        if (!c->op) {
-          Expr now = MakeFnCall(c->fn, std::move(args), e->name);
-          remember(e, now, nullptr);
+        case ExprKind::kConstant:
+          remember(e, e, TypeOfTensor(AsConstant(e)->value));
+          break;
+        case ExprKind::kFunction:
+          remember(e, e, e->type);  // nested functions (fused groups) hold no dynamic ops here
+          break;
+        case ExprKind::kTuple: {
+          std::vector<Expr> fields;
+          std::vector<Type> types;
+          for (const Expr& f : AsTuple(e)->fields) {
+            fields.push_back(arg(f));
+            types.push_back(type(fields.back()));
+          }
+          bool known = std::all_of(types.begin(), types.end(), [](const Type& t) { return !!t; });
+          auto now = std::make_shared<TupleNode>();
+          now->fields = std::move(fields);
+          now->name = e->name;
+          remember(e, now, known ? TupleType(types) : nullptr);
           break;
         }
-        const OpDef* op = c->op;
-        Attrs attrs = c->attrs;
-        bool types_known =
-            std::all_of(arg_types.begin(), arg_types.end(), [](const Type& t) { return !!t; });
+        case ExprKind::kTupleGetItem: {
+          const TupleGetItemNode* g = AsTupleGetItem(e);
+          const Expr& tuple = arg(g->tuple);
+          if (const TupleNode* t = AsTuple(tuple)) {  // a folded multi-output op
+            const Expr& field = t->fields.at(g->index);
+            remember(e, field, type(field));
+            break;
+          }
+          const TupleTypeNode* tt = AsTuple(type(tuple));
+          remember(e, MakeTupleGetItem(tuple, g->index),
+                   tt && g->index < static_cast<int>(tt->fields.size()) ? tt->fields[g->index]
+                                                                        : nullptr);
+          break;
+        }
+        case ExprKind::kCall: {
+          const CallNode* c = AsCall(e);
+          std::vector<Expr> args;
+          std::vector<Type> arg_types;
+          for (const Expr& a : c->args) {
+            args.push_back(arg(a));
+            arg_types.push_back(type(args.back()));
+          }
+          if (!c->op) {
+            Expr now = MakeFnCall(c->fn, std::move(args), e->name);
+            remember(e, now, nullptr);
+            break;
+          }
+          const OpDef* op = c->op;
+          Attrs attrs = c->attrs;
+          if (op->name == kDynLoopOp) {  // the unrolled iterations, resolved
+            Expr unrolled = unroll(e, args);
+            resolve(unrolled);
+            const Expr& now = out.at(unrolled.get());
+            remember(e, now, type(now));
+            break;
+          }
+          bool types_known =
+              std::all_of(arg_types.begin(), arg_types.end(), [](const Type& t) { return !!t; });
 
-        // dyn.<op> whose value arguments are constants: the static op with those values.
-        if (IsDynamicOp(op)) {
-          try {
-            if (StaticForm(*op, args, attrs)) {
-              op = &OpRegistry::Global().Get(op->static_op);
-              arg_types.resize(args.size());
+          // dyn.<op> whose value arguments are constants: the static op with those values.
+          if (IsDynamicOp(op)) {
+            try {
+              if (StaticForm(*op, args, attrs)) {
+                op = &OpRegistry::Global().Get(op->static_op);
+                arg_types.resize(args.size());
+              }
+            } catch (const Error& err) {
+              throw Error(err.code(), StrCat(DescribeNode(e), ": ", err.what()));
             }
+          }
+
+          // An If whose condition is now known is the taken value itself: nothing of it runs
+          // (the other branch is no longer referenced from the body).
+          if (op->name == kBranchOp) {
+            const Expr& taken = args.at(attrs.GetBool("taken") ? 0 : 1);
+            remember(e, taken, type(taken));
+            break;
+          }
+          Expr now;
+          try {
+            now = MakeCall(op, args, attrs, e->name);
           } catch (const Error& err) {
             throw Error(err.code(), StrCat(DescribeNode(e), ": ", err.what()));
           }
-        }
-
-        // An If whose condition is now known is the taken value itself: nothing of it runs
-        // (the other branch is no longer referenced from the body).
-        if (op->name == kBranchOp) {
-          const Expr& taken = args.at(attrs.GetBool("taken") ? 0 : 1);
-          remember(e, taken, type(taken));
+          Type t;
+          if (types_known) {
+            try {
+              t = InferOpType(op->name, arg_types, AsCall(now)->attrs);
+            } catch (const Error& err) {
+              throw Error(err.code(), StrCat(DescribeNode(e), ": ", err.what()));
+            }
+          }
+          if (Expr folded = FoldValueCall(*AsCall(now), arg_types, t)) now = folded;
+          remember(e, now, t);
           break;
         }
-        Expr now;
-        try {
-          now = MakeCall(op, args, attrs, e->name);
-        } catch (const Error& err) {
-          throw Error(err.code(), StrCat(DescribeNode(e), ": ", err.what()));
-        }
-        Type t;
-        if (types_known) {
-          try {
-            t = InferOpType(op->name, arg_types, AsCall(now)->attrs);
-          } catch (const Error& err) {
-            throw Error(err.code(), StrCat(DescribeNode(e), ": ", err.what()));
-          }
-        }
-        if (Expr folded = FoldValueCall(*AsCall(now), arg_types, t)) now = folded;
-        remember(e, now, t);
-        break;
       }
     }
-  }
+  };
+  resolve(fn->body);
 
   Expr body = out.at(fn->body.get());
   for (const Expr& e : PostOrder(body)) {
     const CallNode* c = AsCall(e);
     if (!c || !IsDynamicOp(c->op)) continue;
-    for (size_t i = c->op->num_data_args; i < c->args.size(); ++i) {
+    const size_t first = FirstValueArg(*c);
+    for (size_t i = first; i < c->args.size(); ++i) {
       if (AsConstant(c->args[i])) continue;
-      Throw(ErrorCode::kUnsupported, DescribeNode(e), ": its ",
-            c->op->value_attrs.at(i - c->op->num_data_args), " (argument ", i,
+      Throw(ErrorCode::kUnsupported, DescribeNode(e), ": its ", c->op->value_attrs.at(i - first),
+            " (argument ", i,
             ") is computed from input data, not from shapes or shape inputs, so its result's "
             "shape is only known after the run (kiln specializes on input shapes and shape "
             "inputs' values)");

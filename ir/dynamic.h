@@ -60,6 +60,23 @@ Expr FoldValueCall(const CallNode& call, const std::vector<Type>& arg_types,
 // kInvalidArgument naming the attribute.
 bool StaticForm(const OpDef& op, std::vector<Expr>& args, Attrs& attrs);
 
+// ONNX Loop whose trip count is known only at specialization:
+//   dyn.loop(body, carried..., captured..., trip_count, cond), num_carried=N, num_scans=K
+// where body is a function (iteration: i64[], cond: bool[], the N carried values, the captured
+// outer values) -> (cond, N carried values, K scan values). Its value arguments are the last
+// two. ResolveDynamic unrolls it once trip_count and cond are constants: iteration t is the
+// body instantiated with t and the previous iteration's values, for as long as its condition
+// (which must then fold to a constant) holds; scan outputs stack the iterations' values along a
+// new axis 0. The result is a tuple of the N final values and the K stacked ones.
+inline constexpr char kDynLoopOp[] = "dyn.loop";
+// The most iterations a Loop or Scan unrolls to (at import or at specialization): each is a copy
+// of the body, compiled; past this the model is refused (kUnsupported naming the node) rather
+// than compiled for minutes.
+inline constexpr int64_t kMaxUnrolledIterations = 4096;
+
+// The index of a dynamic call's first value argument.
+size_t FirstValueArg(const CallNode& call);
+
 // The most elements a value input may have: its values are part of the shape key.
 constexpr int64_t kMaxValueInputElements = 4096;
 

@@ -280,22 +280,23 @@ struct GraphConverter {
       Throw(ErrorCode::kInvalidArgument, where, ": ", node.input_size(), " inputs and ",
             node.output_size(), " outputs (want M, cond, the N carried values; N + K outputs)");
     Expr trip = input(0), cond = input(1);
-    const ConstantNode* m = trip ? AsConstant(trip) : nullptr;
-    if (!m)
-      Throw(ErrorCode::kUnsupported, where, ": ",
-            trip ? StrCat("its trip count (input ", Quoted(node.input(0)),
-                          ") is computed when the model runs")
-                 : std::string("it has no trip count (a while loop)"),
-            "; kiln unrolls a Loop whose trip count is a constant when the model loads, and "
+    if (!trip)
+      Throw(ErrorCode::kUnsupported, where,
+            ": it has no trip count (a while loop); kiln unrolls Loops with a trip count, and "
             "does not run loops yet");
+    const ConstantNode* m = AsConstant(trip);
+    if (!m || (cond && !AsConstant(cond))) return DynamicLoop(node, label, values, trip, cond);
     const int64_t count =
         std::get<int64_t>(AttrFromTensor(m->value, AttrKind::kInt, StrCat(where, ": trip count")));
+    if (count > kMaxUnrolledIterations)
+      Throw(ErrorCode::kUnsupported, where, ": its trip count ", count, " is more than the ",
+            kMaxUnrolledIterations, " iterations kiln unrolls");
+    // A body condition computed from the iteration's values: the loop unrolls at
+    // specialization instead, where it may fold.
+    struct NotConstant {};
     auto constant_cond = [&](const Expr& c, const char* what) {
       const ConstantNode* k = c ? AsConstant(c) : nullptr;
-      if (c && !k)
-        Throw(ErrorCode::kUnsupported, where, ": its ", what,
-              " is computed when the model runs; kiln unrolls a Loop whose condition is known "
-              "when the model loads, and does not run loops yet");
+      if (c && !k) throw NotConstant{};
       return !k ||
              std::get<bool>(AttrFromTensor(k->value, AttrKind::kBool, StrCat(where, ": ", what)));
     };
@@ -303,14 +304,18 @@ struct GraphConverter {
     for (int i = 0; i < carried; ++i) state.push_back(input(2 + i));
     std::vector<std::vector<Expr>> parts(scans);
     const Expr yes = MakeConstant(Tensor::Scalar<bool>(true), StrCat(label, ":cond"));
-    for (int64_t t = 0; t < count && constant_cond(cond, "condition"); ++t) {
-      std::vector<Expr> in = {MakeConstant(Tensor::Scalar<int64_t>(t), StrCat(label, ":iter")),
-                              yes};
-      in.insert(in.end(), state.begin(), state.end());
-      std::vector<Expr> outs = Subgraph(node, label, "body", values, in, 1 + carried + scans);
-      cond = outs[0];
-      state.assign(outs.begin() + 1, outs.begin() + 1 + carried);
-      for (int k = 0; k < scans; ++k) parts[k].push_back(outs[1 + carried + k]);
+    try {
+      for (int64_t t = 0; t < count && constant_cond(cond, "condition"); ++t) {
+        std::vector<Expr> in = {MakeConstant(Tensor::Scalar<int64_t>(t), StrCat(label, ":iter")),
+                                yes};
+        in.insert(in.end(), state.begin(), state.end());
+        std::vector<Expr> outs = Subgraph(node, label, "body", values, in, 1 + carried + scans);
+        cond = outs[0];
+        state.assign(outs.begin() + 1, outs.begin() + 1 + carried);
+        for (int k = 0; k < scans; ++k) parts[k].push_back(outs[1 + carried + k]);
+      }
+    } catch (const NotConstant&) {
+      return DynamicLoop(node, label, values, trip, input(1));
     }
     std::vector<Expr> results = state;
     for (int k = 0; k < scans; ++k) {
@@ -319,6 +324,49 @@ struct GraphConverter {
               " would be empty with a shape kiln cannot tell");
       results.push_back(Stack(parts[k], 0, label));
     }
+    return results;
+  }
+
+  // Loop as dyn.loop (ir/dynamic.h), unrolled at specialization: the body becomes a function of
+  // the iteration number, the condition, the carried values and the outer values it reads
+  // (captured: passed as arguments, so the function has no free variables).
+  std::vector<Expr> DynamicLoop(const onnx::NodeProto& node, const std::string& label,
+                                const std::unordered_map<std::string, Expr>& values,
+                                const Expr& trip, const Expr& cond) {
+    const onnx::GraphProto& g = GraphAttr(node, label, "body");
+    const int carried = node.input_size() - 2;
+    const int scans = node.output_size() - carried;
+    std::unordered_set<std::string> free;
+    FreeNames(g, free);
+    std::vector<std::string> captured;
+    for (const std::string& name : free)
+      if (values.count(name)) captured.push_back(name);
+    std::sort(captured.begin(), captured.end());
+    std::vector<Var> params = {MakeVar(StrCat(label, ":iter"), TensorType({}, DType::kInt64)),
+                               MakeVar(StrCat(label, ":cond"), TensorType({}, DType::kBool))};
+    std::vector<Expr> args = {nullptr};
+    for (int k = 0; k < carried; ++k) {
+      Expr init = values.at(node.input(2 + k));
+      params.push_back(MakeVar(StrCat(label, ":", node.input(2 + k)), types->TypeOf(init)));
+      args.push_back(init);
+    }
+    std::unordered_map<std::string, Expr> scope = values;
+    for (const std::string& name : captured) {
+      Var v = MakeVar(name, types->TypeOf(values.at(name)));
+      scope[name] = v;
+      params.push_back(v);
+      args.push_back(values.at(name));
+    }
+    std::vector<Expr> body_in(params.begin(), params.begin() + 2 + carried);
+    std::vector<Expr> outs = Subgraph(node, label, "body", scope, body_in, 1 + carried + scans);
+    args[0] = MakeFunction(params, MakeTuple(outs));
+    args.push_back(trip);
+    args.push_back(cond ? cond : MakeConstant(Tensor::Scalar<bool>(true), StrCat(label, ":cond")));
+    Expr loop =
+        MakeCall(kDynLoopOp, args,
+                 Attrs{{"num_carried", int64_t{carried}}, {"num_scans", int64_t{scans}}}, label);
+    std::vector<Expr> results;
+    for (int i = 0; i < carried + scans; ++i) results.push_back(MakeTupleGetItem(loop, i));
     return results;
   }
 
@@ -375,6 +423,9 @@ struct GraphConverter {
               d.value());
       length = d.value();
     }
+    if (length > kMaxUnrolledIterations)
+      Throw(ErrorCode::kUnsupported, where, ": its sequence length ", length, " is more than the ",
+            kMaxUnrolledIterations, " iterations kiln unrolls");
     std::vector<Expr> state(ins.begin(), ins.begin() + states);
     std::vector<std::vector<Expr>> parts(k_out);
     for (int64_t t = 0; t < length; ++t) {

@@ -13,6 +13,7 @@
 #include <limits>
 #include <utility>
 
+#include "ir/dynamic.h"
 #include "ir/ops/op_util.h"
 
 namespace kiln {
@@ -158,6 +159,35 @@ Type DynBranch(TypeRelContext& ctx) {
   return TensorType(std::move(s), a.dtype);
 }
 
+// dyn.loop(body, carried..., captured..., trip_count, cond): ONNX Loop whose trip count is known
+// only at specialization (ir/dynamic.h). The body's outputs give each result's dtype and rank;
+// its dims, and the iteration count that scan outputs stack, are unknown until it unrolls.
+Type DynLoop(TypeRelContext& ctx) {
+  const FuncTypeNode* f = AsFunc(ctx.arg(0));
+  const TupleTypeNode* ret = f ? AsTuple(f->ret) : nullptr;
+  const int64_t carried = ctx.attrs().GetInt("num_carried"),
+                scans = ctx.attrs().GetInt("num_scans");
+  if (!ret || static_cast<int64_t>(ret->fields.size()) != 1 + carried + scans)
+    ctx.Fail(StrCat("the body must be a function returning the condition, ", carried,
+                    " carried values and ", scans, " scan values"));
+  std::vector<Type> outs;
+  for (int64_t k = 0; k < carried + scans; ++k) {
+    const TensorTypeNode* t = AsTensor(ret->fields[1 + k]);
+    if (!t) ctx.Fail(StrCat("body output ", 1 + k, " is not a tensor"));
+    // A carried value whose type the body keeps (its output's type is its parameter's) keeps
+    // it through every iteration.
+    if (k < carried && f->params.size() > static_cast<size_t>(2 + k) &&
+        TypeToString(f->params[2 + k]) == TypeToString(ret->fields[1 + k])) {
+      outs.push_back(ret->fields[1 + k]);
+      continue;
+    }
+    Shape s = UnknownShape(t->ndim());
+    if (k >= carried) s.insert(s.begin(), TypeRelContext::UnknownDim());
+    outs.push_back(TensorType(std::move(s), t->dtype));
+  }
+  return TupleType(std::move(outs));
+}
+
 Type DynConstantOfShape(TypeRelContext& ctx) {
   return TensorType(UnknownShape(ValueLength(ctx, 0, "shape")), ctx.attrs().GetDType("dtype"));
 }
@@ -293,6 +323,23 @@ void RegisterDynamicOps(OpRegistry& r) {
              const std::vector<Type>&) {
             return std::vector<LTensor>{in[attrs.GetBool("taken") ? 0 : 1]};
           },
+  });
+
+  // ONNX Loop whose trip count is known only at specialization: ResolveDynamic unrolls it
+  // (ir/dynamic.h). Its first argument is the body, a function; its last two are values.
+  r.Register(OpDef{
+      .name = std::string(kDynLoopOp),
+      .doc = "ONNX Loop (body function, carried values, captured values, trip count, condition); "
+             "unrolled at specialization once the trip count is known",
+      .min_inputs = 3,
+      .max_inputs = -1,
+      .attrs = {{"num_carried", AttrKind::kInt, std::nullopt},
+                {"num_scans", AttrKind::kInt, std::nullopt}},
+      .pattern = OpPattern::kOpaque,
+      .type_rel = DynLoop,
+      .ref_kernel = nullptr,
+      .static_op = "loop",
+      .value_attrs = {"trip_count", "cond"},
   });
 
   const std::vector<Variant> variants = {

@@ -294,20 +294,26 @@ onnx::ModelProto LoopModel(bool trip_count_input) {
   return m;
 }
 
-TEST(OnnxImportLoop, ConstantTripCountUnrollsAtImport) {
-  ImportedModel model = Import(LoopModel(false));
-  Tensor x = RandomTensor(DType::kFloat32, {3}, 6), y = RandomTensor(DType::kFloat32, {3}, 7);
-  std::vector<Tensor> out = Interpret(model.graph, {x, y});
+// The expected outputs of LoopModel for `trips` iterations: y + 0 + ... + (trips - 1), and
+// each iteration's running y times x.
+void ExpectLoop(const std::vector<Tensor>& out, const Tensor& x, const Tensor& y, int64_t trips) {
   ASSERT_EQ(out.size(), 2u);
-  ASSERT_EQ(out[1].shape(), (std::vector<int64_t>{4, 3}));
+  ASSERT_EQ(out[1].shape(), (std::vector<int64_t>{trips, 3}));
   for (int64_t j = 0; j < 3; ++j) {
     double acc = y.GetAsDouble(j);
-    for (int64_t t = 0; t < 4; ++t) {
+    for (int64_t t = 0; t < trips; ++t) {
       acc += static_cast<double>(t);
       EXPECT_NEAR(out[1].GetAsDouble(t * 3 + j), acc * x.GetAsDouble(j), 1e-5) << t << " " << j;
     }
     EXPECT_NEAR(out[0].GetAsDouble(j), acc, 1e-5);
   }
+}
+
+TEST(OnnxImportLoop, ConstantTripCountUnrollsAtImport) {
+  ImportedModel model = Import(LoopModel(false));
+  EXPECT_THAT(Print(model.graph), Not(HasSubstr("dyn.loop")));
+  Tensor x = RandomTensor(DType::kFloat32, {3}, 6), y = RandomTensor(DType::kFloat32, {3}, 7);
+  ExpectLoop(Interpret(model.graph, {x, y}), x, y, 4);
 }
 
 // A body whose condition turns false (a constant) ends the loop after that iteration.
@@ -330,10 +336,42 @@ TEST(OnnxImportLoop, BodyConditionEndsTheLoop) {
   for (int64_t j = 0; j < 3; ++j) EXPECT_NEAR(out[0].GetAsDouble(j), y.GetAsDouble(j), 1e-6);
 }
 
-TEST(OnnxImportLoop, RunTimeTripCountIsUnsupportedNamingTheNode) {
-  Error e = ErrorOf([&] { Import(LoopModel(true)); });
+// A trip count given as an input: the Loop imports as dyn.loop, a value input sets the count,
+// and specialization unrolls it, once per count.
+TEST(OnnxImportLoop, TripCountInputUnrollsAtSpecialization) {
+  ImportedModel model = Import(LoopModel(true));
+  EXPECT_THAT(Print(model.graph), HasSubstr("dyn.loop("));
+  EXPECT_EQ(ValueInputs(model.graph), std::vector<int>{2});
+  Tensor x = RandomTensor(DType::kFloat32, {3}, 13), y = RandomTensor(DType::kFloat32, {3}, 14);
+  for (int64_t trips : {4, 1, 6}) {
+    std::vector<Tensor> in = {x, y, Tensor::Scalar<int64_t>(trips)};
+    Function resolved = ResolveDynamic(BindSymbols(model.graph, {}), in);
+    EXPECT_THAT(Print(resolved), Not(HasSubstr("dyn.loop"))) << trips;
+    ExpectLoop(Interpret(model.graph, in), x, y, trips);
+  }
+  // No iteration leaves the scan output without a shape: unsupported, naming the node.
+  Error e = ErrorOf([&] { Interpret(model.graph, {x, y, Tensor::Scalar<int64_t>(0)}); });
   EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
-  EXPECT_THAT(e.what(), AllOf(HasSubstr("loop0"), HasSubstr("trip count")));
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("loop0"), HasSubstr("no iteration")));
+}
+
+TEST(OnnxImportLoop, MalformedLoopsAreErrorsNamingTheNode) {
+  {  // a body with one output more than the condition, 1 carried value and 1 scan output
+    onnx::ModelProto m = LoopModel(true);
+    onnx::GraphProto* body = m.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g();
+    Fixed(body->add_output(), "y_in", {3});
+    Error e = ErrorOf([&] { Import(m); });
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("loop0"), HasSubstr("body has 4 outputs, 3 expected")));
+  }
+  {  // more iterations than kiln unrolls
+    ImportedModel model = Import(LoopModel(true));
+    Tensor x = RandomTensor(DType::kFloat32, {3}, 15);
+    Error e = ErrorOf([&] {
+      Interpret(model.graph, {x, x, Tensor::Scalar<int64_t>(kMaxUnrolledIterations + 1)});
+    });
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("loop0"), HasSubstr("more than the")));
+  }
 }
 
 // Scan over a: [3, 2] along axis 0 (forward), and b: [2, 3] along axis 1 (reverse): state s += a_t,
