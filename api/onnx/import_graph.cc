@@ -327,23 +327,40 @@ struct GraphConverter {
     return results;
   }
 
-  // Loop as dyn.loop (ir/dynamic.h), unrolled at specialization: the body becomes a function of
-  // the iteration number, the condition, the carried values and the outer values it reads
-  // (captured: passed as arguments, so the function has no free variables).
-  std::vector<Expr> DynamicLoop(const onnx::NodeProto& node, const std::string& label,
-                                const std::unordered_map<std::string, Expr>& values,
-                                const Expr& trip, const Expr& cond) {
-    const onnx::GraphProto& g = GraphAttr(node, label, "body");
-    const int carried = node.input_size() - 2;
-    const int scans = node.output_size() - carried;
+  // The first parameters of a dyn.loop body function: the iteration number and the condition.
+  static std::vector<Var> LoopHead(const std::string& label) {
+    return {MakeVar(StrCat(label, ":iter"), TensorType({}, DType::kInt64)),
+            MakeVar(StrCat(label, ":cond"), TensorType({}, DType::kBool))};
+  }
+
+  // The outer values body `g` reads become parameters of its function (in name order), so it
+  // has no free variables: `scope` maps their names to the parameters, `args` gets the values.
+  void Capture(const onnx::GraphProto& g, const std::unordered_map<std::string, Expr>& values,
+               std::unordered_map<std::string, Expr>& scope, std::vector<Var>& params,
+               std::vector<Expr>& args) {
     std::unordered_set<std::string> free;
     FreeNames(g, free);
     std::vector<std::string> captured;
     for (const std::string& name : free)
       if (values.count(name)) captured.push_back(name);
     std::sort(captured.begin(), captured.end());
-    std::vector<Var> params = {MakeVar(StrCat(label, ":iter"), TensorType({}, DType::kInt64)),
-                               MakeVar(StrCat(label, ":cond"), TensorType({}, DType::kBool))};
+    for (const std::string& name : captured) {
+      Var v = MakeVar(name, types->TypeOf(values.at(name)));
+      scope[name] = v;
+      params.push_back(v);
+      args.push_back(values.at(name));
+    }
+  }
+
+  // Loop as dyn.loop (ir/dynamic.h), unrolled at specialization: the body becomes a function of
+  // the iteration number, the condition, the carried values and the outer values it reads
+  // (captured: passed as arguments, so the function has no free variables).
+  std::vector<Expr> DynamicLoop(const onnx::NodeProto& node, const std::string& label,
+                                const std::unordered_map<std::string, Expr>& values,
+                                const Expr& trip, const Expr& cond) {
+    const int carried = node.input_size() - 2;
+    const int scans = node.output_size() - carried;
+    std::vector<Var> params = LoopHead(label);
     std::vector<Expr> args = {nullptr};
     for (int k = 0; k < carried; ++k) {
       Expr init = values.at(node.input(2 + k));
@@ -351,12 +368,7 @@ struct GraphConverter {
       args.push_back(init);
     }
     std::unordered_map<std::string, Expr> scope = values;
-    for (const std::string& name : captured) {
-      Var v = MakeVar(name, types->TypeOf(values.at(name)));
-      scope[name] = v;
-      params.push_back(v);
-      args.push_back(values.at(name));
-    }
+    Capture(GraphAttr(node, label, "body"), values, scope, params, args);
     std::vector<Expr> body_in(params.begin(), params.begin() + 2 + carried);
     std::vector<Expr> outs = Subgraph(node, label, "body", scope, body_in, 1 + carried + scans);
     args[0] = MakeFunction(params, MakeTuple(outs));
@@ -367,6 +379,89 @@ struct GraphConverter {
                  Attrs{{"num_carried", int64_t{carried}}, {"num_scans", int64_t{scans}}}, label);
     std::vector<Expr> results;
     for (int i = 0; i < carried + scans; ++i) results.push_back(MakeTupleGetItem(loop, i));
+    return results;
+  }
+
+  // Scan over a symbolic length as dyn.loop, unrolled at specialization: the trip count is the
+  // first scan input's length (folded from shapes), the scan inputs are captured, and the body
+  // function reads iteration t's slice of each (from the end for a reverse direction). dyn.loop
+  // stacks along a new axis 0; another output axis is a transpose after it. A reverse output
+  // direction is not supported here.
+  std::vector<Expr> ScanAsLoop(const onnx::NodeProto& node, const std::string& label,
+                               const std::unordered_map<std::string, Expr>& values,
+                               const std::vector<Expr>& ins, int64_t states,
+                               const std::vector<int64_t>& axes,
+                               const std::vector<int64_t>& in_dirs,
+                               const std::vector<int64_t>& out_axes,
+                               const std::vector<int64_t>& out_dirs) {
+    const std::string where = StrCat("Scan node ", Quoted(label));
+    const int64_t k_in = static_cast<int64_t>(ins.size()) - states;
+    const int64_t k_out = node.output_size() - states;
+    for (int64_t d : out_dirs)
+      if (d != 0)
+        Throw(ErrorCode::kUnsupported, where,
+              ": a reverse scan output over a symbolic sequence length is not supported yet");
+    // The length of scan input `x` along `axis`, as an i64 scalar (folds from shapes).
+    auto length_of = [&](const Expr& x, int64_t axis) {
+      return MakeCall("squeeze",
+                      {MakeCall("shape", {x}, Attrs{{"start", axis}, {"end", axis + 1}}, label)},
+                      Attrs{{"axes", std::vector<int64_t>{0}}}, label);
+    };
+    std::vector<Var> params = LoopHead(label);
+    std::vector<Expr> args = {nullptr};
+    for (int64_t k = 0; k < states; ++k) {
+      params.push_back(MakeVar(StrCat(label, ":state", k), types->TypeOf(ins[k])));
+      args.push_back(ins[k]);
+    }
+    std::vector<Expr> slices;
+    for (int64_t j = 0; j < k_in; ++j) {
+      const Expr& x = ins[states + j];
+      Var v = MakeVar(StrCat(label, ":scan", j), types->TypeOf(x));
+      params.push_back(v);
+      args.push_back(x);
+      Expr at = params[0];
+      if (in_dirs[j])
+        at = MakeCall(
+            "sub",
+            {MakeCall("sub",
+                      {length_of(v, axes[j]), MakeConstant(Tensor::Scalar<int64_t>(1), label)}, {},
+                      label),
+             at},
+            {}, label);
+      slices.push_back(MakeCall("gather", {v, at}, Attrs{{"axis", axes[j]}}, label));
+    }
+    std::unordered_map<std::string, Expr> scope = values;
+    Capture(GraphAttr(node, label, "body"), values, scope, params, args);
+    std::vector<Expr> body_in(params.begin() + 2, params.begin() + 2 + states);
+    body_in.insert(body_in.end(), slices.begin(), slices.end());
+    std::vector<Expr> outs = Subgraph(node, label, "body", scope, body_in, states + k_out);
+    outs.insert(outs.begin(), MakeConstant(Tensor::Scalar<bool>(true), StrCat(label, ":cond")));
+    args[0] = MakeFunction(params, MakeTuple(outs));
+    args.push_back(length_of(ins[states], axes[0]));
+    args.push_back(MakeConstant(Tensor::Scalar<bool>(true), StrCat(label, ":cond")));
+    Expr loop =
+        MakeCall(kDynLoopOp, args,
+                 Attrs{{"num_carried", int64_t{states}}, {"num_scans", int64_t{k_out}}}, label);
+    std::vector<Expr> results;
+    for (int64_t i = 0; i < states; ++i) results.push_back(MakeTupleGetItem(loop, i));
+    for (int64_t k = 0; k < k_out; ++k) {
+      Expr stacked = MakeTupleGetItem(loop, states + k);
+      const int rank = AsTensor(types->TypeOf(outs[1 + states + k]))->ndim() + 1;
+      int64_t axis = out_axes[k] < 0 ? out_axes[k] + rank : out_axes[k];
+      if (axis < 0 || axis >= rank)
+        Throw(ErrorCode::kInvalidArgument, where, ": scan output axis ", out_axes[k],
+              " is out of range for rank ", rank);
+      if (axis != 0) {  // [t, d0, d1, ...] -> the iteration dim at `axis`
+        std::vector<int64_t> perm;
+        for (int64_t d = 1; d < rank; ++d) {
+          if (d - 1 == axis) perm.push_back(0);
+          perm.push_back(d);
+        }
+        if (axis == rank - 1) perm.push_back(0);
+        stacked = MakeCall("transpose", {stacked}, Attrs{{"perm", perm}}, label);
+      }
+      results.push_back(stacked);
+    }
     return results;
   }
 
@@ -402,6 +497,7 @@ struct GraphConverter {
                                out_axes = per("scan_output_axes", k_out),
                                out_dirs = per("scan_output_directions", k_out);
     int64_t length = -1;
+    bool symbolic = false;
     std::vector<int64_t> axes(k_in);
     for (int64_t j = 0; j < k_in; ++j) {
       const Expr& x = ins.at(states + j);
@@ -413,16 +509,17 @@ struct GraphConverter {
         Throw(ErrorCode::kInvalidArgument, where, ": scan input axis ", in_axes[j],
               " is out of range for rank ", rank);
       const Dim& d = shape[axes[j]];
-      if (!d.is_const())
-        Throw(ErrorCode::kUnsupported, where, ": the sequence length of scan input ", j, " (",
-              Quoted(node.input(states + j)), ", dim ", axes[j],
-              ") is symbolic; kiln unrolls a Scan whose length is known when the model loads, "
-              "and does not run loops yet");
+      if (!d.is_const()) {
+        symbolic = true;
+        continue;
+      }
       if (length >= 0 && d.value() != length)
         Throw(ErrorCode::kInvalidArgument, where, ": scan inputs of lengths ", length, " and ",
               d.value());
       length = d.value();
     }
+    if (symbolic)
+      return ScanAsLoop(node, label, values, ins, states, axes, in_dirs, out_axes, out_dirs);
     if (length > kMaxUnrolledIterations)
       Throw(ErrorCode::kUnsupported, where, ": its sequence length ", length, " is more than the ",
             kMaxUnrolledIterations, " iterations kiln unrolls");
