@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The `kiln` tool run as a user would: types, run, passes, test-onnx (passing, failing and
-# broken cases) and bad usage. Usage: cli_test.sh KILN_BINARY ONNX_NODE_DIR WORK_DIR
+# The `kiln` tool run as a user would: types, run (an If and a Loop on value inputs too), passes,
+# test-onnx (passing, failing and broken cases) and bad usage.
+# Usage: cli_test.sh KILN_BINARY ONNX_NODE_DIR WORK_DIR
 # Prints one line per failed check; exits non-zero on any.
 set -u
 KILN=$1
@@ -68,6 +69,51 @@ x = numpy_helper.from_array(rng.standard_normal((2, 4)).astype(np.float32), "x")
 with open(os.path.join(work, "x.pb"), "wb") as f:
     f.write(x.SerializeToString())
 
+def save_tensor(name, array):
+    with open(os.path.join(work, name + ".pb"), "wb") as f:
+        f.write(numpy_helper.from_array(array, name.rstrip("0123456789")).SerializeToString())
+
+# If on a scalar sample rate (then x * 2, else x + 1), and a Loop whose trip count is an input
+# (y = x^(m+1), the powers stacked): both become plain graphs at specialization.
+then_g = helper.make_graph([helper.make_node("Mul", ["x", "two"], ["t"])], "then", [],
+                           [helper.make_tensor_value_info("t", TensorProto.FLOAT, ["n"])],
+                           [numpy_helper.from_array(np.array(2, np.float32), "two")])
+else_g = helper.make_graph([helper.make_node("Add", ["x", "one"], ["e"])], "else", [],
+                           [helper.make_tensor_value_info("e", TensorProto.FLOAT, ["n"])],
+                           [numpy_helper.from_array(np.array(1, np.float32), "one")])
+graph = helper.make_graph(
+    [helper.make_node("Equal", ["sr", "rate"], ["c"]),
+     helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
+    "if_sr", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"]),
+              helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])],
+    [numpy_helper.from_array(np.array(16000, np.int64), "rate")])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]),
+          os.path.join(work, "if_sr.onnx"))
+body = helper.make_graph(
+    [helper.make_node("Identity", ["c_in"], ["c_out"]),
+     helper.make_node("Mul", ["y_in", "x"], ["y_out"]),
+     helper.make_node("Identity", ["y_out"], ["s"])], "body",
+    [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+     helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+     helper.make_tensor_value_info("y_in", TensorProto.FLOAT, ["n"])],
+    [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+     helper.make_tensor_value_info("y_out", TensorProto.FLOAT, ["n"]),
+     helper.make_tensor_value_info("s", TensorProto.FLOAT, ["n"])])
+graph = helper.make_graph(
+    [helper.make_node("Loop", ["m", "", "x"], ["y", "scan"], body=body)], "pow_loop",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"]),
+     helper.make_tensor_value_info("m", TensorProto.INT64, [])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"]),
+     helper.make_tensor_value_info("scan", TensorProto.FLOAT, ["k", "n"])])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]),
+          os.path.join(work, "loop.onnx"))
+save_tensor("x4", np.arange(4, dtype=np.float32))
+save_tensor("x2", np.array([2, 3], np.float32))
+save_tensor("sr16000", np.array(16000, np.int64))
+save_tensor("sr8000", np.array(8000, np.int64))
+save_tensor("m3", np.array(3, np.int64))
+
 # test_relu with a wrong expected output.
 wrong = os.path.join(work, "test_relu_wrong")
 shutil.copytree(os.path.join(node, "test_relu"), wrong)
@@ -114,6 +160,16 @@ expect_output "run without --shape" 2 "input 'x'" "symbolic dim 'batch'" "--shap
 
 expect_output "run with a wrong rank" 2 "--shape x: the input has rank 2" \
   -- "$KILN" run "$MLP" --shape x=3x4x5
+
+expect_output "If on a value input, then branch" 0 "y: f32[4] = [0, 2, 4, 6]" \
+  '"kernel":"fused_mul"' -- "$KILN" run "$WORK/if_sr.onnx" --input "x=$WORK/x4.pb" \
+  --input "sr=$WORK/sr16000.pb" --iters 1 --stats
+expect_output "If on a value input, else branch" 0 "y: f32[4] = [1, 2, 3, 4]" \
+  '"kernel":"fused_add"' -- "$KILN" run "$WORK/if_sr.onnx" --input "x=$WORK/x4.pb" \
+  --input "sr=$WORK/sr8000.pb" --iters 1 --stats
+expect_output "Loop with a trip count input" 0 "y: f32[2] = [16, 81]" \
+  "scan: f32[3, 2] = [4, 9, 8, 27, 16, 81]" -- "$KILN" run "$WORK/loop.onnx" \
+  --input "x=$WORK/x2.pb" --input "m=$WORK/m3.pb" --iters 1
 
 expect_output "run on a missing file" 1 "/nonexistent.onnx" \
   -- "$KILN" run /nonexistent.onnx
