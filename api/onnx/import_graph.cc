@@ -352,6 +352,14 @@ struct GraphConverter {
     }
   }
 
+  // A Scan's inputs (the states, then the scan inputs) and its per-input and per-output axes
+  // and directions, normalized.
+  struct ScanSpec {
+    std::vector<Expr> ins;
+    int64_t states;
+    std::vector<int64_t> axes, in_dirs, out_axes, out_dirs;
+  };
+
   // Loop as dyn.loop (ir/dynamic.h), unrolled at specialization: the body becomes a function of
   // the iteration number, the condition, the carried values and the outer values it reads
   // (captured: passed as arguments, so the function has no free variables).
@@ -389,11 +397,8 @@ struct GraphConverter {
   // direction is not supported here.
   std::vector<Expr> ScanAsLoop(const onnx::NodeProto& node, const std::string& label,
                                const std::unordered_map<std::string, Expr>& values,
-                               const std::vector<Expr>& ins, int64_t states,
-                               const std::vector<int64_t>& axes,
-                               const std::vector<int64_t>& in_dirs,
-                               const std::vector<int64_t>& out_axes,
-                               const std::vector<int64_t>& out_dirs) {
+                               const ScanSpec& spec) {
+    const auto& [ins, states, axes, in_dirs, out_axes, out_dirs] = spec;
     const std::string where = StrCat("Scan node ", Quoted(label));
     const int64_t k_in = static_cast<int64_t>(ins.size()) - states;
     const int64_t k_out = node.output_size() - states;
@@ -472,10 +477,7 @@ struct GraphConverter {
   std::vector<Expr> ConvertScan(const onnx::NodeProto& node, const std::string& label,
                                 const std::unordered_map<std::string, Expr>& values) {
     const std::string where = StrCat("Scan node ", Quoted(label));
-    if (opset < 9)
-      Throw(ErrorCode::kUnsupported, where, ": opset ", opset,
-            "'s Scan (batched, with sequence_lens) is not supported; kiln imports Scan from "
-            "opset 9 on");
+    if (opset < 9) return ScanOpset8(node, label, values);
     std::vector<Expr> ins;
     for (const std::string& in : node.input()) ins.push_back(in.empty() ? nullptr : values.at(in));
     NodeContext attrs(node, ins, label, opset, types);
@@ -518,8 +520,19 @@ struct GraphConverter {
               d.value());
       length = d.value();
     }
-    if (symbolic)
-      return ScanAsLoop(node, label, values, ins, states, axes, in_dirs, out_axes, out_dirs);
+    const ScanSpec spec{ins, states, axes, in_dirs, out_axes, out_dirs};
+    if (symbolic) return ScanAsLoop(node, label, values, spec);
+    return UnrollScan(node, label, values, spec, length);
+  }
+
+  // A Scan over a constant `length`, unrolled: `ins` holds the states, then the scan inputs.
+  std::vector<Expr> UnrollScan(const onnx::NodeProto& node, const std::string& label,
+                               const std::unordered_map<std::string, Expr>& values,
+                               const ScanSpec& spec, int64_t length) {
+    const auto& [ins, states, axes, in_dirs, out_axes, out_dirs] = spec;
+    const std::string where = StrCat("Scan node ", Quoted(label));
+    const int64_t k_in = static_cast<int64_t>(ins.size()) - states;
+    const int64_t k_out = node.output_size() - states;
     if (length > kMaxUnrolledIterations)
       Throw(ErrorCode::kUnsupported, where, ": its sequence length ", length, " is more than the ",
             kMaxUnrolledIterations, " iterations kiln unrolls");
@@ -545,6 +558,59 @@ struct GraphConverter {
               " empty with a shape kiln cannot tell");
       if (out_dirs[k]) std::reverse(parts[k].begin(), parts[k].end());
       results.push_back(Stack(parts[k], out_axes[k], label));
+    }
+    return results;
+  }
+
+  // Opset 8's Scan: inputs sequence_lens (unsupported when given), the states and the scan
+  // inputs, all with a leading batch dim; scan inputs are [batch, sequence, ...] and the body
+  // sees one batch item. Each item is its own unrolled scan (constant batch and length), and
+  // every output stacks the items along axis 0.
+  std::vector<Expr> ScanOpset8(const onnx::NodeProto& node, const std::string& label,
+                               const std::unordered_map<std::string, Expr>& values) {
+    const std::string where = StrCat("Scan node ", Quoted(label));
+    std::vector<Expr> ins;
+    for (const std::string& in : node.input()) ins.push_back(in.empty() ? nullptr : values.at(in));
+    NodeContext attrs(node, ins, label, opset, types);
+    if (!ins.empty() && ins[0])
+      Throw(ErrorCode::kUnsupported, where, ": opset 8's sequence_lens is not supported");
+    const int64_t k_in = attrs.Int("num_scan_inputs");
+    const int64_t states = static_cast<int64_t>(ins.size()) - 1 - k_in;
+    const int64_t k_out = node.output_size() - states;
+    if (k_in < 1 || states < 0 || k_out < 0)
+      Throw(ErrorCode::kInvalidArgument, where, ": num_scan_inputs ", k_in, " with ", ins.size(),
+            " inputs and ", node.output_size(), " outputs");
+    std::vector<int64_t> dirs = attrs.Ints("directions", std::vector<int64_t>(k_in, 0));
+    if (static_cast<int64_t>(dirs.size()) != k_in)
+      Throw(ErrorCode::kInvalidArgument, where, ": directions has ", dirs.size(), " values, ", k_in,
+            " expected");
+    Shape first = attrs.ShapeOf(ins.at(1 + states));
+    if (first.size() < 2 || !first[0].is_const() || !first[1].is_const())
+      Throw(ErrorCode::kUnsupported, where,
+            ": opset 8's Scan needs a constant batch and sequence length");
+    const int64_t batch = first[0].value(), length = first[1].value();
+    if (batch * length > kMaxUnrolledIterations)
+      Throw(ErrorCode::kUnsupported, where, ": its batch of ", batch, " sequences of ", length,
+            " is more than the ", kMaxUnrolledIterations, " iterations kiln unrolls");
+    std::vector<std::vector<Expr>> per_output(states + k_out);
+    for (int64_t b = 0; b < batch; ++b) {
+      std::vector<Expr> item;
+      for (size_t i = 1; i < ins.size(); ++i) {
+        if (!ins[i]) Throw(ErrorCode::kInvalidArgument, where, ": input ", i, " is omitted");
+        item.push_back(MakeCall(
+            "gather", {ins[i], MakeConstant(Tensor::Scalar<int64_t>(b), StrCat(label, ":item"))},
+            Attrs{{"axis", int64_t{0}}}, label));
+      }
+      const std::vector<int64_t> zeros_out(k_out, 0);
+      const ScanSpec spec{item, states, std::vector<int64_t>(k_in, 0), dirs, zeros_out, zeros_out};
+      std::vector<Expr> outs = UnrollScan(node, label, values, spec, length);
+      for (size_t i = 0; i < outs.size(); ++i) per_output[i].push_back(outs[i]);
+    }
+    std::vector<Expr> results;
+    for (const std::vector<Expr>& parts : per_output) {
+      if (parts.empty())
+        Throw(ErrorCode::kUnsupported, where, ": a batch of 0 leaves its outputs without a shape");
+      results.push_back(Stack(parts, 0, label));
     }
     return results;
   }

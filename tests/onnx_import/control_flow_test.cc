@@ -473,5 +473,41 @@ TEST(OnnxImportScan, SymbolicLengthUnrollsAtSpecialization) {
   }
 }
 
+// Opset 8's Scan: a batch of 2 items, each its own scan (a forward, b from the end), every
+// output stacked over the items.
+TEST(OnnxImportScan, Opset8BatchesItsItems) {
+  onnx::ModelProto m = NewModel(8);
+  onnx::GraphProto& g = *m.mutable_graph();
+  Fixed(g.add_input(), "s0", {2, 2});
+  Fixed(g.add_input(), "a", {2, 3, 2});
+  Fixed(g.add_input(), "b", {2, 3, 2});
+  onnx::NodeProto* scan = Node(g, "Scan", {"", "s0", "a", "b"}, {"s", "sums", "b_rev"}, "scan8");
+  IntAttr(scan, "num_scan_inputs", 2);
+  IntsAttr(scan, "directions", {0, 1});
+  SumAndCopyBody(scan);
+  Fixed(g.add_output(), "s", {2, 2});
+  Fixed(g.add_output(), "sums", {2, 3, 2});
+  Fixed(g.add_output(), "b_rev", {2, 3, 2});
+  ImportedModel model = Import(m);
+  Tensor s0 = RandomTensor(DType::kFloat32, {2, 2}, 19),
+         a = RandomTensor(DType::kFloat32, {2, 3, 2}, 20),
+         b = RandomTensor(DType::kFloat32, {2, 3, 2}, 21);
+  std::vector<Tensor> out = Interpret(model.graph, {s0, a, b});
+  ASSERT_EQ(out.size(), 3u);
+  ASSERT_EQ(out[1].shape(), (std::vector<int64_t>{2, 3, 2}));
+  for (int64_t item = 0; item < 2; ++item) {
+    for (int64_t j = 0; j < 2; ++j) {
+      double acc = s0.GetAsDouble(item * 2 + j);
+      for (int64_t t = 0; t < 3; ++t) {
+        acc += a.GetAsDouble(item * 6 + t * 2 + j);
+        EXPECT_NEAR(out[1].GetAsDouble(item * 6 + t * 2 + j), acc, 1e-5);
+        EXPECT_EQ(out[2].GetAsDouble(item * 6 + t * 2 + j),
+                  b.GetAsDouble(item * 6 + (2 - t) * 2 + j));
+      }
+      EXPECT_NEAR(out[0].GetAsDouble(item * 2 + j), acc, 1e-5);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln
