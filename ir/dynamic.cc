@@ -356,12 +356,14 @@ Function ResolveDynamic(const Function& fn, const std::vector<Tensor>& inputs) {
         parts[i].push_back(MakeTupleGetItem(iteration, 1 + carried + i));
     }
     std::vector<Expr> results = state;
+    const std::vector<int64_t> reverse = c->attrs.GetInts("scan_reverse");
     for (int64_t i = 0; i < scans; ++i) {
       if (parts[i].empty())
         Throw(ErrorCode::kUnsupported, DescribeNode(e),
-              ": it runs no iteration, and its scan "
-              "output ",
-              i, " would be empty with a shape kiln cannot tell");
+              ": it runs no iteration, and its scan output ", i,
+              " would be empty with a shape kiln cannot tell");
+      if (i < static_cast<int64_t>(reverse.size()) && reverse[i])
+        std::reverse(parts[i].begin(), parts[i].end());
       std::vector<Expr> rows;
       for (const Expr& p : parts[i])
         rows.push_back(

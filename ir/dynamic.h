@@ -67,7 +67,7 @@ bool StaticForm(const OpDef& op, std::vector<Expr>& args, Attrs& attrs);
 // two. ResolveDynamic unrolls it once trip_count and cond are constants: iteration t is the
 // body instantiated with t and the previous iteration's values, for as long as its condition
 // (which must then fold to a constant) holds; scan outputs stack the iterations' values along a
-// new axis 0. The result is a tuple of the N final values and the K stacked ones.
+// new axis 0 (last iteration first where the ints attribute scan_reverse says so). The result is a tuple of the N final values and the K stacked ones.
 inline constexpr char kDynLoopOp[] = "dyn.loop";
 // The most iterations a Loop or Scan unrolls to (at import or at specialization): each is a copy
 // of the body, compiled; past this the model is refused (kUnsupported naming the node) rather

@@ -393,8 +393,8 @@ struct GraphConverter {
   // Scan over a symbolic length as dyn.loop, unrolled at specialization: the trip count is the
   // first scan input's length (folded from shapes), the scan inputs are captured, and the body
   // function reads iteration t's slice of each (from the end for a reverse direction). dyn.loop
-  // stacks along a new axis 0; another output axis is a transpose after it. A reverse output
-  // direction is not supported here.
+  // stacks along a new axis 0 (in reverse for a reverse output); another output axis is a
+  // transpose after it.
   std::vector<Expr> ScanAsLoop(const onnx::NodeProto& node, const std::string& label,
                                const std::unordered_map<std::string, Expr>& values,
                                const ScanSpec& spec) {
@@ -402,10 +402,6 @@ struct GraphConverter {
     const std::string where = StrCat("Scan node ", Quoted(label));
     const int64_t k_in = static_cast<int64_t>(ins.size()) - states;
     const int64_t k_out = node.output_size() - states;
-    for (int64_t d : out_dirs)
-      if (d != 0)
-        Throw(ErrorCode::kUnsupported, where,
-              ": a reverse scan output over a symbolic sequence length is not supported yet");
     // The length of scan input `x` along `axis`, as an i64 scalar (folds from shapes).
     auto length_of = [&](const Expr& x, int64_t axis) {
       return MakeCall("squeeze",
@@ -444,9 +440,11 @@ struct GraphConverter {
     args[0] = MakeFunction(params, MakeTuple(outs));
     args.push_back(length_of(ins[states], axes[0]));
     args.push_back(MakeConstant(Tensor::Scalar<bool>(true), StrCat(label, ":cond")));
-    Expr loop =
-        MakeCall(kDynLoopOp, args,
-                 Attrs{{"num_carried", int64_t{states}}, {"num_scans", int64_t{k_out}}}, label);
+    Expr loop = MakeCall(kDynLoopOp, args,
+                         Attrs{{"num_carried", int64_t{states}},
+                               {"num_scans", int64_t{k_out}},
+                               {"scan_reverse", out_dirs}},
+                         label);
     std::vector<Expr> results;
     for (int64_t i = 0; i < states; ++i) results.push_back(MakeTupleGetItem(loop, i));
     for (int64_t k = 0; k < k_out; ++k) {
