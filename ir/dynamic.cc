@@ -1,8 +1,7 @@
 #include "ir/dynamic.h"
 
-#include <functional>
-
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -56,25 +55,25 @@ Expr Instantiate(const FunctionNode& f, const std::vector<Expr>& args) {
   std::unordered_map<const ExprNode*, Expr> copy;
   for (size_t i = 0; i < f.params.size(); ++i) copy[f.params[i].get()] = args.at(i);
   auto at = [&](const Expr& e) { return copy.count(e.get()) ? copy.at(e.get()) : e; };
+  // The copies of `operands`; *changed when one differs.
+  auto remap = [&](const std::vector<Expr>& operands, bool* changed) {
+    std::vector<Expr> now;
+    for (const Expr& x : operands) {
+      now.push_back(at(x));
+      *changed = *changed || now.back() != x;
+    }
+    return now;
+  };
   for (const Expr& e : PostOrder(f.body)) {
     if (copy.count(e.get())) continue;
     Expr now = e;
+    bool changed = false;
     if (const CallNode* c = AsCall(e)) {
-      std::vector<Expr> a;
-      bool changed = false;
-      for (const Expr& x : c->args) {
-        a.push_back(at(x));
-        changed |= a.back() != x;
-      }
+      std::vector<Expr> a = remap(c->args, &changed);
       if (changed)
         now = c->op ? MakeCall(c->op, a, c->attrs, e->name) : MakeFnCall(c->fn, a, e->name);
     } else if (const TupleNode* t = AsTuple(e)) {
-      std::vector<Expr> fields;
-      bool changed = false;
-      for (const Expr& x : t->fields) {
-        fields.push_back(at(x));
-        changed |= fields.back() != x;
-      }
+      std::vector<Expr> fields = remap(t->fields, &changed);
       if (changed) now = MakeTuple(fields);
     } else if (const TupleGetItemNode* g = AsTupleGetItem(e)) {
       if (at(g->tuple) != g->tuple) now = MakeTupleGetItem(at(g->tuple), g->index);
@@ -266,6 +265,13 @@ Expr FoldValueCall(const CallNode& call, const std::vector<Type>& arg_types,
   return tuple;
 }
 
+Expr StackIterations(const std::vector<Expr>& parts, int64_t axis, const std::string& name) {
+  std::vector<Expr> rows;
+  for (const Expr& p : parts)
+    rows.push_back(MakeCall("unsqueeze", {p}, Attrs{{"axes", std::vector<int64_t>{axis}}}, name));
+  return MakeCall("concat", std::move(rows), Attrs{{"axis", axis}}, name);
+}
+
 size_t FirstValueArg(const CallNode& call) {
   if (call.op && call.op->name == kDynLoopOp) return call.args.size() - 2;
   return call.op ? static_cast<size_t>(call.op->num_data_args) : call.args.size();
@@ -364,11 +370,7 @@ Function ResolveDynamic(const Function& fn, const std::vector<Tensor>& inputs) {
               " would be empty with a shape kiln cannot tell");
       if (i < static_cast<int64_t>(reverse.size()) && reverse[i])
         std::reverse(parts[i].begin(), parts[i].end());
-      std::vector<Expr> rows;
-      for (const Expr& p : parts[i])
-        rows.push_back(
-            MakeCall("unsqueeze", {p}, Attrs{{"axes", std::vector<int64_t>{0}}}, e->name));
-      results.push_back(MakeCall("concat", rows, Attrs{{"axis", int64_t{0}}}, e->name));
+      results.push_back(StackIterations(parts[i], 0, e->name));
     }
     return MakeTuple(results);
   };

@@ -67,12 +67,17 @@ bool StaticForm(const OpDef& op, std::vector<Expr>& args, Attrs& attrs);
 // two. ResolveDynamic unrolls it once trip_count and cond are constants: iteration t is the
 // body instantiated with t and the previous iteration's values, for as long as its condition
 // (which must then fold to a constant) holds; scan outputs stack the iterations' values along a
-// new axis 0 (last iteration first where the ints attribute scan_reverse says so). The result is a tuple of the N final values and the K stacked ones.
+// new axis 0 (last iteration first where the ints attribute scan_reverse says so). The result is a
+// tuple of the N final values and the K stacked ones.
 inline constexpr char kDynLoopOp[] = "dyn.loop";
 // The most iterations a Loop or Scan unrolls to (at import or at specialization): each is a copy
 // of the body, compiled; past this the model is refused (kUnsupported naming the node) rather
 // than compiled for minutes.
 inline constexpr int64_t kMaxUnrolledIterations = 4096;
+
+// The per-iteration values `parts` of one scan output stacked along a new dim at `axis` (in
+// [0, rank]): unsqueeze each, concat; the calls named `name`. Loop and Scan unrolling's stack.
+Expr StackIterations(const std::vector<Expr>& parts, int64_t axis, const std::string& name);
 
 // The index of a dynamic call's first value argument.
 size_t FirstValueArg(const CallNode& call);

@@ -257,11 +257,7 @@ struct GraphConverter {
     if (axis < -rank || axis >= rank)
       Throw(ErrorCode::kInvalidArgument, "node ", Quoted(name), ": scan output axis ", axis,
             " is out of range for rank ", rank);
-    if (axis < 0) axis += rank;
-    std::vector<Expr> rows;
-    for (const Expr& p : parts)
-      rows.push_back(MakeCall("unsqueeze", {p}, Attrs{{"axes", std::vector<int64_t>{axis}}}, name));
-    return MakeCall("concat", std::move(rows), Attrs{{"axis", axis}}, name);
+    return StackIterations(parts, axis < 0 ? axis + rank : axis, name);
   }
 
   // Loop, unrolled at import: its trip count must be a constant and its condition constant (or

@@ -199,9 +199,12 @@ std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
   for (const WindowDim& c : dims) pixels *= c.out;
   // The channel of P and the tap (k_1, ..., k_r), in the weight's row-major order, that
   // reduction step kk of output channel m reads.
-  auto channel_of = [m_per_group, cg, kernel_size, group](const Expr& m, const Expr& kk) {
-    Expr c = loop::FloorDiv(kk, I64(kernel_size));
+  // The channel of P that output channel m reads as its group's channel c.
+  auto group_channel = [m_per_group, cg, group](const Expr& m, const Expr& c) {
     return group > 1 ? loop::Add(loop::Mul(loop::FloorDiv(m, I64(m_per_group)), I64(cg)), c) : c;
+  };
+  auto channel_of = [group_channel, kernel_size](const Expr& m, const Expr& kk) {
+    return group_channel(m, loop::FloorDiv(kk, I64(kernel_size)));
   };
   auto taps_of = [dims, r](const Expr& kk) {
     std::vector<Expr> taps(r);
@@ -248,8 +251,8 @@ std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
   // panels are packed, which needs the single step (tile_panels.cc).
   bool tap_nest = !im2col;
   for (const WindowDim& c : dims) tap_nest = tap_nest && c.stride == 1;
-  auto gemm = [&ctx, wv, read, k_total, tap_nest, split, dims, cg, kernel_size, group,
-               m_per_group](const std::vector<Expr>& idx) {
+  auto gemm = [&ctx, wv, read, k_total, tap_nest, split, dims, cg,
+               group_channel](const std::vector<Expr>& idx) {
     if (!tap_nest) {
       loop::Var kk = ctx.NewVar("kk");
       Expr wval = FlatRead(wv, {idx[1]}, kk);
@@ -267,9 +270,7 @@ std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
       taps.push_back(t);
       kk = loop::Add(loop::Mul(kk, I64(d.kernel)), t);
     }
-    Expr channel = group > 1
-                       ? loop::Add(loop::Mul(loop::FloorDiv(idx[1], I64(m_per_group)), I64(cg)), c)
-                       : Expr(c);
+    Expr channel = group_channel(idx[1], c);
     Expr wval = FlatRead(wv, {idx[1]}, kk);
     return loop::Reduce(loop::ReduceKind::kSum,
                         loop::Mul(wval, split.Read(idx[0], channel, taps, idx[2])),
