@@ -243,14 +243,15 @@ std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
       return FlatRead(cols, {n}, loop::Add(loop::Mul(kk, I64(pixels)), j));
     };
   }
-  // The reduction as one step kk per (channel, tap), or, with stride 1 and P read in place
-  // (its taps are shifts of rows, so TileLoops does not pack it), as a nest over the channel and
-  // each tap: then P's offset is affine in every reduction variable, where kk would need kk // 9,
-  // kk // 3 % 3 and kk % 3 per step, as many integer instructions as the 16 FMAs of a 4 x 64
-  // tile (small CNN, 3x3 conv 3 -> 32 at 32 x 32, batch 32: 360 -> 265 us). A strided conv's
-  // panels are packed, which needs the single step (tile_panels.cc).
-  bool tap_nest = !im2col;
-  for (const WindowDim& c : dims) tap_nest = tap_nest && c.stride == 1;
+  // The reduction as a nest over the channel and each tap, where P is read in place (its taps
+  // are shifts of rows, strided convs' within their phase): then P's offset is affine in the
+  // channel, where one step kk per (channel, tap) would need kk // 9, kk // 3 % 3 and kk % 3
+  // per step, as many integer instructions as the 16 FMAs of a 4 x 64 tile (small CNN, 3x3
+  // conv 3 -> 32 at 32 x 32, batch 32: 360 -> 265 us). A strided conv's phase (ky % 2, ...)
+  // and row (ky // 2) fold to constants once UnrollLoops unrolls the tap loops around the
+  // register tile (3x3 stride-2 conv 32 -> 32 at 112 x 112: 353 -> 303 us, with TileLoops
+  // streaming the 1.7 MB of P once). im2col's columns are one step kk (cols[n, kk, pixel]).
+  const bool tap_nest = !im2col;
   auto gemm = [&ctx, wv, read, k_total, tap_nest, split, dims, cg,
                group_channel](const std::vector<Expr>& idx) {
     if (!tap_nest) {

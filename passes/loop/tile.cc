@@ -105,6 +105,9 @@ constexpr char kTileJKey[] = "tile.j";
 constexpr char kTileIKey[] = "tile.i";
 constexpr char kTilePackKey[] = "tile.pack";
 constexpr char kTileKKey[] = "tile.k";
+// A row block streams its j operand from wherever it lives; past this, not from L2 (half of
+// the 1 MiB L2 per core of the machines here, leaving room for the rest of a tile).
+constexpr int64_t kStreamedOperandBytes = 512 << 10;
 
 }  // namespace
 
@@ -472,6 +475,29 @@ Stmt TileRowBlocks(const loop::ForNode* n, int64_t rows,
   return loop::Seq(std::move(out));
 }
 
+// The bytes of the buffers that loads in `body` read along j but not along i (the operand a
+// row block streams through), by their whole constant size; buffers of symbolic size count 0.
+int64_t ColumnOperandBytes(const ReductionBody& body, const VarNode* i, const VarNode* j) {
+  loop::AccessScanner scan;
+  for (const Stmt& s : body.statements) scan.VisitStmt(s);
+  std::set<const BufferNode*> seen;
+  int64_t bytes = 0;
+  for (const loop::Access& a : scan.accesses) {
+    if (a.store || seen.count(a.buffer)) continue;
+    bool along_j = false, along_i = false;
+    for (const Expr& e : *a.indices) {
+      along_j = along_j || loop::Mentions(e, j);
+      along_i = along_i || loop::Mentions(e, i);
+    }
+    if (!along_j || along_i) continue;
+    seen.insert(a.buffer);
+    int64_t elems = 1, d = 0;
+    for (const Expr& e : a.buffer->shape) elems = loop::IsConstInt(e, &d) ? elems * d : 0;
+    bytes += elems * DTypeSize(a.buffer->dtype);
+  }
+  return bytes;
+}
+
 // The i loop `n` around a tileable j loop.
 //
 // Unpacked: row blocks outermost, each running over every column tile (TileJ).
@@ -515,7 +541,13 @@ Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBod
     packs.erase(
         std::remove_if(packs.begin(), packs.end(), [](const PackedLoad& p) { return !p.in_place; }),
         packs.end());
-  if (packs.empty() && few_rows && full_count > 1) {
+  // An operand read along j too large for L2 (kStreamedOperandBytes) is better streamed once,
+  // column tiles outermost, than once per row block from L3: a tile's share of it stays in
+  // L2 over the row blocks, which read the (smaller) rows operand again per tile instead (a
+  // stride-2 3x3 conv 32 -> 32 at 112 x 112: 1.7 MB of phase-split input, 8 row blocks).
+  const bool big_operand =
+      !pack_set && ColumnOperandBytes(body, n->var.get(), j->var.get()) > kStreamedOperandBytes;
+  if (packs.empty() && (few_rows || big_operand) && full_count > 1) {
     // Few row blocks over many column tiles: column tiles outermost, so the operand read along
     // j streams through once (and ParallelizeLoops shares out columns), where row blocks
     // outermost read all of it once per block (a 1x1 conv 64 -> 8 at 56 x 56: 800 KB of input

@@ -11,6 +11,12 @@
 //  - serial loops that are innermost (no loop and no Alloc in their body) with an extent of at
 //    most the config key `unroll.max_extent` (default 4; 0 or less unrolls only `unrolled`
 //    loops). A body with an Alloc is left alone because each copy would allocate again.
+//  - serial loops of that extent, not innermost, whose variable is divided or taken modulo a
+//    constant in the body (v // 2, v % 2) and whose body has no Alloc and no loop other than
+//    `unrolled` ones and those of the same kind: each copy folds the division to a constant,
+//    where the loop would compute it per iteration. A strided conv's taps (ky, kx in [0, 3),
+//    read from its phase-split input at phase ky % 2, row ky // 2) around TileLoops' register
+//    tile are such loops.
 // Copy k is the body with the loop variable replaced by `min + k`; the loop.h helpers fold the
 // constants that result. The copies share the body's binders (a let or an inner loop variable
 // appears once per copy, in sibling scopes, which Verify allows) and its buffers.
@@ -32,6 +38,68 @@ using loop::Stmt;
 
 constexpr const char* kMaxExtentKey = "unroll.max_extent";
 
+// Whether `v` appears in an operand of a // or % by a constant somewhere in `s`.
+class DividesVar : public loop::Visitor {
+ public:
+  explicit DividesVar(const loop::VarNode* v) : v_(v) {}
+  bool found = false;
+
+ protected:
+  void VisitBinary(const loop::BinaryNode* n, const Expr& self) override {
+    if ((n->op == loop::BinaryOp::kFloorDiv || n->op == loop::BinaryOp::kFloorMod) &&
+        loop::IsConstInt(n->b) && loop::Mentions(n->a, v_))
+      found = true;
+    loop::Visitor::VisitBinary(n, self);
+  }
+
+ private:
+  const loop::VarNode* v_;
+};
+
+// Whether every loop in `s` unrolls (of kind `unrolled`, small and innermost, or a small loop
+// whose variable is divided: the nest of taps unrolls as a whole), and `s` allocates nothing.
+bool OnlyUnrollableLoops(const Stmt& s, int64_t max_extent);
+
+bool DividedSmallLoop(const loop::ForNode* n, int64_t max_extent) {
+  int64_t extent;
+  if (n->for_kind != loop::ForKind::kSerial || !loop::IsConstInt(n->extent, &extent) ||
+      extent > max_extent || !OnlyUnrollableLoops(n->body, max_extent))
+    return false;
+  DividesVar d(n->var.get());
+  d.VisitStmt(n->body);
+  return d.found;
+}
+
+bool OnlyUnrollableLoops(const Stmt& s, int64_t max_extent) {
+  class Check : public loop::Visitor {
+   public:
+    explicit Check(int64_t m) : max_extent_(m) {}
+    bool ok = true;
+
+   protected:
+    void VisitAlloc(const loop::AllocNode*, const Stmt&) override { ok = false; }
+    void VisitFor(const loop::ForNode* n, const Stmt& self) override {
+      int64_t extent;
+      const bool small_innermost =
+          n->for_kind == loop::ForKind::kSerial && loop::IsConstInt(n->extent, &extent) &&
+          extent <= max_extent_ &&
+          !loop::ContainsStmtKind(n->body, {loop::StmtKind::kFor, loop::StmtKind::kAlloc});
+      if (n->for_kind != loop::ForKind::kUnrolled && !small_innermost &&
+          !DividedSmallLoop(n, max_extent_)) {
+        ok = false;
+        return;
+      }
+      loop::Visitor::VisitFor(n, self);
+    }
+
+   private:
+    int64_t max_extent_;
+  };
+  Check c(max_extent);
+  c.VisitStmt(s);
+  return c.ok;
+}
+
 class Unroller : public loop::Mutator {
  public:
   explicit Unroller(int64_t max_extent) : max_extent_(max_extent) {}
@@ -41,12 +109,13 @@ class Unroller : public loop::Mutator {
     bool small_innermost =
         n->for_kind == loop::ForKind::kSerial &&
         !loop::ContainsStmtKind(n->body, {loop::StmtKind::kFor, loop::StmtKind::kAlloc});
+    const bool divided = max_extent_ > 0 && DividedSmallLoop(n, max_extent_);
     Stmt rebuilt = loop::Mutator::MutateFor(n, self);
     const loop::ForNode* f = loop::AsFor(rebuilt);
     int64_t extent;
     if (!loop::IsConstInt(f->extent, &extent)) return rebuilt;
-    bool unroll =
-        f->for_kind == loop::ForKind::kUnrolled || (small_innermost && extent <= max_extent_);
+    bool unroll = f->for_kind == loop::ForKind::kUnrolled ||
+                  ((small_innermost || divided) && extent <= max_extent_);
     if (!unroll) return rebuilt;
     std::vector<Stmt> copies;
     for (int64_t k = 0; k < extent; ++k) {

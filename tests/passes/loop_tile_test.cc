@@ -457,6 +457,32 @@ TEST(TileLoops, FewRowBlocksRunInsideColumnTiles) {
               HasSubstr("for i_outer in [0, 2) {\n  for j_outer in [0, 2) {"));
 }
 
+// Many row blocks reading, unpacked, an operand along j that is past L2's share (512 KiB: the
+// stencil's x of 140000 floats is 560 KB, counted whole): the column tiles run outermost too,
+// so x streams through once rather than once per row block. With x of 120000 floats the row
+// blocks stay outermost.
+TEST(TileLoops, LargeColumnOperandRunsRowBlocksInsideColumnTiles) {
+  auto stencil = [](int64_t x_size) {
+    Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");
+    Buffer w = Buf("w", {I(32), I(9)}), x = Buf("x", {I(x_size)}),
+           out = Buf("out", {I(32), I(128)});
+    Expr tap = loop::Add(j, loop::FloorMod(k, I(3)));
+    return Func({w, x, out}, 2, {},
+                Loop(i, I(32),
+                     Loop(j, I(128),
+                          loop::Store(out, {i, j},
+                                      Sum(loop::Mul(loop::Load(w, {i, k}), loop::Load(x, {tap})), k,
+                                          I(9))))));
+  };
+  test::PassConfig no_pack_key = {{"tile.j", int64_t{64}}, {"tile.i", int64_t{4}}};
+  auto large = stencil(140000);
+  auto g = test::RunLoopPipeline("TileLoops", large, no_pack_key);
+  EXPECT_THAT(BodyText(g), HasSubstr("for j_outer in [0, 2) {\n  for i_outer in [0, 8) {"));
+  ExpectSameResults(large, g);
+  EXPECT_THAT(BodyText(test::RunLoopPipeline("TileLoops", stencil(120000), no_pack_key)),
+              HasSubstr("for i_outer in [0, 8) {\n  for j_outer in [0, 2) {"));
+}
+
 // Rows in blocks of tile.i: one accumulator block of rows x Tj, an unrolled row loop around
 // each j_inner loop (so one row of b feeds every row of the block), and a tail loop over the
 // rows left, tiled one row at a time.

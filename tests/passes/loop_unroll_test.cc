@@ -55,6 +55,44 @@ TEST(UnrollLoops, OnlyTheInnermostOfANest) {
             "}\n");
 }
 
+// A small loop whose variable is divided or taken modulo a constant unrolls though it holds
+// loops, when every loop inside unrolls too (a strided conv's taps around a register tile): its
+// divisions fold to constants. The same nest with the variable only in affine indices keeps the
+// outer loop, and so does one holding a loop that stays.
+TEST(UnrollLoops, DividedTapLoopsUnrollWithTheirBody) {
+  Var ky = MakeVar("ky"), kx = MakeVar("kx"), r = MakeVar("r"), j = MakeVar("j");
+  Buffer p = MakeBuffer("p", DType::kFloat32, {I(4), I(16)});
+  Buffer acc = MakeBuffer("acc", DType::kFloat32, {I(2)});
+  // acc[r] += p[ky % 2 * 2 + kx % 2, ky // 2 * 4 + kx // 2 + r]
+  auto tap = [&](const Expr& y, const Expr& x, const Expr& row) {
+    return Store(acc, {row},
+                 Add(Load(acc, {row}),
+                     Load(p, {Add(Mul(FloorMod(y, I(2)), I(2)), FloorMod(x, I(2))),
+                              Add(Add(Mul(FloorDiv(y, I(2)), I(4)), FloorDiv(x, I(2))), row)})));
+  };
+  Stmt nest = For(ky, I(0), I(3), ForKind::kSerial,
+                  For(kx, I(0), I(2), ForKind::kSerial,
+                      For(r, I(0), I(2), ForKind::kUnrolled, tap(ky, kx, r))));
+  std::string out = Unrolled(MakePrimFunc({p, acc}, {}, nest));
+  EXPECT_EQ(out.find("for"), std::string::npos) << out;
+  EXPECT_NE(out.find("acc[1] = acc[1] + p[3, 1]"), std::string::npos) << out;  // ky 1, kx 1
+  EXPECT_NE(out.find("acc[0] = acc[0] + p[0, 4]"), std::string::npos) << out;  // ky 2, kx 0
+
+  // Affine only: the inner loop unrolls (innermost), the outer stays.
+  Stmt affine = For(ky, I(0), I(3), ForKind::kSerial,
+                    For(kx, I(0), I(2), ForKind::kSerial, Store(acc, {kx}, Load(p, {ky, kx}))));
+  std::string kept = Unrolled(MakePrimFunc({p, acc}, {}, affine));
+  EXPECT_NE(kept.find("for ky in [0, 3)"), std::string::npos) << kept;
+  EXPECT_EQ(kept.find("for kx"), std::string::npos) << kept;
+
+  // A loop inside that does not unroll (symbolic extent) keeps the divided loop too.
+  Var n = MakeVar("n");
+  Stmt long_inner =
+      For(ky, I(0), I(3), ForKind::kSerial, For(j, I(0), n, ForKind::kSerial, tap(ky, I(0), I(0))));
+  std::string stays = Unrolled(MakePrimFunc({p, acc}, {n}, long_inner));
+  EXPECT_NE(stays.find("for ky in [0, 3)"), std::string::npos) << stays;
+}
+
 // `unroll.max_extent` bounds serial loops; a larger one unrolls more, 0 none.
 TEST(UnrollLoops, MaxExtentConfig) {
   Var j = MakeVar("j");
