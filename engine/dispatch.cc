@@ -11,6 +11,8 @@
 
 #include "devices/cpu_device.h"
 #include "engine/engine.h"
+
+#include "engine/segments.h"
 #include "ir/dynamic.h"
 #include "ir/error.h"
 
@@ -37,6 +39,17 @@ void ForEachValueWord(const Tensor& t, Fn fn) {
     std::memcpy(&w, bytes + i, std::min<size_t>(8, n - i));
     fn(w);
   }
+}
+
+// One defined tensor per model input.
+void CheckInputCount(const Model& model, std::span<const Tensor> inputs) {
+  if (static_cast<int>(inputs.size()) != model.num_inputs())
+    Throw(ErrorCode::kInvalidArgument, "model '", model.name(), "': expected ", model.num_inputs(),
+          " inputs, got ", inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].defined())
+      Throw(ErrorCode::kInvalidArgument, "model '", model.name(), "': input ", i, " '",
+            model.graph()->params[i]->name, "' is an undefined tensor");
 }
 
 }  // namespace
@@ -103,13 +116,7 @@ std::shared_ptr<const Executable> Engine::Find(const Model& model, uint64_t key_
 
 std::shared_ptr<const Executable> Engine::Acquire(const Model& model,
                                                   std::span<const Tensor> inputs) {
-  if (static_cast<int>(inputs.size()) != model.num_inputs())
-    Throw(ErrorCode::kInvalidArgument, "model '", model.name(), "': expected ", model.num_inputs(),
-          " inputs, got ", inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (!inputs[i].defined())
-      Throw(ErrorCode::kInvalidArgument, "model '", model.name(), "': input ", i, " '",
-            model.graph()->params[i]->name, "' is an undefined tensor");
+  CheckInputCount(model, inputs);
   for (int i : model.value_inputs())
     if (inputs[i].numel() > kMaxValueInputElements)
       Throw(ErrorCode::kInvalidArgument, "model '", model.name(), "': input ", i, " '",
@@ -128,6 +135,21 @@ std::shared_ptr<const Executable> Engine::Acquire(const Model& model,
 
 void Engine::Run(const Model& model, std::span<const Tensor> inputs,
                  std::span<const Tensor> outputs) {
+  if (model.segments()) {
+    std::vector<Tensor> results = RunSegments(model, inputs);
+    if (outputs.size() != results.size())
+      Throw(ErrorCode::kInvalidArgument, "model '", model.name(), "': expected ", results.size(),
+            " outputs, got ", outputs.size());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const Tensor& got = outputs[i];
+      if (!got.defined() || got.dtype() != results[i].dtype() || got.shape() != results[i].shape())
+        Throw(ErrorCode::kInvalidArgument, "model '", model.name(), "': output ", i,
+              ": this run made ", results[i].TypeString(), ", given ",
+              got.defined() ? got.TypeString() : "an undefined tensor");
+      if (size_t n = results[i].nbytes()) std::memcpy(got.raw_data(), results[i].raw_data(), n);
+    }
+    return;
+  }
   runs_.fetch_add(1, std::memory_order_relaxed);
   std::shared_ptr<const Executable> exe = Acquire(model, inputs);
   if (outputs.size() != exe->outputs.size())
@@ -144,12 +166,44 @@ void Engine::Run(const Model& model, std::span<const Tensor> inputs,
 }
 
 std::vector<Tensor> Engine::Run(const Model& model, std::span<const Tensor> inputs) {
+  if (model.segments()) return RunSegments(model, inputs);
   runs_.fetch_add(1, std::memory_order_relaxed);
   std::shared_ptr<const Executable> exe = Acquire(model, inputs);
   std::vector<Tensor> outputs;
   for (const TensorSignature& o : exe->outputs) outputs.push_back(Tensor::Empty(o.dtype, o.shape));
   Dispatch(*exe, inputs.data(), outputs.data());
   return outputs;
+}
+
+std::vector<Tensor> Engine::RunSegments(const Model& model, std::span<const Tensor> inputs) {
+  const Segments& seg = *model.segments();
+  CheckInputCount(model, inputs);
+  std::vector<Tensor> head;
+  if (seg.head) head = Run(*seg.head, inputs);
+  std::vector<Tensor> op_out;
+  auto value = [&](const Segments::Source& s) -> const Tensor& {
+    switch (s.kind) {
+      case Segments::Source::Kind::kInput:
+        return inputs[s.index];
+      case Segments::Source::Kind::kHead:
+        return head.at(s.index);
+      case Segments::Source::Kind::kConstant:
+        return s.constant;
+      case Segments::Source::Kind::kOp:
+        break;
+    }
+    return op_out.at(s.index);
+  };
+  std::vector<Tensor> op_in;
+  for (const Segments::Source& s : seg.op_args) op_in.push_back(value(s));
+  try {
+    op_out = RunOpReference(seg.op->name, op_in, seg.attrs);
+  } catch (const Error& e) {
+    throw Error(e.code(), StrCat("model '", model.name(), "': ", seg.node, ": ", e.what()));
+  }
+  std::vector<Tensor> rest_in;
+  for (const Segments::Source& s : seg.rest_args) rest_in.push_back(value(s));
+  return Run(*seg.rest, rest_in);
 }
 
 void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor* outputs) {

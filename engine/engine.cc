@@ -2,11 +2,14 @@
 // statistics. The hit side is dispatch.cc; building an executable is specialize.cc.
 #include "engine/engine.h"
 
+#include "engine/segments.h"
+
 #include <algorithm>
 #include <sstream>
 
 #include "devices/target.h"
 #include "engine/disk_store.h"
+#include "engine/segments.h"
 #include "ir/error.h"
 #include "ir/type_infer.h"
 #include "passes/pipeline.h"
@@ -123,6 +126,12 @@ std::shared_ptr<PassContext> Engine::MakePassContext() const {
 
 std::shared_ptr<const Executable> Engine::Prepare(const Model& model,
                                                   std::span<const Tensor> inputs) {
+  if (const std::shared_ptr<const Segments>& seg = model.segments()) {
+    if (static_cast<int>(inputs.size()) != model.num_inputs())
+      Throw(ErrorCode::kInvalidArgument, "model '", model.name(), "': expected ",
+            model.num_inputs(), " inputs, got ", inputs.size());
+    return seg->head ? Prepare(*seg->head, inputs) : nullptr;
+  }
   return Acquire(model, inputs);
 }
 
@@ -227,6 +236,10 @@ void Engine::InsertLocked(std::shared_ptr<Specialization> spec) {
 }
 
 void Engine::Forget(const Model& model) {
+  if (const std::shared_ptr<const Segments>& seg = model.segments()) {
+    if (seg->head) Forget(*seg->head);
+    Forget(*seg->rest);
+  }
   std::unique_lock<std::shared_mutex> lock(mu_);
   for (auto it = cache_.begin(); it != cache_.end();)
     it = it->second->model_id == model.id() ? cache_.erase(it) : std::next(it);

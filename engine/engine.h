@@ -126,13 +126,16 @@ class Engine {
 
   // Runs `model` on `inputs` (one per model input), writing into `outputs`, which must be
   // defined tensors of the executable's output types and must not overlap the inputs. On a
-  // cache hit this allocates nothing on the heap. Errors name the model, the input or output
-  // and the shapes; a compile error names the pass or node.
+  // cache hit this allocates nothing on the heap (except for a model run in segments, whose
+  // output sizes are known only once it ran: it allocates, then copies into `outputs`). Errors
+  // name the model, the input or output and the shapes; a compile error names the pass or node.
   void Run(const Model& model, std::span<const Tensor> inputs, std::span<const Tensor> outputs);
   // The same, allocating the outputs.
   std::vector<Tensor> Run(const Model& model, std::span<const Tensor> inputs);
 
-  // The executable for these inputs' shapes, compiled if it is not cached (nothing runs).
+  // The executable for these inputs' shapes, compiled if it is not cached (nothing runs). A
+  // model run in segments has no one executable: its head's is prepared and returned (null
+  // when it has no head); the rest's shapes are known only once a run gets there.
   std::shared_ptr<const Executable> Prepare(const Model& model, std::span<const Tensor> inputs);
   // Drops every cached executable of `model` (runs in flight keep theirs).
   void Forget(const Model& model);
@@ -190,6 +193,8 @@ class Engine {
   std::shared_ptr<const Executable> Find(const Model& model, uint64_t key_hash,
                                          std::span<const Tensor> inputs) const;
   void Dispatch(const Executable& exe, const Tensor* inputs, const Tensor* outputs);
+  // A model with segments (engine/segments.h): its head, its data-dependent op, its rest.
+  std::vector<Tensor> RunSegments(const Model& model, std::span<const Tensor> inputs);
   // Miss path: single flight per shape key (engine.cc), building (specialize.cc).
   std::shared_ptr<const Executable> GetOrBuild(const Model& model, uint64_t key_hash,
                                                std::span<const Tensor> inputs);

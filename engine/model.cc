@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "engine/segments.h"
 #include "ir/dynamic.h"
 #include "ir/error.h"
 #include "ir/type_infer.h"
@@ -37,6 +38,7 @@ std::shared_ptr<const Model> Model::Create(Function graph, std::string name) {
   m->value_inputs_ = ValueInputs(m->graph_);
   m->is_value_input_.assign(m->graph_->params.size(), false);
   for (int i : m->value_inputs_) m->is_value_input_[i] = true;
+  m->segments_ = SplitAtDataDependentOp(m->graph_, m->name_);
   return m;
 }
 

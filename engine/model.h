@@ -16,6 +16,8 @@
 
 namespace kiln {
 
+struct Segments;
+
 class Model {
  public:
   // Validates `graph`: every parameter is annotated with a tensor type (dims may be symbolic),
@@ -39,6 +41,9 @@ class Model {
   // values are part of the shape key, as every input's shape is. Sorted.
   const std::vector<int>& value_inputs() const { return value_inputs_; }
   bool is_value_input(int i) const { return is_value_input_[i]; }
+  // Set when the graph holds an op whose result sizes depend on values (nonzero): the model then
+  // runs as its segments, each a model of its own (engine/segments.h); null otherwise.
+  const std::shared_ptr<const Segments>& segments() const { return segments_; }
 
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -52,6 +57,7 @@ class Model {
   bool dynamic_ = false;
   std::vector<int> value_inputs_;
   std::vector<bool> is_value_input_;
+  std::shared_ptr<const Segments> segments_;
 };
 
 using ModelPtr = std::shared_ptr<const Model>;

@@ -19,9 +19,10 @@
 //   condition picks its branch at import): once the condition is a constant, ResolveDynamic
 //   replaces the call by the taken value, so the other branch is not computed at all. Both
 //   branches are still typed at specialization.
-// A value that depends on input *data* (a NonZero count, a Range over a computed tensor that is
-// not a value input) cannot be resolved: ResolveDynamic names the node and the argument. Ops
-// whose output size depends on data are not run in segments yet.
+// A value that depends on input *data* (a Range over a computed tensor that is not a value
+// input) cannot be resolved: ResolveDynamic names the node and the argument. Ops whose output
+// size depends on data (nonzero, unique) are not resolved here: a model holding one runs in
+// segments (engine/segments.h).
 #pragma once
 
 #include <string>

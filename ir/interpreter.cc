@@ -18,6 +18,16 @@ struct Value {
   bool is_tuple = false;
 };
 
+bool IsConcreteType(const Type& t) {
+  if (const TupleTypeNode* tup = AsTuple(t)) {
+    for (const Type& f : tup->fields)
+      if (!IsConcreteType(f)) return false;
+    return true;
+  }
+  const TensorTypeNode* tt = AsTensor(t);
+  return tt && IsConstShape(tt->shape);
+}
+
 Tensor AllocateFor(const Type& t, const Expr& node) {
   const TensorTypeNode* tt = AsTensor(t);
   if (!tt || !IsConstShape(tt->shape))
@@ -73,11 +83,25 @@ Value Call(const FunctionNode* fn, const std::vector<Value>& args) {
           in.push_back(args_v[i].tensor);
         }
         std::vector<Tensor> out;
-        const TupleTypeNode* tup = AsTuple(e->type);
+        // Past an op whose result size depends on values (nonzero), types hold dims that only
+        // the values decide: the type comes from the argument values' types then, and the
+        // data-dependent op itself allocates the outputs it sizes.
+        Type type = e->type;
+        if (!IsConcreteType(type)) {
+          std::vector<Type> arg_types;
+          for (const Tensor& t : in) arg_types.push_back(TypeOfTensor(t));
+          type = InferOpType(c->op->name, arg_types, c->attrs);
+        }
+        auto alloc = [&](const Type& t) {
+          const TensorTypeNode* tt = AsTensor(t);
+          return tt && c->op->data_dependent_shape && !IsConstShape(tt->shape) ? Tensor()
+                                                                               : AllocateFor(t, e);
+        };
+        const TupleTypeNode* tup = AsTuple(type);
         if (tup) {
-          for (const Type& f : tup->fields) out.push_back(AllocateFor(f, e));
+          for (const Type& f : tup->fields) out.push_back(alloc(f));
         } else {
-          out.push_back(AllocateFor(e->type, e));
+          out.push_back(alloc(type));
         }
         if (!c->op->ref_kernel)
           Throw(ErrorCode::kUnsupported, DescribeNode(e), ": op has no reference kernel");

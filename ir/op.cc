@@ -238,6 +238,10 @@ std::vector<Tensor> RunOpReference(const std::string& op_name, const std::vector
   std::vector<Tensor> outputs;
   auto alloc = [&](const Type& t) {
     const TensorTypeNode* tt = AsTensor(t);
+    if (tt && op.data_dependent_shape && !IsConstShape(tt->shape)) {
+      outputs.emplace_back();  // the kernel allocates it
+      return;
+    }
     KILN_CHECK(tt && IsConstShape(tt->shape), op_name, ": output type ", TypeToString(t),
                " is not a concrete tensor");
     outputs.push_back(Tensor::Empty(tt->dtype, ConstShape(tt->shape)));
@@ -249,6 +253,8 @@ std::vector<Tensor> RunOpReference(const std::string& op_name, const std::vector
   }
   if (!op.ref_kernel) Throw(ErrorCode::kUnsupported, "op '", op_name, "' has no reference kernel");
   op.ref_kernel(inputs, NormalizeAttrs(op, attrs), outputs);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    KILN_CHECK(outputs[i].defined(), op_name, ": the kernel left output ", i, " unallocated");
   return outputs;
 }
 

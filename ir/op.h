@@ -125,6 +125,12 @@ struct OpDef {
   std::string static_op = {};
   std::vector<std::string> value_attrs = {};
   int num_data_args = 0;
+
+  // Ops whose result dims depend on argument values (nonzero, unique: ir/ops/data_dependent.cc).
+  // The type relation leaves those dims unknown (TypeRelContext::UnknownDim); the reference
+  // kernel allocates each output whose type is not concrete (it arrives undefined). They have
+  // no lowering: a model holding one runs in segments (engine/segments.h).
+  bool data_dependent_shape = false;
 };
 
 class OpRegistry {

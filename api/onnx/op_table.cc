@@ -748,6 +748,7 @@ const std::map<std::string, int64_t>& FamilyOldestOpsets() {
       {"Atanh", 9},
       {"AveragePool", 1},
       {"Celu", 12},
+      {"Compress", 9},
       {"Conv", 1},
       {"ConvTranspose", 1},
       {"Cosh", 9},
@@ -779,6 +780,8 @@ const std::map<std::string, int64_t>& FamilyOldestOpsets() {
       {"ReduceSumSquare", 1},
       {"Resize", 10},    // the converter branches on opset < 11 (Resize-10: scales only)
       {"RoiAlign", 10},  // the converter uses output_half_pixel before 16 (no mode attribute)
+      {"NonMaxSuppression", 10},
+      {"NonZero", 9},
       {"STFT", 17},
       {"Scatter", 9},  // ScatterElements without reduction
       {"Selu", 1},
@@ -792,6 +795,7 @@ const std::map<std::string, int64_t>& FamilyOldestOpsets() {
       {"Tile", 6},
       {"TopK", 1},  // k is an attribute before opset 10: the converter branches
       {"Trilu", 14},
+      {"Unique", 11},
       {"Upsample", 7},  // the converter branches on opset < 9 (scales attribute)
   };
   return oldest;
