@@ -175,6 +175,53 @@ std::vector<Tensor> Engine::Run(const Model& model, std::span<const Tensor> inpu
   return outputs;
 }
 
+// dyn.loop's semantics (ir/dynamic.h), run: the body once per iteration while the trip count
+// and the condition allow, carried values passed on, scan values stacked along a new axis 0.
+std::vector<Tensor> Engine::RunLoop(const Segments& seg, const std::vector<Tensor>& args) {
+  const int64_t carried = seg.attrs.GetInt("num_carried"), scans = seg.attrs.GetInt("num_scans");
+  const std::vector<int64_t> reverse =
+      seg.attrs.Has("scan_reverse") ? seg.attrs.GetInts("scan_reverse") : std::vector<int64_t>{};
+  const Tensor& trip_t = args.at(args.size() - 2);
+  const Tensor& cond_t = args.at(args.size() - 1);
+  if (trip_t.numel() != 1 || cond_t.numel() != 1)
+    Throw(ErrorCode::kInvalidArgument, "the trip count and the condition must be one element, got ",
+          trip_t.TypeString(), " and ", cond_t.TypeString());
+  const int64_t trips = trip_t.dtype() == DType::kInt64
+                            ? trip_t.data<int64_t>()[0]
+                            : static_cast<int64_t>(trip_t.GetAsDouble(0));
+  bool go = cond_t.GetAsDouble(0) != 0;
+  std::vector<Tensor> in = {Tensor(), Tensor::Scalar<bool>(true)};
+  in.insert(in.end(), args.begin(), args.end() - 2);  // carried, then captured
+  std::vector<std::vector<Tensor>> parts(static_cast<size_t>(scans));
+  for (int64_t t = 0; t < trips && go; ++t) {
+    in[0] = Tensor::Scalar<int64_t>(t);
+    std::vector<Tensor> out = Run(*seg.loop_body, in);
+    go = out.at(0).GetAsDouble(0) != 0;
+    for (int64_t i = 0; i < carried; ++i) in[2 + i] = std::move(out.at(1 + i));
+    for (int64_t i = 0; i < scans; ++i) parts[i].push_back(std::move(out.at(1 + carried + i)));
+  }
+  std::vector<Tensor> results(in.begin() + 2, in.begin() + 2 + carried);
+  for (int64_t i = 0; i < scans; ++i) {
+    std::vector<Tensor>& p = parts[i];
+    if (p.empty())
+      Throw(ErrorCode::kUnsupported, "it ran no iteration, and its scan output ", i,
+            " would be empty with a shape kiln cannot tell");
+    if (i < static_cast<int64_t>(reverse.size()) && reverse[i]) std::reverse(p.begin(), p.end());
+    std::vector<int64_t> shape = p[0].shape();
+    shape.insert(shape.begin(), static_cast<int64_t>(p.size()));
+    Tensor stacked = Tensor::Empty(p[0].dtype(), shape);
+    for (size_t t = 0; t < p.size(); ++t) {
+      if (p[t].dtype() != p[0].dtype() || p[t].shape() != p[0].shape())
+        Throw(ErrorCode::kInvalidArgument, "scan output ", i, ": iteration ", t, " made ",
+              p[t].TypeString(), ", iteration 0 ", p[0].TypeString(), " (scan values stack)");
+      if (size_t n = p[t].nbytes())
+        std::memcpy(static_cast<char*>(stacked.raw_data()) + t * n, p[t].raw_data(), n);
+    }
+    results.push_back(std::move(stacked));
+  }
+  return results;
+}
+
 std::vector<Tensor> Engine::RunSegments(const Model& model, std::span<const Tensor> inputs) {
   const Segments& seg = *model.segments();
   CheckInputCount(model, inputs);
@@ -194,12 +241,14 @@ std::vector<Tensor> Engine::RunSegments(const Model& model, std::span<const Tens
     }
     return op_out.at(s.index);
   };
-  std::vector<Tensor> op_in;
-  for (const Segments::Source& s : seg.op_args) op_in.push_back(value(s));
-  try {
-    op_out = RunOpReference(seg.op->name, op_in, seg.attrs);
-  } catch (const Error& e) {
-    throw Error(e.code(), StrCat("model '", model.name(), "': ", seg.node, ": ", e.what()));
+  if (seg.op) {
+    std::vector<Tensor> op_in;
+    for (const Segments::Source& s : seg.op_args) op_in.push_back(value(s));
+    try {
+      op_out = seg.loop_body ? RunLoop(seg, op_in) : RunOpReference(seg.op->name, op_in, seg.attrs);
+    } catch (const Error& e) {
+      throw Error(e.code(), StrCat("model '", model.name(), "': ", seg.node, ": ", e.what()));
+    }
   }
   std::vector<Tensor> rest_in;
   for (const Segments::Source& s : seg.rest_args) rest_in.push_back(value(s));

@@ -38,6 +38,8 @@
 
 namespace kiln {
 
+struct Segments;
+
 struct EngineOptions {
   // A Target (devices/target.h) as a short string (`llvm -mcpu=znver3 -mattr=+avx2,+fma`) or
   // JSON. `llvm` alone is the host CPU. The engine dispatches CPU kernels only, so the kind
@@ -195,6 +197,8 @@ class Engine {
   void Dispatch(const Executable& exe, const Tensor* inputs, const Tensor* outputs);
   // A model with segments (engine/segments.h): its head, its data-dependent op, its rest.
   std::vector<Tensor> RunSegments(const Model& model, std::span<const Tensor> inputs);
+  // A segment's loop (Segments::loop_body), iteration by iteration.
+  std::vector<Tensor> RunLoop(const Segments& seg, const std::vector<Tensor>& args);
   // Miss path: single flight per shape key (engine.cc), building (specialize.cc).
   std::shared_ptr<const Executable> GetOrBuild(const Model& model, uint64_t key_hash,
                                                std::span<const Tensor> inputs);

@@ -1,10 +1,12 @@
 #include "engine/segments.h"
 
+#include <algorithm>
 #include <atomic>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "engine/model.h"
+#include "ir/dynamic.h"
 #include "ir/error.h"
 #include "ir/type_infer.h"
 #include "ir/visitor.h"
@@ -12,11 +14,6 @@
 namespace kiln {
 
 namespace {
-
-bool IsDataDependentCall(const Expr& e) {
-  const CallNode* c = AsCall(e);
-  return c && c->op && c->op->data_dependent_shape;
-}
 
 std::vector<Expr> Operands(const Expr& e) {
   if (const CallNode* c = AsCall(e)) {
@@ -29,6 +26,12 @@ std::vector<Expr> Operands(const Expr& e) {
   return {};
 }
 
+// Fresh symbols for segment parameters' dims, unique in the process.
+int64_t NextSymbol() {
+  static std::atomic<int64_t> next{0};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 // The type of a segment parameter that carries a value typed `t` in the whole graph: constant
 // dims and the model's own symbols stay (they bind as the model's inputs bind them, and must
 // agree); any other dim (an expression of symbols, or one that only values decide) becomes a
@@ -38,13 +41,42 @@ Type SegmentParamType(const Type& t, const std::string& what) {
   if (!tt)
     Throw(ErrorCode::kUnsupported, what, " of type ", TypeToString(t),
           " would cross a segment boundary (only tensors do)");
-  static std::atomic<int64_t> next{0};
   Shape shape;
   for (const Dim& d : tt->shape) {
     const bool keep = d.is_const() || (d.is_symbol() && !TypeRelContext::IsUnknownDim(d));
-    shape.push_back(keep ? d : Dim::Symbol(StrCat("_s", next.fetch_add(1))));
+    shape.push_back(keep ? d : Dim::Symbol(StrCat("_s", NextSymbol())));
   }
   return TensorType(shape, tt->dtype);
+}
+
+// dyn.loop's body as a model: its parameters typed as segment parameters, and a carried value
+// whose type the body changes (a sequence that grows) with a fresh symbol for every dim, so
+// that each iteration's shapes bind anew.
+std::shared_ptr<const Model> LoopBodyModel(const FunctionNode& body, int64_t carried,
+                                           const std::string& name) {
+  const TupleTypeNode* ret = AsTuple(body.body->type);
+  class Rebind : public ExprMutator {
+   public:
+    void Replace(const Var& from, Var to) { memo_[from.get()] = std::move(to); }
+  } rebind;
+  std::vector<Var> params;
+  for (size_t i = 0; i < body.params.size(); ++i) {
+    const Var& p = body.params[i];
+    const TensorTypeNode* tt = AsTensor(p->type);
+    Type t = SegmentParamType(p->type, StrCat("model '", name, "': body parameter ", i));
+    const bool is_carried = i >= 2 && static_cast<int64_t>(i) < 2 + carried;
+    if (is_carried && ret && ret->fields.size() > i - 1 &&
+        TypeToString(ret->fields[i - 1]) != TypeToString(p->type)) {
+      Shape fresh;
+      for (size_t d = 0; d < tt->shape.size(); ++d)
+        fresh.push_back(Dim::Symbol(StrCat("_s", NextSymbol())));
+      t = TensorType(fresh, tt->dtype);
+    }
+    Var np = MakeVar(p->name, t);
+    rebind.Replace(p, np);
+    params.push_back(np);
+  }
+  return Model::Create(MakeFunction(params, rebind.Mutate(body.body)), name);
 }
 
 // Rewrites the graph past the cut: the values it reads from before the cut, and the cut call,
@@ -57,23 +89,108 @@ class CutMutator : public ExprMutator {
 
 }  // namespace
 
+bool RunsAsLoop(const CallNode& call) {
+  if (!call.op || call.op->name != kDynLoopOp || call.args.size() < 3) return false;
+  const FunctionNode* body = AsFunction(call.args[0]);
+  if (!body) return false;
+  if (const ConstantNode* trips = AsConstant(call.args[call.args.size() - 2]))
+    if (trips->value.dtype() == DType::kInt64 && trips->value.numel() == 1 &&
+        trips->value.data<int64_t>()[0] > kMaxUnrolledIterations)
+      return true;
+  const TupleNode* ret = AsTuple(body->body);
+  if (!ret || ret->fields.empty()) return false;
+  // A body that must itself run in segments cannot unroll into one graph.
+  for (const Expr& e : PostOrder(body->body))
+    if (const CallNode* c = AsCall(e);
+        c && c->op && (c->op->data_dependent_shape || RunsAsLoop(*c) || BranchOnData(*c)))
+      return true;
+  // The body parameters that hold data: body parameter i >= 2 (a carried or captured value)
+  // is call argument i - 1, data unless a constant; a carried value is data too once the body
+  // computes its next value from data (carried parameter i is body output i - 1).
+  std::unordered_set<const ExprNode*> data;
+  for (size_t i = 2; i < body->params.size() && i - 1 < call.args.size(); ++i)
+    if (!AsConstant(call.args[i - 1])) data.insert(body->params[i].get());
+  auto reads_data = [&data](const Expr& e) {
+    for (const Expr& n : PostOrder(e))
+      if (data.count(n.get())) return true;
+    return false;
+  };
+  const size_t carried = static_cast<size_t>(call.attrs.GetInt("num_carried"));
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t k = 0; k < carried && 2 + k < body->params.size() && 1 + k < ret->fields.size();
+         ++k)
+      if (!data.count(body->params[2 + k].get()) && reads_data(ret->fields[1 + k]))
+        grew = data.insert(body->params[2 + k].get()).second;
+  }
+  return reads_data(ret->fields[0]);
+}
+
+bool BranchOnData(const CallNode& call) {
+  if (!call.op || call.op->name != "dyn.branch" || call.args.size() != 3 ||
+      AsConstant(call.args[2]))
+    return false;
+  // The model inputs the condition reads, through any op but a shape-like one (those read types
+  // only, and fold at specialization).
+  std::vector<Expr> stack = {call.args[2]};
+  std::unordered_set<const ExprNode*> seen;
+  while (!stack.empty()) {
+    Expr e = stack.back();
+    stack.pop_back();
+    if (!seen.insert(e.get()).second) continue;
+    if (AsVar(e)) {
+      const TensorTypeNode* t = AsTensor(e->type);
+      if (!t || !IsConstShape(t->shape)) return true;
+      int64_t n = 1;
+      for (int64_t d : ConstShape(t->shape)) n *= d;
+      if (n > kMaxValueInputElements) return true;
+      continue;
+    }
+    const CallNode* c = AsCall(e);
+    if (c && c->op && c->op->fold_from_types) continue;
+    for (const Expr& op : Operands(e))
+      if (!AsFunction(op)) stack.push_back(op);
+  }
+  return false;
+}
+
 std::shared_ptr<const Segments> SplitAtDataDependentOp(const Function& graph,
                                                        const std::string& name) {
   std::vector<Expr> order = PostOrder(graph->body);
-  Expr cut;
-  for (const Expr& e : order)
-    if (IsDataDependentCall(e)) {
-      cut = e;
+  // The cut: a data-dependent op or a loop that runs as one (the host step, whose outputs the
+  // rest receives), or the condition of a branch on data (no step: the rest receives the
+  // condition's value as a value input, and specializes on it to the taken branch).
+  const CallNode* call = nullptr;
+  std::vector<Expr> inputs;  // what the head computes for the step (or the rest)
+  for (const Expr& e : order) {
+    const CallNode* c = AsCall(e);
+    if (!c || !c->op) continue;
+    if (c->op->data_dependent_shape || RunsAsLoop(*c)) {
+      call = c;
+      const size_t first = c->op->name == kDynLoopOp ? 1 : 0;
+      inputs.assign(c->args.begin() + static_cast<std::ptrdiff_t>(first), c->args.end());
       break;
     }
-  if (!cut) return nullptr;
-  // The nodes downstream of the cut (itself included): the rest.
-  std::unordered_set<const ExprNode*> rest;
-  for (const Expr& e : order) {
-    bool downstream = e == cut;
-    for (const Expr& op : Operands(e)) downstream = downstream || rest.count(op.get()) > 0;
-    if (downstream) rest.insert(e.get());
+    if (BranchOnData(*c)) {
+      inputs = {c->args[2]};
+      break;
+    }
   }
+  if (inputs.empty()) return nullptr;
+  const Expr cut = call ? order[std::find_if(order.begin(), order.end(),
+                                             [&](const Expr& e) { return e.get() == call; }) -
+                                order.begin()]
+                        : nullptr;
+
+  // The head: everything the step's inputs are computed from (shared values the rest reads
+  // too cross as head outputs). The rest computes the other nodes.
+  std::unordered_set<const ExprNode*> head;
+  for (const Expr& in : inputs)
+    for (const Expr& e : PostOrder(in)) head.insert(e.get());
+  // A tuple crosses as its fields: an item taken from a head tuple is computed in the head.
+  for (const Expr& e : order)
+    if (const TupleGetItemNode* g = AsTupleGetItem(e); g && head.count(g->tuple.get()))
+      head.insert(e.get());
 
   std::unordered_map<const ExprNode*, int> param_index;
   for (size_t i = 0; i < graph->params.size(); ++i)
@@ -98,30 +215,41 @@ std::shared_ptr<const Segments> SplitAtDataDependentOp(const Function& graph,
   };
 
   auto seg = std::make_shared<Segments>();
-  const CallNode* call = AsCall(cut);
-  seg->op = call->op;
-  seg->attrs = call->attrs;
-  seg->node = DescribeNode(cut);
-  for (const Expr& a : call->args) {
-    if (!AsTensor(a->type))
-      Throw(ErrorCode::kUnsupported, "model '", name, "': ", seg->node, ": argument of type ",
-            TypeToString(a->type), " (a data-dependent op takes tensors)");
-    seg->op_args.push_back(source_of(a));
+  if (call) {
+    seg->op = call->op;
+    seg->attrs = call->attrs;
+    seg->node = DescribeNode(cut);
+    if (call->op->name == kDynLoopOp) {
+      const FunctionNode* body = AsFunction(call->args.at(0));
+      if (!body)
+        Throw(ErrorCode::kUnsupported, "model '", name, "': ", seg->node,
+              ": the body is not a function");
+      std::string base = call->name.empty() ? "loop" : call->name;
+      seg->loop_body =
+          LoopBodyModel(*body, call->attrs.GetInt("num_carried"), StrCat(name, ".", base, ".body"));
+    }
+    for (const Expr& a : inputs) {
+      if (!AsTensor(a->type))
+        Throw(ErrorCode::kUnsupported, "model '", name, "': ", seg->node, ": argument of type ",
+              TypeToString(a->type), " (a data-dependent op takes tensors)");
+      seg->op_args.push_back(source_of(a));
+    }
   }
 
-  // The rest's parameters: what it reads from before the cut (model inputs, head values; the
-  // constants and function values stay in it), in order of first use, then the cut's outputs.
+  // The rest's parameters: what it reads from the head or the model inputs (constants and
+  // function values stay in it), in order of first use, then the step's outputs.
   CutMutator mutator;
   std::vector<Var> rest_params;
   std::unordered_set<const ExprNode*> read;
   for (const Expr& e : order) {
-    if (!rest.count(e.get()) || e == cut) continue;
+    if (head.count(e.get()) || e == cut) continue;
     for (const Expr& v : Operands(e)) {
-      if (rest.count(v.get()) || AsConstant(v) || AsFunction(v) || !read.insert(v.get()).second)
-        continue;
+      if (v == cut || AsConstant(v) || AsFunction(v) || !read.insert(v.get()).second) continue;
+      const bool input = param_index.count(v.get()) > 0;
+      if (!input && !head.count(v.get())) continue;  // computed in the rest
       Segments::Source s = source_of(v);
       Var p;
-      if (s.kind == Segments::Source::Kind::kInput) {
+      if (input) {
         p = graph->params[s.index];  // the same variable: its uses need no rewrite
       } else {
         std::string what = StrCat("model '", name, "': ", DescribeNode(v));
@@ -132,23 +260,25 @@ std::shared_ptr<const Segments> SplitAtDataDependentOp(const Function& graph,
       seg->rest_args.push_back(s);
     }
   }
-  std::string base = call->name.empty() ? call->op->name : call->name;
-  auto op_output = [&](int i, const Type& t) {
-    Var p = MakeVar(StrCat(base, "_", i), SegmentParamType(t, seg->node));
-    rest_params.push_back(p);
-    Segments::Source s;
-    s.kind = Segments::Source::Kind::kOp;
-    s.index = i;
-    seg->rest_args.push_back(s);
-    return p;
-  };
-  if (const TupleTypeNode* tup = AsTuple(cut->type)) {
-    std::vector<Expr> fields;
-    for (size_t i = 0; i < tup->fields.size(); ++i)
-      fields.push_back(op_output(static_cast<int>(i), tup->fields[i]));
-    mutator.Replace(cut, MakeTuple(std::move(fields)));
-  } else {
-    mutator.Replace(cut, op_output(0, cut->type));
+  if (call) {
+    std::string base = call->name.empty() ? call->op->name : call->name;
+    auto op_output = [&](int i, const Type& t) {
+      Var p = MakeVar(StrCat(base, "_", i), SegmentParamType(t, seg->node));
+      rest_params.push_back(p);
+      Segments::Source s;
+      s.kind = Segments::Source::Kind::kOp;
+      s.index = i;
+      seg->rest_args.push_back(s);
+      return p;
+    };
+    if (const TupleTypeNode* tup = AsTuple(cut->type)) {
+      std::vector<Expr> fields;
+      for (size_t i = 0; i < tup->fields.size(); ++i)
+        fields.push_back(op_output(static_cast<int>(i), tup->fields[i]));
+      mutator.Replace(cut, MakeTuple(std::move(fields)));
+    } else {
+      mutator.Replace(cut, op_output(0, cut->type));
+    }
   }
   Expr rest_body = mutator.Mutate(graph->body);
   if (!head_values.empty())

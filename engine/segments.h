@@ -1,18 +1,23 @@
 // Segments: how a model runs whose graph holds an op with data-dependent result sizes
-// (OpDef::data_dependent_shape: nonzero, compress, unique, non_max_suppression).
+// (OpDef::data_dependent_shape: nonzero, compress, unique, non_max_suppression), a loop that
+// must run as a loop (RunsAsLoop below), or a branch on data (BranchOnData).
 //
 // No executable can be specialized for the whole graph, since shapes past the op are known
 // only once it ran. Model::Create cuts the graph at its first such call D (operands before
 // users):
-//   head  the model's inputs -> the values D and the rest read (one tuple): a Model of its own,
-//         compiled and cached per input shapes as any model is; absent when they read only
-//         model inputs and constants;
-//   D     run on the host by its reference kernel, on the head's values;
+//   head  the model's inputs -> the values D reads, and those of the nodes they are computed
+//         from that the rest reads too (one tuple): a Model of its own, compiled and cached per
+//         input shapes as any model is; absent when D reads only model inputs and constants;
+//   D     run on the host by its reference kernel, on the head's values; a loop runs its body,
+//         a model of its own (`<name>.<node>.body`), once per iteration through the engine,
+//         and stacks the scan outputs;
 //   rest  (the model inputs it reads, the head's values, D's outputs) -> the model's outputs: a
 //         Model of its own, specialized on the shapes D produced. It is cut again at its own
 //         first data-dependent call, so a chain of them runs as a chain of segments.
-// A run is then head, D, rest (Engine::Run). Everything not downstream of D is in the head, so
-// the compiled segments hold every kernel they can.
+// A run is then head, D, rest (Engine::Run). The rest computes everything the head does not,
+// so the compiled segments hold every kernel they can. A branch on data (BranchOnData) cuts at
+// its condition with no step between: the head computes the condition, the rest specializes on
+// its value.
 //
 // Immutable once built; shared by the models that hold it.
 #pragma once
@@ -36,7 +41,12 @@ struct Segments {
     Tensor constant;  // kConstant
   };
   std::shared_ptr<const Model> head;  // null when no head value is needed
+  // The data-dependent op, or dyn.loop; null for a branch on data (BranchOnData), whose rest
+  // receives the condition from the head.
   const OpDef* op = nullptr;
+  // dyn.loop's body (iteration, condition, carried..., captured...) -> (condition, carried...,
+  // scans...); op_args are then the call's arguments after the body function.
+  std::shared_ptr<const Model> loop_body;
   Attrs attrs;
   std::string node;  // D, described for messages: `nonzero 'NonZero_0'`
   std::vector<Source> op_args;
@@ -44,8 +54,23 @@ struct Segments {
   std::vector<Source> rest_args;  // one per parameter of the rest
 };
 
+// Whether the dyn.loop call `call` runs as a loop (each iteration a run of its body) rather
+// than unrolling at specialization: its body's condition reads a carried or captured value that
+// is not a constant (the unroller could not fold it: a while loop over data), its trip count
+// is a constant past kMaxUnrolledIterations (a Loop without one), or its body must run in
+// segments itself (it holds a data-dependent op, such a loop, or a branch on data).
+bool RunsAsLoop(const CallNode& call);
+
+// Whether the dyn.branch call `call` has a condition computed from data: it reads, through ops
+// other than shape-like ones, a model input that is not a small constant-shape tensor (so it
+// cannot be a value input: at most kMaxValueInputElements elements). The model is then cut at
+// the condition: the head computes it, and the rest receives it as a value input, specialized
+// on it to the taken branch (the other one is never computed).
+bool BranchOnData(const CallNode& call);
+
 // The segments of `graph` (typed, as Model::Create infers it) cut at its first call of a
-// data-dependent op, or null when it has none. The segment models are named `<name>.head` and
+// data-dependent op or of a loop that runs as one, or null when it has none. The segment models are
+// named `<name>.head` and
 // `<name>.rest`. Errors as Model::Create's.
 std::shared_ptr<const Segments> SplitAtDataDependentOp(const Function& graph,
                                                        const std::string& name);

@@ -329,7 +329,7 @@ Function ResolveDynamic(const Function& fn, const std::vector<Tensor>& inputs) {
       if (!k)
         Throw(ErrorCode::kUnsupported, DescribeNode(e), ": its ", what,
               " is computed from input data, not from shapes or shape inputs, so kiln cannot "
-              "unroll it at specialization (it does not run loops yet)");
+              "unroll it at specialization");
       return AttrFromTensor(k->value, kind, StrCat(DescribeNode(e), ": ", what));
     };
     const int64_t trips = std::get<int64_t>(value(args.size() - 2, AttrKind::kInt, "trip count"));
@@ -354,7 +354,7 @@ Function ResolveDynamic(const Function& fn, const std::vector<Tensor>& inputs) {
       if (!k)
         Throw(ErrorCode::kUnsupported, DescribeNode(e),
               ": its body's condition is computed from input data, so kiln cannot unroll it at "
-              "specialization (it does not run loops yet)");
+              "specialization");
       go = std::get<bool>(AttrFromTensor(k->value, AttrKind::kBool,
                                          StrCat(DescribeNode(e), ": the body's condition")));
       for (int64_t i = 0; i < carried; ++i) state[i] = MakeTupleGetItem(iteration, 1 + i);

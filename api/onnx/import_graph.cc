@@ -4,6 +4,7 @@
 #include "api/onnx/import_graph.h"
 
 #include <algorithm>
+#include <limits>
 #include <unordered_set>
 
 #include "ir/dynamic.h"
@@ -260,8 +261,9 @@ struct GraphConverter {
     return StackIterations(parts, axis < 0 ? axis + rank : axis, name);
   }
 
-  // Loop, unrolled at import: its trip count must be a constant and its condition constant (or
-  // passed through by the body), so the iterations are known when the model loads. Each
+  // Loop, unrolled at import when its trip count is a constant (at most kMaxUnrolledIterations)
+  // and its condition constant (or passed through by the body), so the iterations are known
+  // when the model loads; otherwise a dyn.loop, unrolled at specialization or run as a loop. Each
   // iteration is the body converted again with the iteration number, the condition and the
   // loop-carried values bound; scan outputs stack the iterations' values along axis 0.
   std::vector<Expr> ConvertLoop(const onnx::NodeProto& node, const std::string& label,
@@ -276,17 +278,16 @@ struct GraphConverter {
       Throw(ErrorCode::kInvalidArgument, where, ": ", node.input_size(), " inputs and ",
             node.output_size(), " outputs (want M, cond, the N carried values; N + K outputs)");
     Expr trip = input(0), cond = input(1);
+    // No trip count (a while loop): as many as the condition allows. A dyn.loop with a trip
+    // count past kMaxUnrolledIterations runs as a loop (engine/segments.h).
     if (!trip)
-      Throw(ErrorCode::kUnsupported, where,
-            ": it has no trip count (a while loop); kiln unrolls Loops with a trip count, and "
-            "does not run loops yet");
+      trip = MakeConstant(Tensor::Scalar<int64_t>(std::numeric_limits<int64_t>::max()),
+                          StrCat(label, ":trips"));
     const ConstantNode* m = AsConstant(trip);
     if (!m || (cond && !AsConstant(cond))) return DynamicLoop(node, label, values, trip, cond);
     const int64_t count =
         std::get<int64_t>(AttrFromTensor(m->value, AttrKind::kInt, StrCat(where, ": trip count")));
-    if (count > kMaxUnrolledIterations)
-      Throw(ErrorCode::kUnsupported, where, ": its trip count ", count, " is more than the ",
-            kMaxUnrolledIterations, " iterations kiln unrolls");
+    if (count > kMaxUnrolledIterations) return DynamicLoop(node, label, values, trip, cond);
     // A body condition computed from the iteration's values: the loop unrolls at
     // specialization instead, where it may fold.
     struct NotConstant {};

@@ -108,6 +108,36 @@ graph = helper.make_graph(
      helper.make_tensor_value_info("scan", TensorProto.FLOAT, ["k", "n"])])
 onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]),
           os.path.join(work, "loop.onnx"))
+# A while loop over data (no trip count; doubles x until its sum passes `limit`), and NonZero
+# selecting the positive elements: both run in segments (engine/segments.h).
+body = helper.make_graph(
+    [helper.make_node("Add", ["v_in", "v_in"], ["v_out"]),
+     helper.make_node("ReduceSum", ["v_out"], ["s"], keepdims=0),
+     helper.make_node("Less", ["s", "limit"], ["c_out"]),
+     helper.make_node("Identity", ["s"], ["sums"])], "body",
+    [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+     helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+     helper.make_tensor_value_info("v_in", TensorProto.FLOAT, ["n"])],
+    [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+     helper.make_tensor_value_info("v_out", TensorProto.FLOAT, ["n"]),
+     helper.make_tensor_value_info("sums", TensorProto.FLOAT, [])])
+graph = helper.make_graph(
+    [helper.make_node("Loop", ["", "", "x"], ["y", "sums"], body=body)], "while_loop",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"]),
+     helper.make_tensor_value_info("limit", TensorProto.FLOAT, [])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"]),
+     helper.make_tensor_value_info("sums", TensorProto.FLOAT, ["k"])])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(work, "while.onnx"))
+graph = helper.make_graph(
+    [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["r"], ["nz"]),
+     helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0]),
+     helper.make_node("GatherND", ["r", "idx"], ["y"])], "select",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["k"])])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(work, "select.onnx"))
+save_tensor("limit100", np.array(100, np.float32))
 save_tensor("x4", np.arange(4, dtype=np.float32))
 save_tensor("x2", np.array([2, 3], np.float32))
 save_tensor("sr16000", np.array(16000, np.int64))
@@ -170,6 +200,13 @@ expect_output "If on a value input, else branch" 0 "y: f32[4] = [1, 2, 3, 4]" \
 expect_output "Loop with a trip count input" 0 "y: f32[2] = [16, 81]" \
   "scan: f32[3, 2] = [4, 9, 8, 27, 16, 81]" -- "$KILN" run "$WORK/loop.onnx" \
   --input "x=$WORK/x2.pb" --input "m=$WORK/m3.pb" --iters 1
+
+expect_output "while Loop over data" 0 "y: f32[2] = [64, 96]" \
+  "sums: f32[5] = [10, 20, 40, 80, 160]" '"shape_key":"while_loop.' \
+  -- "$KILN" run "$WORK/while.onnx" --input "x=$WORK/x2.pb" --input "limit=$WORK/limit100.pb" \
+  --iters 1 --stats
+expect_output "NonZero in segments" 0 "y: f32[3] = [1, 2, 3]" '"shape_key":"select.rest(' \
+  -- "$KILN" run "$WORK/select.onnx" --input "x=$WORK/x4.pb" --iters 2 --stats
 
 expect_output "run on a missing file" 1 "/nonexistent.onnx" \
   -- "$KILN" run /nonexistent.onnx

@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
+
 #include "common/models.h"
 #include "engine/engine.h"
 #include "engine/segments.h"
@@ -130,6 +133,119 @@ def @main(%x: f32[n], %c: bool[k]) {
   EXPECT_THAT(
       ErrorMessage([&] { engine.Run(*m, in); }),
       AllOf(HasSubstr("model 'm'"), HasSubstr("compress"), HasSubstr("condition has 3 elements")));
+}
+
+// A while loop over data (ONNX Loop whose body's condition reads a carried value): it cannot
+// unroll, so it runs as a loop, its body a model run once per iteration. Doubling x until its
+// sum passes a threshold: the iteration count depends on the values. Scan values stack.
+TEST(Segments, LoopOverDataRunsAsALoop) {
+  ModelPtr m = Load(R"(
+def @main(%x: f32[n], %limit: f32[]) {
+  %body = fn(%i: i64[], %c: bool[], %v: f32[n], %lim: f32[]) {
+    %next = mul(%v, const(f32[], 2.0))
+    (less(sum(%next, axes=[0], keepdims=false), %lim), %next, sum(%v, axes=[0], keepdims=false))
+  }
+  %loop = dyn.loop(%body, %x, %limit, const(i64[], 100), const(bool[], true), num_carried=1, num_scans=1)
+  (%loop.0, %loop.1)
+}
+)");
+  ASSERT_TRUE(m->segments());
+  ASSERT_TRUE(m->segments()->loop_body);
+  Engine engine;
+  auto run = [&](std::vector<float> x, float limit, int64_t iterations) {
+    std::vector<Tensor> in{Tensor::FromVector<float>({static_cast<int64_t>(x.size())}, x),
+                           Tensor::Scalar<float>(limit)};
+    std::vector<Tensor> out = engine.Run(*m, in);
+    ASSERT_EQ(out.size(), 2u);
+    const double scale = std::pow(2.0, static_cast<double>(iterations));
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(out[0].GetAsDouble(i), x[i] * scale, 1e-3);
+    ASSERT_EQ(out[1].shape(), (std::vector<int64_t>{iterations}));
+    double sum = 0;
+    for (float v : x) sum += v;
+    for (int64_t t = 0; t < iterations; ++t)
+      EXPECT_NEAR(out[1].GetAsDouble(t), sum * std::pow(2.0, static_cast<double>(t)), 1e-3);
+  };
+  run({1, 2}, 10, 2);   // 3 -> 6 -> 12: stops once the sum passes 10
+  run({1, 2}, 100, 6);  // 3 * 64 = 192
+  run({0.5f, 0.25f, 0.25f}, 3, 2);
+  // The body compiled once per distinct shape of its inputs, whatever the iteration count.
+  int bodies = 0;
+  for (const ShapeKeyStats& s : engine.stats().shapes)
+    bodies += s.shape_key.find(".body(") != std::string::npos;
+  EXPECT_EQ(bodies, 2);  // n = 2 and n = 3
+}
+
+// A trip count past what kiln unrolls (a constant 10000) runs as a loop too.
+TEST(Segments, LongLoopRunsAsALoop) {
+  ModelPtr m = Load(R"(
+def @main(%x: f32[n]) {
+  %body = fn(%i: i64[], %c: bool[], %v: f32[n]) {
+    (%c, add(%v, const(f32[], 1.0)))
+  }
+  dyn.loop(%body, %x, const(i64[], 10000), const(bool[], true), num_carried=1, num_scans=0).0
+}
+)");
+  ASSERT_TRUE(m->segments());
+  Engine engine;
+  std::vector<Tensor> out =
+      engine.Run(*m, std::vector<Tensor>{Tensor::FromVector<float>({2}, {1, -1})});
+  EXPECT_NEAR(out.at(0).GetAsDouble(0), 10001, 1e-3);
+  EXPECT_NEAR(out.at(0).GetAsDouble(1), 9999, 1e-3);
+}
+
+// A loop whose body holds a data-dependent op cannot unroll into one graph: it runs as a loop,
+// its body in segments. Counting the positive elements of x, x - 1, x - 2.
+TEST(Segments, LoopWithADataDependentBodyRunsAsALoop) {
+  ModelPtr m = Load(R"(
+def @main(%x: f32[n]) {
+  %body = fn(%i: i64[], %c: bool[], %v: f32[n], %acc: i64[]) {
+    (%c, sub(%v, const(f32[], 1.0)), add(%acc, size(nonzero(relu(%v)))))
+  }
+  dyn.loop(%body, %x, const(i64[], 0), const(i64[], 3), const(bool[], true), num_carried=2, num_scans=0).1
+}
+)");
+  ASSERT_TRUE(m->segments());
+  ASSERT_TRUE(m->segments()->loop_body);
+  EXPECT_TRUE(m->segments()->loop_body->segments());
+  Engine engine;
+  std::vector<Tensor> out =
+      engine.Run(*m, std::vector<Tensor>{Tensor::FromVector<float>({3}, {1, 2, 3})});
+  EXPECT_EQ(out.at(0).GetAsDouble(0), 6);  // 3 + 2 + 1
+}
+
+// An If on data (the sign of sum(x)): the head computes the condition, the rest receives it
+// as a value input and specializes on it, so each executable of the rest holds the taken
+// branch's kernels only, and the other branch is never computed.
+TEST(Segments, BranchOnDataComputesOnlyTheTakenBranch) {
+  ModelPtr m = Load(R"(
+def @main(%x: f32[n]) {
+  %c = greater(sum(%x, axes=[0], keepdims=false), const(f32[], 0.0))
+  dyn.branch(exp(%x), neg(%x), %c)
+}
+)");
+  ASSERT_TRUE(m->segments());
+  EXPECT_EQ(m->segments()->op, nullptr);
+  EngineOptions options;
+  options.profile = true;
+  Engine engine(options);
+  for (float sign : {1.0f, -1.0f, 1.0f}) {
+    std::vector<Tensor> in{Tensor::FromVector<float>({3}, {sign, 2 * sign, -0.5f * sign})};
+    std::vector<Tensor> out = engine.Run(*m, in);
+    for (int64_t i = 0; i < 3; ++i) {
+      double v = in[0].GetAsDouble(i);
+      EXPECT_NEAR(out.at(0).GetAsDouble(i), sign > 0 ? std::exp(v) : -v, 1e-5);
+    }
+    ExpectMatchesInterpreter(engine, *m, in);
+  }
+  std::map<std::string, std::vector<std::string>> kernels;  // per shape key of the rest
+  for (const KernelProfileStats& k : engine.stats().kernel_profile)
+    if (k.shape_key.rfind("m.rest(", 0) == 0) kernels[k.shape_key].push_back(k.kernel);
+  ASSERT_EQ(kernels.size(), 2u);  // one per condition value
+  for (const auto& [key, names] : kernels) {
+    const bool then_taken = key.find("bool[] = [1]") != std::string::npos;
+    for (const std::string& name : names)
+      EXPECT_THAT(name, ::testing::Not(HasSubstr(then_taken ? "neg" : "exp"))) << key;
+  }
 }
 
 }  // namespace
