@@ -102,7 +102,8 @@ bool RunsAsLoop(const CallNode& call) {
   // A body that must itself run in segments cannot unroll into one graph.
   for (const Expr& e : PostOrder(body->body))
     if (const CallNode* c = AsCall(e);
-        c && c->op && (c->op->data_dependent_shape || RunsAsLoop(*c) || BranchOnData(*c)))
+        c && c->op &&
+        (c->op->data_dependent_shape || RunsAsLoop(*c) || !ValueArgsFromData(*c).empty()))
       return true;
   // The body parameters that hold data: body parameter i >= 2 (a carried or captured value)
   // is call argument i - 1, data unless a constant; a carried value is data too once the body
@@ -126,40 +127,51 @@ bool RunsAsLoop(const CallNode& call) {
   return reads_data(ret->fields[0]);
 }
 
-bool BranchOnData(const CallNode& call) {
-  if (!call.op || call.op->name != "dyn.branch" || call.args.size() != 3 ||
-      AsConstant(call.args[2]))
-    return false;
-  // The model inputs the condition reads, through any op but a shape-like one (those read types
-  // only, and fold at specialization).
-  std::vector<Expr> stack = {call.args[2]};
-  std::unordered_set<const ExprNode*> seen;
-  while (!stack.empty()) {
-    Expr e = stack.back();
-    stack.pop_back();
-    if (!seen.insert(e.get()).second) continue;
-    if (AsVar(e)) {
-      const TensorTypeNode* t = AsTensor(e->type);
-      if (!t || !IsConstShape(t->shape)) return true;
-      int64_t n = 1;
-      for (int64_t d : ConstShape(t->shape)) n *= d;
-      if (n > kMaxValueInputElements) return true;
-      continue;
+std::vector<Expr> ValueArgsFromData(const CallNode& call) {
+  if (!call.op || call.op->static_op.empty()) return {};
+  // Whether `v` reads, through any op but a shape-like one (those read types only, and fold at
+  // specialization), a model input that cannot be a value input.
+  auto from_data = [](const Expr& v) {
+    std::vector<Expr> stack = {v};
+    std::unordered_set<const ExprNode*> seen;
+    while (!stack.empty()) {
+      Expr e = stack.back();
+      stack.pop_back();
+      if (!seen.insert(e.get()).second) continue;
+      if (AsVar(e)) {
+        const TensorTypeNode* t = AsTensor(e->type);
+        if (!t || !IsConstShape(t->shape)) return true;
+        int64_t n = 1;
+        for (int64_t d : ConstShape(t->shape)) n *= d;
+        if (n > kMaxValueInputElements) return true;
+        continue;
+      }
+      const CallNode* c = AsCall(e);
+      if (c && c->op && c->op->fold_from_types) continue;
+      for (const Expr& op : Operands(e))
+        if (!AsFunction(op)) stack.push_back(op);
     }
-    const CallNode* c = AsCall(e);
-    if (c && c->op && c->op->fold_from_types) continue;
-    for (const Expr& op : Operands(e))
-      if (!AsFunction(op)) stack.push_back(op);
+    return false;
+  };
+  std::vector<Expr> out;
+  bool any = false;
+  for (size_t i = FirstValueArg(call); i < call.args.size(); ++i) {
+    const Expr& a = call.args[i];
+    // A model input itself is a value input by design (checked for size when it runs).
+    if (AsConstant(a) || AsVar(a)) continue;
+    out.push_back(a);
+    any = any || from_data(a);
   }
-  return false;
+  return any ? out : std::vector<Expr>{};
 }
 
 std::shared_ptr<const Segments> SplitAtDataDependentOp(const Function& graph,
                                                        const std::string& name) {
   std::vector<Expr> order = PostOrder(graph->body);
   // The cut: a data-dependent op or a loop that runs as one (the host step, whose outputs the
-  // rest receives), or the condition of a branch on data (no step: the rest receives the
-  // condition's value as a value input, and specializes on it to the taken branch).
+  // rest receives), or the value arguments of a dynamic op computed from data (no step: the
+  // rest receives them as value inputs and specializes on them: a branch on data to the taken
+  // branch, a TopK to its k).
   const CallNode* call = nullptr;
   std::vector<Expr> inputs;  // what the head computes for the step (or the rest)
   for (const Expr& e : order) {
@@ -171,8 +183,8 @@ std::shared_ptr<const Segments> SplitAtDataDependentOp(const Function& graph,
       inputs.assign(c->args.begin() + static_cast<std::ptrdiff_t>(first), c->args.end());
       break;
     }
-    if (BranchOnData(*c)) {
-      inputs = {c->args[2]};
+    if (std::vector<Expr> values = ValueArgsFromData(*c); !values.empty()) {
+      inputs = std::move(values);
       break;
     }
   }

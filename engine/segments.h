@@ -1,6 +1,7 @@
 // Segments: how a model runs whose graph holds an op with data-dependent result sizes
 // (OpDef::data_dependent_shape: nonzero, compress, unique, non_max_suppression), a loop that
-// must run as a loop (RunsAsLoop below), or a branch on data (BranchOnData).
+// must run as a loop (RunsAsLoop below), or a dynamic op whose values come from data
+// (ValueArgsFromData: an If on data).
 //
 // No executable can be specialized for the whole graph, since shapes past the op are known
 // only once it ran. Model::Create cuts the graph at its first such call D (operands before
@@ -15,9 +16,9 @@
 //         Model of its own, specialized on the shapes D produced. It is cut again at its own
 //         first data-dependent call, so a chain of them runs as a chain of segments.
 // A run is then head, D, rest (Engine::Run). The rest computes everything the head does not,
-// so the compiled segments hold every kernel they can. A branch on data (BranchOnData) cuts at
-// its condition with no step between: the head computes the condition, the rest specializes on
-// its value.
+// so the compiled segments hold every kernel they can. A dynamic op's values from data
+// (ValueArgsFromData) cut with no step between: the head computes them, the rest specializes on
+// them.
 //
 // Immutable once built; shared by the models that hold it.
 #pragma once
@@ -41,8 +42,8 @@ struct Segments {
     Tensor constant;  // kConstant
   };
   std::shared_ptr<const Model> head;  // null when no head value is needed
-  // The data-dependent op, or dyn.loop; null for a branch on data (BranchOnData), whose rest
-  // receives the condition from the head.
+  // The data-dependent op, or dyn.loop; null for values from data, whose rest
+  // receives the value arguments from the head (ValueArgsFromData).
   const OpDef* op = nullptr;
   // dyn.loop's body (iteration, condition, carried..., captured...) -> (condition, carried...,
   // scans...); op_args are then the call's arguments after the body function.
@@ -58,15 +59,17 @@ struct Segments {
 // than unrolling at specialization: its body's condition reads a carried or captured value that
 // is not a constant (the unroller could not fold it: a while loop over data), its trip count
 // is a constant past kMaxUnrolledIterations (a Loop without one), or its body must run in
-// segments itself (it holds a data-dependent op, such a loop, or a branch on data).
+// segments itself (it holds a data-dependent op, such a loop, or values from data).
 bool RunsAsLoop(const CallNode& call);
 
-// Whether the dyn.branch call `call` has a condition computed from data: it reads, through ops
+// The value arguments of the dynamic op call `call` (dyn.branch's condition, dyn.topk's k, a
+// dyn.loop's trip count: ir/dynamic.h) when one is computed from data: it reads, through ops
 // other than shape-like ones, a model input that is not a small constant-shape tensor (so it
-// cannot be a value input: at most kMaxValueInputElements elements). The model is then cut at
-// the condition: the head computes it, and the rest receives it as a value input, specialized
-// on it to the taken branch (the other one is never computed).
-bool BranchOnData(const CallNode& call);
+// cannot be a value input: at most kMaxValueInputElements elements); empty otherwise. The model
+// is then cut at them: the head computes them, and the rest receives them as value inputs,
+// specialized on their values (a branch on data to the taken branch: the other one is never
+// computed).
+std::vector<Expr> ValueArgsFromData(const CallNode& call);
 
 // The segments of `graph` (typed, as Model::Create infers it) cut at its first call of a
 // data-dependent op or of a loop that runs as one, or null when it has none. The segment models are

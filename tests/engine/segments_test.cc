@@ -248,5 +248,23 @@ def @main(%x: f32[n]) {
   }
 }
 
+// TopK whose k is computed from data (the number of positive elements of x): the head
+// computes k, the rest specializes on its value.
+TEST(Segments, TopKWithKFromData) {
+  ModelPtr m = Load(R"(
+def @main(%x: f32[n]) {
+  %k = reshape(sum(cast(greater(%x, const(f32[], 0.0)), dtype=i64), axes=[0], keepdims=false), shape=[1])
+  dyn.topk(%x, %k).0
+}
+)");
+  ASSERT_TRUE(m->segments());
+  Engine engine;
+  std::vector<Tensor> out =
+      engine.Run(*m, std::vector<Tensor>{Tensor::FromVector<float>({5}, {3, -1, 5, -2, 4})});
+  ASSERT_EQ(out.at(0).shape(), (std::vector<int64_t>{3}));
+  EXPECT_EQ(out[0].GetAsDouble(0), 5);
+  EXPECT_EQ(out[0].GetAsDouble(2), 3);
+}
+
 }  // namespace
 }  // namespace kiln
