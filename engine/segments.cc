@@ -93,10 +93,14 @@ bool RunsAsLoop(const CallNode& call) {
   if (!call.op || call.op->name != kDynLoopOp || call.args.size() < 3) return false;
   const FunctionNode* body = AsFunction(call.args[0]);
   if (!body) return false;
-  if (const ConstantNode* trips = AsConstant(call.args[call.args.size() - 2]))
-    if (trips->value.dtype() == DType::kInt64 && trips->value.numel() == 1 &&
-        trips->value.data<int64_t>()[0] > kMaxUnrolledIterations)
-      return true;
+  // A trip count known only at run time (an input, a sequence length): one body executable
+  // serves every count, where unrolling would compile the body again for each new count (a
+  // Scan over 1000 steps: 1000 copies).
+  const ConstantNode* trips = AsConstant(call.args[call.args.size() - 2]);
+  if (!trips) return true;
+  if (trips->value.dtype() == DType::kInt64 && trips->value.numel() == 1 &&
+      trips->value.data<int64_t>()[0] > kMaxUnrolledIterations)
+    return true;
   const TupleNode* ret = AsTuple(body->body);
   if (!ret || ret->fields.empty()) return false;
   // A body that must itself run in segments cannot unroll into one graph.

@@ -56,10 +56,12 @@ struct Segments {
 };
 
 // Whether the dyn.loop call `call` runs as a loop (each iteration a run of its body) rather
-// than unrolling at specialization: its body's condition reads a carried or captured value that
-// is not a constant (the unroller could not fold it: a while loop over data), its trip count
-// is a constant past kMaxUnrolledIterations (a Loop without one), or its body must run in
-// segments itself (it holds a data-dependent op, such a loop, or values from data).
+// than unrolling at specialization: its trip count is not a constant (an input, a sequence
+// length: one body executable serves every count), or a constant past kMaxUnrolledIterations (a
+// Loop without one), its body's condition reads a carried or captured value that is not a
+// constant (the unroller could not fold it: a while loop over data), or its body must run in
+// segments itself (it holds a data-dependent op, such a loop, or values from data). What is
+// left to unroll at specialization: a constant trip count with a condition from value inputs.
 bool RunsAsLoop(const CallNode& call);
 
 // The value arguments of the dynamic op call `call` (dyn.branch's condition, dyn.topk's k, a

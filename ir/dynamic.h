@@ -61,7 +61,8 @@ Expr FoldValueCall(const CallNode& call, const std::vector<Type>& arg_types,
 // kInvalidArgument naming the attribute.
 bool StaticForm(const OpDef& op, std::vector<Expr>& args, Attrs& attrs);
 
-// ONNX Loop whose trip count is known only at specialization:
+// ONNX Loop whose trip count or condition is known only at specialization or at run time (the
+// engine runs most of them as loops, each iteration a run of the body: engine/segments.h):
 //   dyn.loop(body, carried..., captured..., trip_count, cond), num_carried=N, num_scans=K
 // where body is a function (iteration: i64[], cond: bool[], the N carried values, the captured
 // outer values) -> (cond, N carried values, K scan values). Its value arguments are the last
@@ -72,8 +73,8 @@ bool StaticForm(const OpDef& op, std::vector<Expr>& args, Attrs& attrs);
 // tuple of the N final values and the K stacked ones.
 inline constexpr char kDynLoopOp[] = "dyn.loop";
 // The most iterations a Loop or Scan unrolls to (at import or at specialization): each is a copy
-// of the body, compiled; past this the model is refused (kUnsupported naming the node) rather
-// than compiled for minutes.
+// of the body, compiled; past this it runs as a loop (engine/segments.h) rather than being
+// compiled for minutes (opset 8's batched Scan, which only unrolls, is refused past it).
 inline constexpr int64_t kMaxUnrolledIterations = 4096;
 
 // The per-iteration values `parts` of one scan output stacked along a new dim at `axis` (in

@@ -516,7 +516,8 @@ struct GraphConverter {
       length = d.value();
     }
     const ScanSpec spec{ins, states, axes, in_dirs, out_axes, out_dirs};
-    if (symbolic) return ScanAsLoop(node, label, values, spec);
+    // A long constant length runs as a loop too (engine/segments.h), not as that many copies.
+    if (symbolic || length > kMaxUnrolledIterations) return ScanAsLoop(node, label, values, spec);
     return UnrollScan(node, label, values, spec, length);
   }
 
@@ -528,9 +529,6 @@ struct GraphConverter {
     const std::string where = StrCat("Scan node ", Quoted(label));
     const int64_t k_in = static_cast<int64_t>(ins.size()) - states;
     const int64_t k_out = node.output_size() - states;
-    if (length > kMaxUnrolledIterations)
-      Throw(ErrorCode::kUnsupported, where, ": its sequence length ", length, " is more than the ",
-            kMaxUnrolledIterations, " iterations kiln unrolls");
     std::vector<Expr> state(ins.begin(), ins.begin() + states);
     std::vector<std::vector<Expr>> parts(k_out);
     for (int64_t t = 0; t < length; ++t) {

@@ -175,6 +175,34 @@ def @main(%x: f32[n], %limit: f32[]) {
   EXPECT_EQ(bodies, 2);  // n = 2 and n = 3
 }
 
+// A trip count given as an input runs as a loop: one body executable serves every count,
+// where unrolling would compile the body again per count.
+TEST(Segments, TripCountInputRunsAsALoopWithOneBody) {
+  ModelPtr m = Load(R"(
+def @main(%x: f32[n], %trips: i64[]) {
+  %body = fn(%i: i64[], %c: bool[], %v: f32[n]) {
+    (%c, mul(%v, const(f32[], 2.0)), %v)
+  }
+  %loop = dyn.loop(%body, %x, %trips, const(bool[], true), num_carried=1, num_scans=1)
+  (%loop.0, %loop.1)
+}
+)");
+  ASSERT_TRUE(m->segments());
+  ASSERT_TRUE(m->segments()->loop_body);
+  Engine engine;
+  for (int64_t trips : {3, 5, 7}) {
+    std::vector<Tensor> in{Tensor::FromVector<float>({2}, {1, -3}), Tensor::Scalar<int64_t>(trips)};
+    std::vector<Tensor> out = engine.Run(*m, in);
+    EXPECT_NEAR(out.at(0).GetAsDouble(1), -3.0 * std::pow(2.0, static_cast<double>(trips)), 1e-3);
+    EXPECT_EQ(out.at(1).shape(), (std::vector<int64_t>{trips, 2}));
+    ExpectMatchesInterpreter(engine, *m, in);
+  }
+  int bodies = 0;
+  for (const ShapeKeyStats& s : engine.stats().shapes)
+    bodies += s.shape_key.find(".body(") != std::string::npos;
+  EXPECT_EQ(bodies, 1);
+}
+
 // A trip count past what kiln unrolls (a constant 10000) runs as a loop too.
 TEST(Segments, LongLoopRunsAsALoop) {
   ModelPtr m = Load(R"(
