@@ -136,6 +136,7 @@ std::shared_ptr<const Executable> Engine::Acquire(const Model& model,
 void Engine::Run(const Model& model, std::span<const Tensor> inputs,
                  std::span<const Tensor> outputs) {
   if (model.segments()) {
+    runs_.fetch_add(1, std::memory_order_relaxed);
     std::vector<Tensor> results = RunSegments(model, inputs);
     if (outputs.size() != results.size())
       Throw(ErrorCode::kInvalidArgument, "model '", model.name(), "': expected ", results.size(),
@@ -166,8 +167,12 @@ void Engine::Run(const Model& model, std::span<const Tensor> inputs,
 }
 
 std::vector<Tensor> Engine::Run(const Model& model, std::span<const Tensor> inputs) {
-  if (model.segments()) return RunSegments(model, inputs);
   runs_.fetch_add(1, std::memory_order_relaxed);
+  return RunPart(model, inputs);
+}
+
+std::vector<Tensor> Engine::RunPart(const Model& model, std::span<const Tensor> inputs) {
+  if (model.segments()) return RunSegments(model, inputs);
   std::shared_ptr<const Executable> exe = Acquire(model, inputs);
   std::vector<Tensor> outputs;
   for (const TensorSignature& o : exe->outputs) outputs.push_back(Tensor::Empty(o.dtype, o.shape));
@@ -195,7 +200,7 @@ std::vector<Tensor> Engine::RunLoop(const Segments& seg, const std::vector<Tenso
   std::vector<std::vector<Tensor>> parts(static_cast<size_t>(scans));
   for (int64_t t = 0; t < trips && go; ++t) {
     in[0] = Tensor::Scalar<int64_t>(t);
-    std::vector<Tensor> out = Run(*seg.loop_body, in);
+    std::vector<Tensor> out = RunPart(*seg.loop_body, in);
     go = out.at(0).GetAsDouble(0) != 0;
     for (int64_t i = 0; i < carried; ++i) in[2 + i] = std::move(out.at(1 + i));
     for (int64_t i = 0; i < scans; ++i) parts[i].push_back(std::move(out.at(1 + carried + i)));
@@ -226,7 +231,7 @@ std::vector<Tensor> Engine::RunSegments(const Model& model, std::span<const Tens
   const Segments& seg = *model.segments();
   CheckInputCount(model, inputs);
   std::vector<Tensor> head;
-  if (seg.head) head = Run(*seg.head, inputs);
+  if (seg.head) head = RunPart(*seg.head, inputs);
   std::vector<Tensor> op_out;
   auto value = [&](const Segments::Source& s) -> const Tensor& {
     switch (s.kind) {
@@ -252,7 +257,7 @@ std::vector<Tensor> Engine::RunSegments(const Model& model, std::span<const Tens
   }
   std::vector<Tensor> rest_in;
   for (const Segments::Source& s : seg.rest_args) rest_in.push_back(value(s));
-  return Run(*seg.rest, rest_in);
+  return RunPart(*seg.rest, rest_in);
 }
 
 void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor* outputs) {

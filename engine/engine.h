@@ -97,8 +97,9 @@ struct KernelProfileStats {
 
 // A snapshot of the engine's counters (each read atomically; together, approximately).
 struct EngineStats {
-  uint64_t runs = 0;
-  // Lookups by Run and Prepare: found cached, or not (then compiled, or waited for).
+  uint64_t runs = 0;  // Run calls (a model run in segments counts once)
+  // Lookups by Run and Prepare: found cached, or not (then compiled, or waited for); each
+  // segment of a run (engine/segments.h) looks up its own executable.
   uint64_t hits = 0;
   uint64_t misses = 0;
   uint64_t specializations = 0;  // executables built
@@ -195,6 +196,9 @@ class Engine {
   std::shared_ptr<const Executable> Find(const Model& model, uint64_t key_hash,
                                          std::span<const Tensor> inputs) const;
   void Dispatch(const Executable& exe, const Tensor* inputs, const Tensor* outputs);
+  // Run without counting it in stats().runs: a whole run, or a segment of one (its head, a loop
+  // body's iteration, its rest), which counts as part of the run that asked for it.
+  std::vector<Tensor> RunPart(const Model& model, std::span<const Tensor> inputs);
   // A model with segments (engine/segments.h): its head, its data-dependent op, its rest.
   std::vector<Tensor> RunSegments(const Model& model, std::span<const Tensor> inputs);
   // A segment's loop (Segments::loop_body), iteration by iteration.

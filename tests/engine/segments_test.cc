@@ -75,6 +75,7 @@ def @main(%x: f32[n]) {
   }
   EXPECT_EQ(heads, 3);
   EXPECT_EQ(rests, 4);
+  EXPECT_EQ(st.runs, 6u);  // five runs checked against the interpreter, and one more
   EXPECT_GE(st.hits, 2u);
 }
 
