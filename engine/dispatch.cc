@@ -188,12 +188,11 @@ std::vector<Tensor> Engine::RunLoop(const Segments& seg, const std::vector<Tenso
       seg.attrs.Has("scan_reverse") ? seg.attrs.GetInts("scan_reverse") : std::vector<int64_t>{};
   const Tensor& trip_t = args.at(args.size() - 2);
   const Tensor& cond_t = args.at(args.size() - 1);
-  if (trip_t.numel() != 1 || cond_t.numel() != 1)
-    Throw(ErrorCode::kInvalidArgument, "the trip count and the condition must be one element, got ",
+  if (trip_t.numel() != 1 || cond_t.numel() != 1 || trip_t.dtype() != DType::kInt64)
+    Throw(ErrorCode::kInvalidArgument,
+          "the trip count must be one i64 element and the condition one element, got ",
           trip_t.TypeString(), " and ", cond_t.TypeString());
-  const int64_t trips = trip_t.dtype() == DType::kInt64
-                            ? trip_t.data<int64_t>()[0]
-                            : static_cast<int64_t>(trip_t.GetAsDouble(0));
+  const int64_t trips = trip_t.data<int64_t>()[0];
   bool go = cond_t.GetAsDouble(0) != 0;
   std::vector<Tensor> in = {Tensor(), Tensor::Scalar<bool>(true)};
   in.insert(in.end(), args.begin(), args.end() - 2);  // carried, then captured
@@ -201,16 +200,31 @@ std::vector<Tensor> Engine::RunLoop(const Segments& seg, const std::vector<Tenso
   for (int64_t t = 0; t < trips && go; ++t) {
     in[0] = Tensor::Scalar<int64_t>(t);
     std::vector<Tensor> out = RunPart(*seg.loop_body, in);
-    go = out.at(0).GetAsDouble(0) != 0;
+    if (out.size() != static_cast<size_t>(1 + carried + scans) || out[0].numel() != 1)
+      Throw(ErrorCode::kInvalidArgument, "iteration ", t, ": the body must return one condition ",
+            "element, ", carried, " carried and ", scans, " scan values; it returned ", out.size(),
+            " values, the condition ", out.empty() ? "missing" : out[0].TypeString());
+    go = out[0].GetAsDouble(0) != 0;
     for (int64_t i = 0; i < carried; ++i) in[2 + i] = std::move(out.at(1 + i));
     for (int64_t i = 0; i < scans; ++i) parts[i].push_back(std::move(out.at(1 + carried + i)));
   }
   std::vector<Tensor> results(in.begin() + 2, in.begin() + 2 + carried);
   for (int64_t i = 0; i < scans; ++i) {
     std::vector<Tensor>& p = parts[i];
-    if (p.empty())
-      Throw(ErrorCode::kUnsupported, "it ran no iteration, and its scan output ", i,
-            " would be empty with a shape kiln cannot tell");
+    if (p.empty()) {
+      // No iteration ran: the scan output is empty, shaped as one iteration's would be (the
+      // body's executable for these inputs says, without running).
+      if (seg.loop_body->segments())
+        Throw(ErrorCode::kUnsupported, "it ran no iteration, and its scan output ", i,
+              " would be empty with a shape kiln cannot tell (its body runs in segments)");
+      in[0] = Tensor::Scalar<int64_t>(0);
+      const TensorSignature& one =
+          Acquire(*seg.loop_body, in)->outputs.at(static_cast<size_t>(1 + carried + i));
+      std::vector<int64_t> shape = one.shape;
+      shape.insert(shape.begin(), 0);
+      results.push_back(Tensor::Empty(one.dtype, shape));
+      continue;
+    }
     if (i < static_cast<int64_t>(reverse.size()) && reverse[i]) std::reverse(p.begin(), p.end());
     std::vector<int64_t> shape = p[0].shape();
     shape.insert(shape.begin(), static_cast<int64_t>(p.size()));

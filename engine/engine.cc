@@ -2,8 +2,6 @@
 // statistics. The hit side is dispatch.cc; building an executable is specialize.cc.
 #include "engine/engine.h"
 
-#include "engine/segments.h"
-
 #include <algorithm>
 #include <sstream>
 
@@ -238,6 +236,7 @@ void Engine::InsertLocked(std::shared_ptr<Specialization> spec) {
 void Engine::Forget(const Model& model) {
   if (const std::shared_ptr<const Segments>& seg = model.segments()) {
     if (seg->head) Forget(*seg->head);
+    if (seg->loop_body) Forget(*seg->loop_body);
     Forget(*seg->rest);
   }
   std::unique_lock<std::shared_mutex> lock(mu_);

@@ -92,16 +92,7 @@ class CutMutator : public ExprMutator {
 bool RunsAsLoop(const CallNode& call) {
   if (!call.op || call.op->name != kDynLoopOp || call.args.size() < 3) return false;
   const FunctionNode* body = AsFunction(call.args[0]);
-  if (!body) return false;
-  // A trip count known only at run time (an input, a sequence length): one body executable
-  // serves every count, where unrolling would compile the body again for each new count (a
-  // Scan over 1000 steps: 1000 copies).
-  const ConstantNode* trips = AsConstant(call.args[call.args.size() - 2]);
-  if (!trips) return true;
-  if (trips->value.dtype() == DType::kInt64 && trips->value.numel() == 1 &&
-      trips->value.data<int64_t>()[0] > kMaxUnrolledIterations)
-    return true;
-  const TupleNode* ret = AsTuple(body->body);
+  const TupleNode* ret = body ? AsTuple(body->body) : nullptr;
   if (!ret || ret->fields.empty()) return false;
   // A body that must itself run in segments cannot unroll into one graph.
   for (const Expr& e : PostOrder(body->body))
@@ -111,7 +102,8 @@ bool RunsAsLoop(const CallNode& call) {
       return true;
   // The body parameters that hold data: body parameter i >= 2 (a carried or captured value)
   // is call argument i - 1, data unless a constant; a carried value is data too once the body
-  // computes its next value from data (carried parameter i is body output i - 1).
+  // computes its next value from data (carried parameter i is body output i - 1). A condition
+  // that reads them cannot fold, so the loop cannot unroll.
   std::unordered_set<const ExprNode*> data;
   for (size_t i = 2; i < body->params.size() && i - 1 < call.args.size(); ++i)
     if (!AsConstant(call.args[i - 1])) data.insert(body->params[i].get());
@@ -128,7 +120,20 @@ bool RunsAsLoop(const CallNode& call) {
       if (!data.count(body->params[2 + k].get()) && reads_data(ret->fields[1 + k]))
         grew = data.insert(body->params[2 + k].get()).second;
   }
-  return reads_data(ret->fields[0]);
+  if (reads_data(ret->fields[0])) return true;
+  const ConstantNode* trips = AsConstant(call.args[call.args.size() - 2]);
+  if (trips)  // past what unrolls (a Loop without a trip count), or unrolled
+    return trips->value.dtype() == DType::kInt64 && trips->value.numel() == 1 &&
+           trips->value.data<int64_t>()[0] > kMaxUnrolledIterations;
+  // A trip count known only at run time (an input, a sequence length): one body executable
+  // serves every count, where unrolling would compile the body again for each new count (a
+  // Scan over 1000 steps: 1000 copies). Unless the body's shapes follow the iteration number
+  // or a carried value (a Slice at the iteration: they are value inputs of the body), which
+  // would compile the body once per iteration: that loop unrolls at specialization instead.
+  const Function fn = std::static_pointer_cast<const FunctionNode>(call.args[0]);
+  for (int i : ValueInputs(fn))
+    if (i == 0 || (i >= 2 && static_cast<size_t>(i) < 2 + carried)) return false;
+  return true;
 }
 
 std::vector<Expr> ValueArgsFromData(const CallNode& call) {

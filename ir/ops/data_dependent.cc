@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -50,6 +51,7 @@ void NonZeroKernel(const std::vector<Tensor>& in, const Attrs&, std::vector<Tens
 std::optional<int> CompressAxis(const TypeRelContext& ctx, int rank) {
   const std::vector<int64_t>& a = ctx.attrs().GetInts("axis");
   if (a.empty()) return std::nullopt;
+  if (rank == 0) ctx.Fail(StrCat("axis ", a[0], " given for a scalar input"));
   return ctx.NormalizeAxis(a[0], rank);
 }
 
@@ -254,7 +256,19 @@ void NmsKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Te
   auto scalar = [&](size_t i, double fallback) {
     return in.size() > i && in[i].numel() > 0 ? in[i].GetAsDouble(0) : fallback;
   };
-  const int64_t max_out = static_cast<int64_t>(scalar(2, 0));
+  // An integer count read as one (exporters pass INT64_MAX for "no limit"), negative as none.
+  int64_t max_out = 0;
+  if (in.size() > 2 && in[2].numel() > 0) {
+    const Tensor& m = in[2];
+    if (m.dtype() == DType::kInt64) {
+      max_out = m.data<int64_t>()[0];
+    } else {
+      const double v = m.GetAsDouble(0);
+      max_out = std::isnan(v) || v <= 0 ? 0
+                : v >= 9.0e18           ? std::numeric_limits<int64_t>::max()
+                                        : static_cast<int64_t>(v);
+    }
+  }
   const double iou = scalar(3, 0);
   const bool has_score_threshold = in.size() > 4 && in[4].numel() > 0;
   const double score_threshold = scalar(4, 0);
@@ -270,9 +284,13 @@ void NmsKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Te
       for (int64_t i = 0; i < count; ++i)
         if (!has_score_threshold || scores.GetAsDouble(base + i) > score_threshold)
           cand.push_back(i);
-      std::stable_sort(cand.begin(), cand.end(), [&](int64_t p, int64_t q) {
-        return scores.GetAsDouble(base + p) > scores.GetAsDouble(base + q);
-      });
+      // Best first; a NaN score (kept only without a threshold) counts as the lowest.
+      auto score = [&](int64_t i) {
+        const double v = scores.GetAsDouble(base + i);
+        return std::isnan(v) ? -std::numeric_limits<double>::infinity() : v;
+      };
+      std::stable_sort(cand.begin(), cand.end(),
+                       [&](int64_t p, int64_t q) { return score(p) > score(q); });
       std::vector<int64_t> kept;
       for (int64_t i : cand) {
         if (static_cast<int64_t>(kept.size()) >= max_out) break;

@@ -191,17 +191,50 @@ def @main(%x: f32[n], %trips: i64[]) {
   ASSERT_TRUE(m->segments());
   ASSERT_TRUE(m->segments()->loop_body);
   Engine engine;
-  for (int64_t trips : {3, 5, 7}) {
+  for (int64_t trips : {3, 5, 7, 0}) {
     std::vector<Tensor> in{Tensor::FromVector<float>({2}, {1, -3}), Tensor::Scalar<int64_t>(trips)};
     std::vector<Tensor> out = engine.Run(*m, in);
     EXPECT_NEAR(out.at(0).GetAsDouble(1), -3.0 * std::pow(2.0, static_cast<double>(trips)), 1e-3);
-    EXPECT_EQ(out.at(1).shape(), (std::vector<int64_t>{trips, 2}));
-    ExpectMatchesInterpreter(engine, *m, in);
+    EXPECT_EQ(out.at(1).shape(), (std::vector<int64_t>{trips, 2}));  // [0, 2] for none
+    if (trips > 0) ExpectMatchesInterpreter(engine, *m, in);
   }
   int bodies = 0;
   for (const ShapeKeyStats& s : engine.stats().shapes)
     bodies += s.shape_key.find(".body(") != std::string::npos;
   EXPECT_EQ(bodies, 1);
+}
+
+// A body whose shapes follow the iteration number (a slice at i, as ONNX Loops that index a
+// sequence do) would compile once per iteration as a loop: it unrolls at specialization. And a
+// dyn.loop whose counts disagree with its arguments is a type error naming them.
+TEST(Segments, IterationShapedBodiesUnrollAndMalformedLoopsAreErrors) {
+  ModelPtr m = Load(R"(
+def @main(%x: f32[n], %trips: i64[]) {
+  %body = fn(%i: i64[], %c: bool[], %acc: f32[1], %seq: f32[n]) {
+    %at = dyn.slice(%seq, reshape(%i, shape=[1]), reshape(add(%i, const(i64[], 1)), shape=[1]))
+    (%c, add(%acc, %at))
+  }
+  dyn.loop(%body, const(f32[1], [0.0]), %x, %trips, const(bool[], true), num_carried=1, num_scans=0).0
+}
+)");
+  EXPECT_FALSE(m->segments());
+  Engine engine;
+  std::vector<Tensor> out =
+      engine.Run(*m, std::vector<Tensor>{Tensor::FromVector<float>({4}, {1, 2, 3, 4}),
+                                         Tensor::Scalar<int64_t>(3)});
+  EXPECT_NEAR(out.at(0).GetAsDouble(0), 6, 1e-5);
+
+  EXPECT_THAT(ErrorMessage([] {
+                Load(R"(
+def @main(%x: f32[n], %trips: i64[]) {
+  %body = fn(%i: i64[], %c: bool[], %v: f32[n]) {
+    (%c, %v, %v)
+  }
+  dyn.loop(%body, %x, %trips, const(bool[], true), num_carried=2, num_scans=0).0
+}
+)");
+              }),
+              HasSubstr("num_carried = 2"));
 }
 
 // A trip count past what kiln unrolls (a constant 10000) runs as a loop too.

@@ -40,6 +40,12 @@ TEST(DataDependentOps, TypesLeaveTheValueDecidedDimsUnknown) {
               MatchesRegex(R"(f32\[_v[0-9]+, 4\])"));
   EXPECT_THAT(Infer("compress", {F32({Dim(3), Dim(4)}), cond}), MatchesRegex(R"(f32\[_v[0-9]+\])"));
   EXPECT_THAT(InferError("compress", {F32({Dim(3)}), F32({Dim(3)})}), HasSubstr("condition"));
+  // An axis for a scalar is an error, not an index into an empty shape.
+  EXPECT_THAT(InferError("compress", {F32({}), TensorType({Dim(1)}, DType::kBool)},
+                         {{"axis", std::vector<int64_t>{0}}}),
+              HasSubstr("scalar"));
+  EXPECT_THAT(InferError("unique", {F32({})}, {{"axis", std::vector<int64_t>{-1}}}),
+              HasSubstr("scalar"));
   EXPECT_THAT(Infer("unique", {F32({Dim(2), Dim(3)})}),
               MatchesRegex(R"(\(f32\[_v[0-9]+\], i64\[_v[0-9]+\], i64\[6\], i64\[_v[0-9]+\]\))"));
   EXPECT_THAT(
@@ -135,6 +141,13 @@ TEST(DataDependentOps, NonMaxSuppression) {
   Tensor c = RunOne("non_max_suppression", {centers, scores, max_out, iou, thr},
                     {{"center_point_box", int64_t{1}}});
   EXPECT_EQ(Values(c), Values(y));
+  // No limit as exporters write it (INT64_MAX): every box that survives; a NaN score (no
+  // threshold) counts as the lowest.
+  Tensor nan_scores = Floats({1, 1, 3}, {std::numeric_limits<float>::quiet_NaN(), 0.5f, 0.7f});
+  Tensor all = RunOne(
+      "non_max_suppression",
+      {boxes, nan_scores, MakeTensor<int64_t>({1}, {std::numeric_limits<int64_t>::max()}), iou});
+  EXPECT_EQ(Values(all), (std::vector<int64_t>{0, 0, 2, 0, 0, 1}));
   // No max boxes given: nothing.
   EXPECT_EQ(RunOne("non_max_suppression", {boxes, scores}).shape(), (std::vector<int64_t>{0, 3}));
 }
