@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -150,10 +151,14 @@ IoType GetIoType(const kiln_model* model, size_t i, bool input) {
   return t;
 }
 
+// A dim that only values decide (a NonZero count, a loop's iteration count) is written `?`:
+// its internal name (`_v12`) means nothing to a user.
 std::string TypeString(const IoType& t) {
+  static const std::regex unknown("_v[0-9]+");
   std::string s = std::string(kiln_dtype_name(t.dtype)) + "[";
   for (size_t d = 0; d < t.dims.size(); ++d)
-    s += (d ? ", " : "") + (t.symbols[d].empty() ? std::to_string(t.dims[d]) : t.symbols[d]);
+    s += (d ? ", " : "") + (t.symbols[d].empty() ? std::to_string(t.dims[d])
+                                                 : std::regex_replace(t.symbols[d], unknown, "?"));
   return s + "]";
 }
 
@@ -551,8 +556,13 @@ int TypesCommand(const std::vector<std::string>& args) {
   for (const IoType& t : ModelIo(model.get(), true))
     std::printf("  %s: %s\n", t.name.c_str(), TypeString(t).c_str());
   std::printf("outputs:\n");
-  for (const IoType& t : ModelIo(model.get(), false))
-    std::printf("  %s: %s\n", t.name.c_str(), TypeString(t).c_str());
+  bool unknown = false;
+  for (const IoType& t : ModelIo(model.get(), false)) {
+    std::string type = TypeString(t);
+    unknown = unknown || type.find('?') != std::string::npos;
+    std::printf("  %s: %s\n", t.name.c_str(), type.c_str());
+  }
+  if (unknown) std::printf("(? : a size known only when the model runs: it depends on values)\n");
   return 0;
 }
 

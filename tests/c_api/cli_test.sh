@@ -205,6 +205,8 @@ expect_output "while Loop over data" 0 "y: f32[2] = [64, 96]" \
   "sums: f32[5] = [10, 20, 40, 80, 160]" '"shape_key":"while_loop.' \
   -- "$KILN" run "$WORK/while.onnx" --input "x=$WORK/x2.pb" --input "limit=$WORK/limit100.pb" \
   --iters 1 --stats
+expect_output "types with a size only values decide" 0 "y: f32[?]" "known only when the model runs" \
+  -- "$KILN" types "$WORK/select.onnx"
 expect_output "NonZero in segments" 0 "y: f32[3] = [1, 2, 3]" '"shape_key":"select.rest(' \
   -- "$KILN" run "$WORK/select.onnx" --input "x=$WORK/x4.pb" --iters 2 --stats
 
