@@ -196,7 +196,15 @@ std::vector<Tensor> Engine::RunLoop(const Segments& seg, const std::vector<Tenso
   bool go = cond_t.GetAsDouble(0) != 0;
   std::vector<Tensor> in = {Tensor(), Tensor::Scalar<bool>(true)};
   in.insert(in.end(), args.begin(), args.end() - 2);  // carried, then captured
-  std::vector<std::vector<Tensor>> parts(static_cast<size_t>(scans));
+  // Scan values are appended as they come (an iteration's tensor is freed at once), then
+  // stacked along a new axis 0: a long loop holds one growing buffer per scan output.
+  struct ScanStack {
+    DType dtype = DType::kFloat32;
+    std::vector<int64_t> shape;  // one iteration's
+    std::vector<char> bytes;
+    int64_t count = 0;
+  };
+  std::vector<ScanStack> stacks(static_cast<size_t>(scans));
   for (int64_t t = 0; t < trips && go; ++t) {
     in[0] = Tensor::Scalar<int64_t>(t);
     std::vector<Tensor> out = RunPart(*seg.loop_body, in);
@@ -205,13 +213,27 @@ std::vector<Tensor> Engine::RunLoop(const Segments& seg, const std::vector<Tenso
             "element, ", carried, " carried and ", scans, " scan values; it returned ", out.size(),
             " values, the condition ", out.empty() ? "missing" : out[0].TypeString());
     go = out[0].GetAsDouble(0) != 0;
-    for (int64_t i = 0; i < carried; ++i) in[2 + i] = std::move(out.at(1 + i));
-    for (int64_t i = 0; i < scans; ++i) parts[i].push_back(std::move(out.at(1 + carried + i)));
+    for (int64_t i = 0; i < carried; ++i) in[2 + i] = std::move(out[1 + i]);
+    for (int64_t i = 0; i < scans; ++i) {
+      const Tensor& v = out[1 + carried + i];
+      ScanStack& st = stacks[i];
+      if (st.count == 0) {
+        st.dtype = v.dtype();
+        st.shape = v.shape();
+      } else if (v.dtype() != st.dtype || v.shape() != st.shape) {
+        Throw(ErrorCode::kInvalidArgument, "scan output ", i, ": iteration ", t, " made ",
+              v.TypeString(), ", iteration 0 ", Tensor::Empty(st.dtype, st.shape).TypeString(),
+              " (scan values stack)");
+      }
+      const char* data = static_cast<const char*>(v.raw_data());
+      if (v.nbytes()) st.bytes.insert(st.bytes.end(), data, data + v.nbytes());
+      st.count += 1;
+    }
   }
   std::vector<Tensor> results(in.begin() + 2, in.begin() + 2 + carried);
   for (int64_t i = 0; i < scans; ++i) {
-    std::vector<Tensor>& p = parts[i];
-    if (p.empty()) {
+    ScanStack& st = stacks[i];
+    if (st.count == 0) {
       // No iteration ran: the scan output is empty, shaped as one iteration's would be (the
       // body's executable for these inputs says, without running).
       if (seg.loop_body->segments())
@@ -225,16 +247,17 @@ std::vector<Tensor> Engine::RunLoop(const Segments& seg, const std::vector<Tenso
       results.push_back(Tensor::Empty(one.dtype, shape));
       continue;
     }
-    if (i < static_cast<int64_t>(reverse.size()) && reverse[i]) std::reverse(p.begin(), p.end());
-    std::vector<int64_t> shape = p[0].shape();
-    shape.insert(shape.begin(), static_cast<int64_t>(p.size()));
-    Tensor stacked = Tensor::Empty(p[0].dtype(), shape);
-    for (size_t t = 0; t < p.size(); ++t) {
-      if (p[t].dtype() != p[0].dtype() || p[t].shape() != p[0].shape())
-        Throw(ErrorCode::kInvalidArgument, "scan output ", i, ": iteration ", t, " made ",
-              p[t].TypeString(), ", iteration 0 ", p[0].TypeString(), " (scan values stack)");
-      if (size_t n = p[t].nbytes())
-        std::memcpy(static_cast<char*>(stacked.raw_data()) + t * n, p[t].raw_data(), n);
+    std::vector<int64_t> shape = st.shape;
+    shape.insert(shape.begin(), st.count);
+    Tensor stacked = Tensor::Empty(st.dtype, shape);
+    const size_t n = st.bytes.size() / static_cast<size_t>(st.count);  // one iteration's bytes
+    const bool reversed = i < static_cast<int64_t>(reverse.size()) && reverse[i];
+    char* dst = static_cast<char*>(stacked.raw_data());
+    if (!reversed) {
+      if (!st.bytes.empty()) std::memcpy(dst, st.bytes.data(), st.bytes.size());
+    } else {
+      for (int64_t t = 0; t < st.count && n; ++t)
+        std::memcpy(dst + (st.count - 1 - t) * n, st.bytes.data() + t * n, n);
     }
     results.push_back(std::move(stacked));
   }

@@ -202,6 +202,22 @@ def @main(%x: f32[n], %trips: i64[]) {
   for (const ShapeKeyStats& s : engine.stats().shapes)
     bodies += s.shape_key.find(".body(") != std::string::npos;
   EXPECT_EQ(bodies, 1);
+
+  // scan_reverse stacks the last iteration first.
+  ModelPtr r = Load(R"(
+def @main(%x: f32[n], %trips: i64[]) {
+  %body = fn(%i: i64[], %c: bool[], %v: f32[n]) {
+    (%c, mul(%v, const(f32[], 2.0)), %v)
+  }
+  dyn.loop(%body, %x, %trips, const(bool[], true), num_carried=1, num_scans=1, scan_reverse=[1]).1
+}
+)");
+  std::vector<Tensor> in{Tensor::FromVector<float>({2}, {1, -3}), Tensor::Scalar<int64_t>(3)};
+  std::vector<Tensor> rev = engine.Run(*r, in);
+  ASSERT_EQ(rev.at(0).shape(), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(rev[0].GetAsDouble(0), 4);   // iteration 2's value first
+  EXPECT_EQ(rev[0].GetAsDouble(5), -3);  // iteration 0's last
+  ExpectMatchesInterpreter(engine, *r, in);
 }
 
 // A body whose shapes follow the iteration number (a slice at i, as ONNX Loops that index a
