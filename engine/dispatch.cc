@@ -11,7 +11,6 @@
 
 #include "devices/cpu_device.h"
 #include "engine/engine.h"
-
 #include "engine/segments.h"
 #include "ir/dynamic.h"
 #include "ir/error.h"
@@ -222,7 +221,7 @@ std::vector<Tensor> Engine::RunLoop(const Segments& seg, const std::vector<Tenso
         st.shape = v.shape();
       } else if (v.dtype() != st.dtype || v.shape() != st.shape) {
         Throw(ErrorCode::kInvalidArgument, "scan output ", i, ": iteration ", t, " made ",
-              v.TypeString(), ", iteration 0 ", Tensor::Empty(st.dtype, st.shape).TypeString(),
+              v.TypeString(), ", iteration 0 ", TensorSignature{st.dtype, st.shape, 0}.ToString(),
               " (scan values stack)");
       }
       const char* data = static_cast<const char*>(v.raw_data());

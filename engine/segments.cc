@@ -49,16 +49,21 @@ Type SegmentParamType(const Type& t, const std::string& what) {
   return TensorType(shape, tt->dtype);
 }
 
+// Replaces nodes by given ones (seeded in the memo, so the mutator never descends below a
+// replaced node): the rest's parameters for what it reads from before the cut, a loop body's
+// retyped parameters.
+class CutMutator : public ExprMutator {
+ public:
+  void Replace(const Expr& from, Expr to) { memo_[from.get()] = std::move(to); }
+};
+
 // dyn.loop's body as a model: its parameters typed as segment parameters, and a carried value
 // whose type the body changes (a sequence that grows) with a fresh symbol for every dim, so
 // that each iteration's shapes bind anew.
 std::shared_ptr<const Model> LoopBodyModel(const FunctionNode& body, int64_t carried,
                                            const std::string& name) {
   const TupleTypeNode* ret = AsTuple(body.body->type);
-  class Rebind : public ExprMutator {
-   public:
-    void Replace(const Var& from, Var to) { memo_[from.get()] = std::move(to); }
-  } rebind;
+  CutMutator rebind;
   std::vector<Var> params;
   for (size_t i = 0; i < body.params.size(); ++i) {
     const Var& p = body.params[i];
@@ -78,14 +83,6 @@ std::shared_ptr<const Model> LoopBodyModel(const FunctionNode& body, int64_t car
   }
   return Model::Create(MakeFunction(params, rebind.Mutate(body.body)), name);
 }
-
-// Rewrites the graph past the cut: the values it reads from before the cut, and the cut call,
-// become the rest's parameters (seeded in the memo, so the mutator never descends into the
-// head).
-class CutMutator : public ExprMutator {
- public:
-  void Replace(const Expr& from, Expr to) { memo_[from.get()] = std::move(to); }
-};
 
 }  // namespace
 
@@ -181,12 +178,14 @@ std::shared_ptr<const Segments> SplitAtDataDependentOp(const Function& graph,
   // rest receives), or the value arguments of a dynamic op computed from data (no step: the
   // rest receives them as value inputs and specializes on them: a branch on data to the taken
   // branch, a TopK to its k).
+  Expr cut;  // the step's call; null for values from data
   const CallNode* call = nullptr;
   std::vector<Expr> inputs;  // what the head computes for the step (or the rest)
   for (const Expr& e : order) {
     const CallNode* c = AsCall(e);
     if (!c || !c->op) continue;
     if (c->op->data_dependent_shape || RunsAsLoop(*c)) {
+      cut = e;
       call = c;
       const size_t first = c->op->name == kDynLoopOp ? 1 : 0;
       inputs.assign(c->args.begin() + static_cast<std::ptrdiff_t>(first), c->args.end());
@@ -198,10 +197,6 @@ std::shared_ptr<const Segments> SplitAtDataDependentOp(const Function& graph,
     }
   }
   if (inputs.empty()) return nullptr;
-  const Expr cut = call ? order[std::find_if(order.begin(), order.end(),
-                                             [&](const Expr& e) { return e.get() == call; }) -
-                                order.begin()]
-                        : nullptr;
 
   // The head: everything the step's inputs are computed from (shared values the rest reads
   // too cross as head outputs). The rest computes the other nodes.

@@ -3,12 +3,14 @@
 // input resolved per value at specialization (ir/dynamic.h, dyn.branch), nested Ifs, and the
 // malformed cases, each an error that names the node. Loop and Scan unrolled at import: carried
 // state, scan outputs, directions and axes, an early stop, and what is not known at import.
+// Data-dependent sizes (NonZero, NonMaxSuppression) import with dims only values decide.
 // Models are built with the protobuf classes.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "api/onnx/onnx_import.h"
@@ -511,6 +513,65 @@ TEST(OnnxImportScan, Opset8BatchesItsItems) {
       EXPECT_NEAR(out[0].GetAsDouble(item * 2 + j), acc, 1e-5);
     }
   }
+}
+
+// --- Data-dependent sizes ----------------------------------------------------------------------
+
+// A value of `elem` with the given dims (a name: a symbolic dim).
+void TypedDims(onnx::ValueInfoProto* v, const std::string& name, int32_t elem,
+               const std::vector<std::variant<int64_t, std::string>>& dims) {
+  v->set_name(name);
+  onnx::TypeProto::Tensor* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(elem);
+  onnx::TensorShapeProto* s = t->mutable_shape();
+  for (const auto& d : dims) {
+    if (const int64_t* k = std::get_if<int64_t>(&d))
+      s->add_dim()->set_dim_value(*k);
+    else
+      s->add_dim()->set_dim_param(std::get<std::string>(d));
+  }
+}
+
+// NonZero feeding GatherND (select the positive elements): the importer types the count as a
+// dim only values decide, and the interpreter runs it (the engine runs it in segments:
+// tests/engine/segments_test.cc).
+TEST(OnnxImportDataDependent, SizesImportAndRun) {
+  onnx::ModelProto m = NewModel(13);
+  onnx::GraphProto& g = *m.mutable_graph();
+  TypedDims(g.add_input(), "x", onnx::TensorProto::FLOAT, {std::string("b"), int64_t{4}});
+  Node(g, "Relu", {"x"}, {"r"}, "relu");
+  Node(g, "NonZero", {"r"}, {"nz"}, "nz");
+  onnx::AttributeProto* perm = Node(g, "Transpose", {"nz"}, {"idx"}, "t")->add_attribute();
+  perm->set_name("perm");
+  perm->set_type(onnx::AttributeProto::INTS);
+  perm->add_ints(1);
+  perm->add_ints(0);
+  Node(g, "GatherND", {"r", "idx"}, {"y"}, "gather");
+  Output(g, "y");
+  ImportedModel model = Import(m);
+  EXPECT_THAT(TypeToString(model.graph->body->type), ::testing::MatchesRegex("f32\\[_v[0-9]+\\]"));
+  Tensor x = test::MakeTensor<float>({2, 4}, {1, -1, 0, 2, -3, 4, 5, -6});
+  std::vector<Tensor> out = Interpret(model.graph, {x});
+  EXPECT_TRUE(test::TensorsNear(out.at(0), test::MakeTensor<float>({4}, {1, 2, 4, 5})));
+
+  // NonMaxSuppression with max_output_boxes_per_class omitted ("") before a given
+  // iou_threshold: ONNX's default 0 boxes applies.
+  onnx::ModelProto n = NewModel(11);
+  onnx::GraphProto& h = *n.mutable_graph();
+  TypedDims(h.add_input(), "boxes", onnx::TensorProto::FLOAT, {int64_t{1}, int64_t{2}, int64_t{4}});
+  TypedDims(h.add_input(), "scores", onnx::TensorProto::FLOAT,
+            {int64_t{1}, int64_t{1}, int64_t{2}});
+  onnx::TensorProto* iou = h.add_initializer();
+  iou->set_name("iou");
+  iou->set_data_type(onnx::TensorProto::FLOAT);
+  iou->add_dims(1);
+  iou->add_float_data(0.5f);
+  Node(h, "NonMaxSuppression", {"boxes", "scores", "", "iou"}, {"sel"}, "nms");
+  TypedDims(h.add_output(), "sel", onnx::TensorProto::INT64, {std::string("k"), int64_t{3}});
+  Tensor boxes = test::MakeTensor<float>({1, 2, 4}, {0, 0, 1, 1, 0, 0, 1, 1});
+  Tensor scores = test::MakeTensor<float>({1, 1, 2}, {0.5f, 0.9f});
+  EXPECT_EQ(Interpret(Import(n).graph, {boxes, scores}).at(0).shape(),
+            (std::vector<int64_t>{0, 3}));
 }
 
 }  // namespace

@@ -427,37 +427,6 @@ TEST(OnnxImport, ReshapeZeroAndMinusOneWithSymbolicBatch) {
   EXPECT_EQ(TypeToString(Import(z).graph->body->type), "f32[3, 0]");
 }
 
-// NonZero feeding GatherND (select the positive elements): the importer types the count as a
-// dim only values decide, and the interpreter runs it (the engine runs it in segments:
-// tests/engine/segments_test.cc).
-TEST(OnnxImport, DataDependentSizesImportAndRun) {
-  onnx::ModelProto m = NewModel(13);
-  AddInput(m, "x", {std::string("b"), int64_t{4}});
-  AddNode(m, "Relu", {"x"}, {"r"});
-  AddNode(m, "NonZero", {"r"}, {"nz"});
-  AttrInts(AddNode(m, "Transpose", {"nz"}, {"idx"}), "perm", {1, 0});
-  AddNode(m, "GatherND", {"r", "idx"}, {"y"});
-  AddOutput(m, "y");
-  ImportedModel model = Import(m);
-  EXPECT_THAT(TypeToString(model.graph->body->type), ::testing::MatchesRegex("f32\\[_v[0-9]+\\]"));
-  Tensor x = test::MakeTensor<float>({2, 4}, {1, -1, 0, 2, -3, 4, 5, -6});
-  std::vector<Tensor> out = Interpret(model.graph, {x});
-  EXPECT_TRUE(TensorsNear(out.at(0), test::MakeTensor<float>({4}, {1, 2, 4, 5})));
-
-  // NonMaxSuppression with max_output_boxes_per_class omitted ("") before a given
-  // iou_threshold: ONNX's default 0 boxes applies.
-  onnx::ModelProto n = NewModel(11);
-  AddInput(n, "boxes", {int64_t{1}, int64_t{2}, int64_t{4}});
-  AddInput(n, "scores", {int64_t{1}, int64_t{1}, int64_t{2}});
-  AddInit(n, "iou", test::MakeTensor<float>({1}, {0.5f}));
-  AddNode(n, "NonMaxSuppression", {"boxes", "scores", "", "iou"}, {"sel"});
-  AddOutput(n, "sel", onnx::TensorProto::INT64);
-  Tensor boxes = test::MakeTensor<float>({1, 2, 4}, {0, 0, 1, 1, 0, 0, 1, 1});
-  Tensor scores = test::MakeTensor<float>({1, 1, 2}, {0.5f, 0.9f});
-  EXPECT_EQ(Interpret(Import(n).graph, {boxes, scores}).at(0).shape(),
-            (std::vector<int64_t>{0, 3}));
-}
-
 TEST(OnnxImport, ShapeOpsWithConstantInputs) {
   Tensor x = RandomTensor(DType::kFloat32, {2, 3, 4}, 9);
   onnx::ModelProto m = NewModel(13);
