@@ -263,11 +263,47 @@ std::vector<Tensor> Engine::RunLoop(const Segments& seg, const std::vector<Tenso
   return results;
 }
 
+namespace {
+
+// The first `count` (one i64) entries of `bounded` along `dim`: a bounded form's result
+// trimmed to the size the values decided (Segments::trim_dim).
+Tensor KeepLeading(const Tensor& bounded, int dim, const Tensor& count) {
+  const int64_t len = bounded.shape().at(static_cast<size_t>(dim));
+  const int64_t n =
+      count.numel() == 1 && count.dtype() == DType::kInt64 ? count.data<int64_t>()[0] : -1;
+  if (n < 0 || n > len)
+    Throw(ErrorCode::kInternal, "the compiled kernel counted ", n, " entries, outside [0, ", len,
+          "]");
+  std::vector<int64_t> shape = bounded.shape();
+  shape[static_cast<size_t>(dim)] = n;
+  Tensor out = Tensor::Empty(bounded.dtype(), shape);
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < dim; ++d) outer *= shape[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(dim) + 1; d < shape.size(); ++d) inner *= shape[d];
+  const size_t es = static_cast<size_t>(DTypeSize(bounded.dtype()));
+  const size_t row = static_cast<size_t>(n * inner) * es;
+  const char* src = static_cast<const char*>(bounded.raw_data());
+  char* dst = static_cast<char*>(out.raw_data());
+  for (int64_t o = 0; o < outer && row; ++o)
+    std::memcpy(dst + static_cast<size_t>(o) * row, src + static_cast<size_t>(o * len * inner) * es,
+                row);
+  return out;
+}
+
+}  // namespace
+
 std::vector<Tensor> Engine::RunSegments(const Model& model, std::span<const Tensor> inputs) {
   const Segments& seg = *model.segments();
   CheckInputCount(model, inputs);
   std::vector<Tensor> head;
-  if (seg.head) head = RunPart(*seg.head, inputs);
+  if (seg.head) {
+    try {
+      head = RunPart(*seg.head, inputs);
+    } catch (const Error& e) {
+      // The head is a model of its own (`NAME.head`): say whose.
+      throw Error(e.code(), StrCat("model '", model.name(), "': ", e.what()));
+    }
+  }
   std::vector<Tensor> op_out;
   auto value = [&](const Segments::Source& s) -> const Tensor& {
     switch (s.kind) {
@@ -286,7 +322,12 @@ std::vector<Tensor> Engine::RunSegments(const Model& model, std::span<const Tens
     std::vector<Tensor> op_in;
     for (const Segments::Source& s : seg.op_args) op_in.push_back(value(s));
     try {
-      op_out = seg.loop_body ? RunLoop(seg, op_in) : RunOpReference(seg.op->name, op_in, seg.attrs);
+      if (seg.loop_body)
+        op_out = RunLoop(seg, op_in);
+      else if (seg.trim_dim >= 0)
+        op_out = {KeepLeading(op_in.at(0), seg.trim_dim, op_in.at(1))};
+      else
+        op_out = RunOpReference(seg.op->name, op_in, seg.attrs);
     } catch (const Error& e) {
       throw Error(e.code(), StrCat("model '", model.name(), "': ", seg.node, ": ", e.what()));
     }

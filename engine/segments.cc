@@ -84,6 +84,20 @@ std::shared_ptr<const Model> LoopBodyModel(const FunctionNode& body, int64_t car
   return Model::Create(MakeFunction(params, rebind.Mutate(body.body)), name);
 }
 
+// The dim of `call`'s result that its bounded form (OpDef::bounded_op) holds at the upper
+// bound: the result's only value-decided dim; -1 when the op has no bounded form.
+int TrimmedDim(const CallNode& call, const Type& result) {
+  const TensorTypeNode* t = AsTensor(result);
+  if (call.op->bounded_op.empty() || !t) return -1;
+  int dim = -1;
+  for (size_t d = 0; d < t->shape.size(); ++d) {
+    if (!TypeRelContext::IsUnknownDim(t->shape[d])) continue;
+    if (dim >= 0) return -1;
+    dim = static_cast<int>(d);
+  }
+  return dim;
+}
+
 }  // namespace
 
 bool RunsAsLoop(const CallNode& call) {
@@ -180,6 +194,7 @@ std::shared_ptr<const Segments> SplitAtDataDependentOp(const Function& graph,
   // branch, a TopK to its k).
   Expr cut;  // the step's call; null for values from data
   const CallNode* call = nullptr;
+  int trim_dim = -1;         // the op runs in the head as its bounded form, trimmed along this dim
   std::vector<Expr> inputs;  // what the head computes for the step (or the rest)
   for (const Expr& e : order) {
     const CallNode* c = AsCall(e);
@@ -189,6 +204,18 @@ std::shared_ptr<const Segments> SplitAtDataDependentOp(const Function& graph,
       call = c;
       const size_t first = c->op->name == kDynLoopOp ? 1 : 0;
       inputs.assign(c->args.begin() + static_cast<std::ptrdiff_t>(first), c->args.end());
+      // An op with a compiled bounded form: the head computes that (its result at the upper
+      // bound and the count), and the host only trims.
+      if (int dim = TrimmedDim(*c, e->type); dim >= 0) {
+        std::vector<Type> arg_types;
+        for (const Expr& a : c->args) arg_types.push_back(a->type);
+        const Type t = InferOpType(c->op->bounded_op, arg_types, c->attrs);
+        Expr bounded = WithType(MakeCall(c->op->bounded_op, c->args, c->attrs, c->name), t);
+        const TupleTypeNode* fields = AsTuple(t);
+        inputs = {WithType(MakeTupleGetItem(bounded, 0), fields->fields.at(0)),
+                  WithType(MakeTupleGetItem(bounded, 1), fields->fields.at(1))};
+        trim_dim = dim;
+      }
       break;
     }
     if (std::vector<Expr> values = ValueArgsFromData(*c); !values.empty()) {
@@ -235,6 +262,7 @@ std::shared_ptr<const Segments> SplitAtDataDependentOp(const Function& graph,
     seg->op = call->op;
     seg->attrs = call->attrs;
     seg->node = DescribeNode(cut);
+    seg->trim_dim = trim_dim;
     if (call->op->name == kDynLoopOp) {
       const FunctionNode* body = AsFunction(call->args.at(0));
       if (!body)

@@ -259,6 +259,22 @@ Dim::Dim(int64_t value) {
   *this = DimBuilder::Make({Term{value, {}}});
 }
 
+bool IsReservedDimName(const std::string& name) {
+  for (const char* prefix : {"_v", "_s", "unk__"}) {
+    const size_t n = std::char_traits<char>::length(prefix);
+    if (name.size() > n && name.compare(0, n, prefix) == 0 &&
+        std::all_of(name.begin() + static_cast<std::ptrdiff_t>(n), name.end(),
+                    [](char c) { return c >= '0' && c <= '9'; }))
+      return true;
+  }
+  return false;
+}
+
+std::string ExternalDimName(const std::string& name) {
+  if (IsReservedDimName(name) || name.compare(0, 4, "ext:") == 0) return "ext:" + name;
+  return name;
+}
+
 Dim Dim::Symbol(const std::string& name) {
   return DimBuilder::FromAtom(DimBuilder::MakeAtom(AtomKind::kSymbol, name, Dim(0), Dim(0)));
 }

@@ -20,6 +20,17 @@ namespace kiln {
 
 struct DimNode;
 
+// Whether `name` has the form of a symbol kiln makes for itself: `_v<N>` (a dim only values
+// decide: TypeRelContext::UnknownDim), `_s<N>` (a segment parameter's dim: engine/segments.h)
+// or `unk__<N>` (an ONNX dim without a name). A model's own symbols must not take these forms,
+// or they would be equal to kiln's: the ONNX importer renames them (ExternalDimName) and the C
+// API refuses them.
+bool IsReservedDimName(const std::string& name);
+// A model's dim name as a symbol that cannot collide with kiln's own: reserved names, and names
+// already carrying the escape prefix `ext:`, get it (once more); others stay as they are. So
+// distinct names stay distinct.
+std::string ExternalDimName(const std::string& name);
+
 class Dim {
  public:
   Dim() : Dim(int64_t{0}) {}

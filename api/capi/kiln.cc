@@ -824,6 +824,9 @@ kiln_status kiln_graph_builder_add_input(kiln_graph_builder* builder, const char
       if (!*dim_names[i])
         Throw(ErrorCode::kInvalidArgument, __func__, ": input '", n, "': dim ", i,
               " has an empty symbol name");
+      if (kiln::IsReservedDimName(dim_names[i]))
+        Throw(ErrorCode::kInvalidArgument, __func__, ": input '", n, "': dim ", i, " name '",
+              dim_names[i], "' has the form of kiln's own symbols (_vN, _sN, unk__N)");
       shape.push_back(kiln::Dim::Symbol(dim_names[i]));
       continue;
     }

@@ -328,7 +328,7 @@ Type InputType(const onnx::ValueInfoProto& v, int* unknown_dims) {
         Throw(ErrorCode::kInvalidArgument, what, ": negative dim ", d.dim_value());
       shape.push_back(Dim(d.dim_value()));
     } else if (d.has_dim_param() && !d.dim_param().empty()) {
-      shape.push_back(Dim::Symbol(d.dim_param()));
+      shape.push_back(Dim::Symbol(ExternalDimName(d.dim_param())));
     } else {
       shape.push_back(Dim::Symbol(StrCat("unk__", (*unknown_dims)++)));
     }

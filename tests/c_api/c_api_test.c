@@ -322,6 +322,12 @@ static void test_builder_errors(void) {
         "input 'n': dim 0 is -3");
   FAILS(kiln_graph_builder_add_input(b, NULL, KILN_F32, 1, dims, NULL, &v), KILN_INVALID_ARGUMENT,
         "name is NULL");
+  {
+    /* kiln's own symbol forms (_vN, _sN, unk__N) are not a model's to use. */
+    const char* const own[1] = {"_s7"};
+    FAILS(kiln_graph_builder_add_input(b, "s", KILN_F32, 1, dims, own, &v), KILN_INVALID_ARGUMENT,
+          "dim 0 name '_s7' has the form of kiln's own symbols");
+  }
   FAILS(kiln_graph_builder_add_input(NULL, "z", KILN_F32, 1, dims, NULL, &v), KILN_INVALID_ARGUMENT,
         "builder is NULL");
   FAILS(kiln_graph_builder_add_constant(b, NULL, "c", &v), KILN_INVALID_ARGUMENT, "value is NULL");

@@ -248,6 +248,23 @@ TEST(OnnxImport, MlpWithSymbolicBatchMatchesHandComputedReference) {
   }
 }
 
+// A model's dim names of the forms kiln gives its own symbols (unk__N for unnamed dims, _vN for
+// value-decided ones, _sN for segment parameters) are renamed, so they never equal kiln's: the
+// unnamed dim below stays apart from the named `unk__0`. Names are escaped one to one.
+TEST(OnnxImport, DimNamesOfKilnsOwnFormAreRenamed) {
+  onnx::ModelProto m = NewModel();
+  AddInput(m, "x", {std::string("unk__0"), std::string("")});
+  AddInput(m, "y", {std::string("_v1"), std::string("ext:_v1")});
+  AddInput(m, "z", {std::string("_s2x"), std::string("batch")});
+  AddNode(m, "Identity", {"x"}, {"a"});
+  AddOutput(m, "a");
+  ImportedModel model = Import(m);
+  ASSERT_EQ(model.graph->params.size(), 3u);
+  EXPECT_EQ(TypeToString(model.graph->params[0]->type), "f32[ext:unk__0, unk__0]");
+  EXPECT_EQ(TypeToString(model.graph->params[1]->type), "f32[ext:_v1, ext:ext:_v1]");
+  EXPECT_EQ(TypeToString(model.graph->params[2]->type), "f32[_s2x, batch]");
+}
+
 TEST(OnnxImport, MissingDimsBecomeFreshSymbolsAndInputsThatAreInitializersAreConstants) {
   onnx::ModelProto m = NewModel();
   AddInput(m, "x", {std::string(""), int64_t{3}});  // neither dim_value nor dim_param
