@@ -48,6 +48,18 @@ TEST(LowerNonZeroBounded, NaNCounts) {
   EXPECT_TRUE(CompiledMatchesReference("nonzero_bounded", {x}, {}, 0, 0));
 }
 
+// Empty inputs: no columns, a count of 0.
+TEST(LowerNonZeroBounded, EmptyInputs) {
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{0}, {3, 0}})
+    EXPECT_TRUE(CompiledMatchesReference("nonzero_bounded",
+                                         {Sparse(DType::kFloat32, shape, 2, 0.5)}, {}, 0, 0))
+        << IntsToString(shape);
+  EXPECT_TRUE(CompiledMatchesReference(
+      "compress_bounded",
+      {Sparse(DType::kFloat32, {3, 0}, 3, 0.5), Sparse(DType::kBool, {0}, 4, 0.5)},
+      {{"axis", std::vector<int64_t>{1}}}, 0, 0));
+}
+
 TEST(LowerCompressBounded, MatchesReference) {
   uint64_t seed = 40;
   struct Case {
