@@ -8,7 +8,8 @@
 // users):
 //   head  the model's inputs -> the values D reads, and those of the nodes they are computed
 //         from that the rest reads too (one tuple): a Model of its own, compiled and cached per
-//         input shapes as any model is; absent when D reads only model inputs and constants;
+//         input shapes as any model is; absent when D reads only model inputs and constants
+//         (and D has no bounded form, which the head computes);
 //   D     run on the host by its reference kernel, on the head's values (an op with a bounded
 //         form, nonzero and compress, runs compiled in the head instead, and the host only keeps
 //         the first `count` entries of its upper-bound result); a loop runs its body,
