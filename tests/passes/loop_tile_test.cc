@@ -483,6 +483,34 @@ TEST(TileLoops, LargeColumnOperandRunsRowBlocksInsideColumnTiles) {
               HasSubstr("for i_outer in [0, 8) {\n  for j_outer in [0, 2) {"));
 }
 
+// On a 512-bit target with the tile keys unset (64 columns x 4 rows), an operand read in place
+// whose 64-column tile touches more than 3/4 of a 48 KiB L1 over the reduction, where a
+// 32-column one fits in 2/3 of it, gets 32-column tiles of 8 rows (as many accumulators): 160
+// taps 100 floats apart touch 40 KiB per 64 columns, 20 per 32. Nine taps (2.3 KiB) keep 64 x 4.
+TEST(TileLoops, ColumnTileThatOverflowsL1IsHalvedWithTwiceTheRows) {
+  auto taps = [](int64_t k_count) {
+    Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");
+    Buffer w = Buf("w", {I(32), I(k_count)}), x = Buf("x", {I(k_count * 100 + 128)}),
+           out = Buf("out", {I(32), I(128)});
+    Expr at = loop::Add(loop::Mul(k, I(100)), j);
+    return Func({w, x, out}, 2, {},
+                Loop(i, I(32),
+                     Loop(j, I(128),
+                          loop::Store(out, {i, j},
+                                      Sum(loop::Mul(loop::Load(w, {i, k}), loop::Load(x, {at})), k,
+                                          I(k_count))))));
+  };
+  test::PassConfig avx512 = {{"target.vector_bits", int64_t{512}}};
+  auto wide = taps(160);
+  auto g = test::RunLoopPipeline("TileLoops", wide, avx512);
+  EXPECT_THAT(BodyText(g), HasSubstr("j_outer in [0, 4)"));
+  EXPECT_THAT(BodyText(g), HasSubstr("i_outer in [0, 4)"));
+  ExpectSameResults(wide, g);
+  std::string narrow = BodyText(test::RunLoopPipeline("TileLoops", taps(9), avx512));
+  EXPECT_THAT(narrow, HasSubstr("j_outer in [0, 2)"));
+  EXPECT_THAT(narrow, HasSubstr("i_outer in [0, 8)"));
+}
+
 // Rows in blocks of tile.i: one accumulator block of rows x Tj, an unrolled row loop around
 // each j_inner loop (so one row of b feeds every row of the block), and a tail loop over the
 // rows left, tiled one row at a time.
