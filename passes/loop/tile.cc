@@ -499,20 +499,20 @@ int64_t ColumnOperandBytes(const ReductionBody& body, const VarNode* i, const Va
   return bytes;
 }
 
-// The bytes of the operand read along j (not along i) that one column tile `tile` wide touches
-// over the whole reduction, read in place: for each such load, the runs [offset, offset +
-// tile) over every value of the loops around it (j and any other variable at 0), merged per
-// buffer. A 3x3 stride-1 conv's taps are shifts of three rows (32 channels, 64 columns: 23
-// KiB); a stride-2 conv's phase-split input spans two rows in each of four phases (50 KiB).
-// nullopt when an offset is not a constant once the loops are fixed, or the loops around a
-// load run more than 65536 times in all.
-std::optional<int64_t> ColumnTileBytes(const ReductionBody& body, const VarNode* i,
-                                       const VarNode* j, int64_t tile) {
+// Where the operand read along j (not along i) is read, in place, over the whole reduction:
+// per buffer, the sorted flat offsets of its loads at j = 0 over every value of the loops
+// around them (any other variable at 0). A column tile `tile` wide then touches the runs
+// [offset, offset + tile) (ColumnTileBytes). nullopt when an offset is not a constant once the
+// loops are fixed, or the loops around a load run more than 4096 times in all (a compile-time
+// bound: each run rebuilds the index).
+using ColumnStarts = std::map<const BufferNode*, std::vector<int64_t>>;
+std::optional<ColumnStarts> ColumnTileStarts(const ReductionBody& body, const VarNode* i,
+                                             const VarNode* j) {
   class Scan : public loop::Visitor {
    public:
     Scan(const VarNode* i, const VarNode* j) : i_(i), j_(j) {}
     bool ok = true;
-    std::map<const BufferNode*, std::vector<int64_t>> starts;
+    ColumnStarts starts;
 
    protected:
     void VisitFor(const loop::ForNode* n, const Stmt& self) override {
@@ -534,7 +534,7 @@ std::optional<int64_t> ColumnTileBytes(const ReductionBody& body, const VarNode*
       for (const loop::ForNode* f : loops_) {
         int64_t lo = 0, ext = 0;
         if (!loop::IsConstInt(f->min, &lo) || !loop::IsConstInt(f->extent, &ext) || ext < 1 ||
-            (runs *= ext) > 65536) {
+            (runs *= ext) > 4096) {
           ok = false;
           return;
         }
@@ -587,11 +587,18 @@ std::optional<int64_t> ColumnTileBytes(const ReductionBody& body, const VarNode*
   Scan scan(i, j);
   for (const Stmt& st : body.statements) scan.VisitStmt(st);
   if (!scan.ok) return std::nullopt;
+  for (auto& [buffer, starts] : scan.starts) std::sort(starts.begin(), starts.end());
+  return std::move(scan.starts);
+}
+
+// The bytes a column tile `tile` wide touches (ColumnTileStarts): the runs merged per buffer.
+// A 3x3 stride-1 conv's taps are shifts of three rows (32 channels, 64 columns: 23 KiB); a
+// stride-2 conv's phase-split input spans two rows in each of four phases (46.5 KiB).
+int64_t ColumnTileBytes(const ColumnStarts& starts, int64_t tile) {
   int64_t bytes = 0;
-  for (auto& [buffer, starts] : scan.starts) {
-    std::sort(starts.begin(), starts.end());
+  for (const auto& [buffer, offsets] : starts) {
     int64_t covered = 0, end = std::numeric_limits<int64_t>::min();
-    for (int64_t o : starts) {
+    for (int64_t o : offsets) {
       covered += std::max<int64_t>(0, o + tile - std::max(o, end));
       end = std::max(end, o + tile);
     }
@@ -768,10 +775,9 @@ class Tiler : public loop::Mutator {
                       int64_t tile) const {
     constexpr int64_t kL1Bytes = 48 << 10;
     if (lanes_ < 1 || tile / lanes_ < 4 || tile % 2 != 0 || (tile / 2) % lanes_ != 0) return false;
-    std::optional<int64_t> whole = ColumnTileBytes(body, i->var.get(), j->var.get(), tile);
-    if (!whole || *whole * 4 <= kL1Bytes * 3) return false;
-    std::optional<int64_t> half = ColumnTileBytes(body, i->var.get(), j->var.get(), tile / 2);
-    return half && *half * 3 <= kL1Bytes * 2;
+    std::optional<ColumnStarts> starts = ColumnTileStarts(body, i->var.get(), j->var.get());
+    return starts && ColumnTileBytes(*starts, tile) * 4 > kL1Bytes * 3 &&
+           ColumnTileBytes(*starts, tile / 2) * 3 <= kL1Bytes * 2;
   }
 
   // The K block for panels `tile` columns wide: tile.k when set, else as deep as a 24 KiB
