@@ -223,6 +223,43 @@ def @main(%x: f32[n], %trips: i64[]) {
   ExpectMatchesInterpreter(engine, *r, in);
 }
 
+// The run-time loop reuses the body's executable and two sets of output buffers in turn: a
+// body that passes a carried value on unchanged and swaps the others (Fibonacci) must still
+// read last iteration's values, and a carried value that grows each iteration (a new shape:
+// another executable, new buffers) must too.
+TEST(Segments, LoopOutputBuffersAlternateAndFollowNewShapes) {
+  ModelPtr fib = Load(R"(
+def @main(%a: f32[2], %b: f32[2], %trips: i64[]) {
+  %body = fn(%i: i64[], %c: bool[], %x: f32[2], %y: f32[2]) {
+    (%c, %y, add(%x, %y), %x)
+  }
+  %loop = dyn.loop(%body, %a, %b, %trips, const(bool[], true), num_carried=2, num_scans=1)
+  (%loop.0, %loop.1, %loop.2)
+}
+)");
+  Engine engine;
+  std::vector<Tensor> in{Tensor::FromVector<float>({2}, {0, 1}),
+                         Tensor::FromVector<float>({2}, {1, 1}), Tensor::Scalar<int64_t>(20)};
+  std::vector<Tensor> out = engine.Run(*fib, in);
+  EXPECT_EQ(out.at(0).GetAsDouble(0), 6765);  // F(20), from F(0) = 0, F(1) = 1
+  EXPECT_EQ(out.at(2).GetAsDouble(2 * 19), 4181);
+  ExpectMatchesInterpreter(engine, *fib, in);
+
+  ModelPtr grow = Load(R"(
+def @main(%v: f32[k], %trips: i64[]) {
+  %body = fn(%i: i64[], %c: bool[], %x: f32[m]) {
+    (%c, concat(%x, const(f32[1], [1.0]), axis=0))
+  }
+  dyn.loop(%body, %v, %trips, const(bool[], true), num_carried=1, num_scans=0)
+}
+)");
+  std::vector<Tensor> grow_in{Tensor::FromVector<float>({2}, {5, 6}), Tensor::Scalar<int64_t>(4)};
+  std::vector<Tensor> g = engine.Run(*grow, grow_in);
+  ASSERT_EQ(g.at(0).shape(), (std::vector<int64_t>{6}));
+  EXPECT_EQ(g[0].GetAsDouble(1), 6);
+  EXPECT_EQ(g[0].GetAsDouble(5), 1);
+}
+
 // A body whose shapes follow the iteration number (a slice at i, as ONNX Loops that index a
 // sequence do) would compile once per iteration as a loop: it unrolls at specialization. And a
 // dyn.loop whose counts disagree with its arguments is a type error naming them.
