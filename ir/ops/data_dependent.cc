@@ -325,10 +325,6 @@ std::string CheckCenterPointBox(const AttrValue& v) {
 
 using loop::Expr;
 
-Expr I64(int64_t v) {
-  return loop::IntImm(v);
-}
-
 // 1 where `v` is not zero (NaN included), else 0, as an i64.
 Expr NonZero(const Expr& v) {
   return loop::Cast(DType::kInt64,
@@ -374,14 +370,14 @@ std::vector<LTensor> LowerNonZeroBounded(LowerContext& ctx, const std::vector<LT
                                          const Attrs&, const std::vector<Type>&) {
   const LTensor x = in[0];
   const int64_t rank = std::max(1, x.ndim());
-  Expr n = I64(1);
+  Expr n = loop::IntImm(1);
   for (const Expr& d : x.shape) n = loop::Mul(n, d);
-  const Expr count_at = loop::Mul(I64(rank), n);
+  const Expr count_at = loop::Mul(loop::IntImm(rank), n);
   LTensor nz = ctx.MaterializeFill(
-      DType::kInt64, {loop::Add(count_at, I64(1))}, "nonzero", [&](const loop::Buffer& b) {
-        loop::Buffer hits = loop::MakeBuffer("nonzero_hits", DType::kInt64, {I64(1)},
+      DType::kInt64, {loop::Add(count_at, loop::IntImm(1))}, "nonzero", [&](const loop::Buffer& b) {
+        loop::Buffer hits = loop::MakeBuffer("nonzero_hits", DType::kInt64, {loop::IntImm(1)},
                                              loop::BufferNode::Scope::kLocal);
-        const Expr k = loop::Load(hits, {I64(0)});
+        const Expr k = loop::Load(hits, {loop::IntImm(0)});
         std::vector<loop::Var> v;
         std::vector<Expr> idx;
         for (int d = 0; d < x.ndim(); ++d) {
@@ -390,21 +386,21 @@ std::vector<LTensor> LowerNonZeroBounded(LowerContext& ctx, const std::vector<LT
         }
         std::vector<loop::Stmt> record;
         for (int64_t d = 0; d < rank; ++d)
-          record.push_back(loop::Store(b, {loop::Add(loop::Mul(I64(d), n), k)},
-                                       x.ndim() ? Expr(idx[d]) : I64(0)));
-        record.push_back(loop::Store(hits, {I64(0)}, loop::Add(k, NonZero(x.at(idx)))));
+          record.push_back(loop::Store(b, {loop::Add(loop::Mul(loop::IntImm(d), n), k)},
+                                       x.ndim() ? Expr(idx[d]) : loop::IntImm(0)));
+        record.push_back(loop::Store(hits, {loop::IntImm(0)}, loop::Add(k, NonZero(x.at(idx)))));
         loop::Stmt nest = loop::Seq(std::move(record));
         for (int d = x.ndim(); d-- > 0;)
-          nest = loop::For(v[d], I64(0), x.shape[d], loop::ForKind::kSerial, nest);
+          nest = loop::For(v[d], loop::IntImm(0), x.shape[d], loop::ForKind::kSerial, nest);
         loop::Var row = ctx.NewVar("d"), z = ctx.NewVar("z");
-        loop::Stmt tail =
-            loop::For(row, I64(0), I64(rank), loop::ForKind::kSerial,
-                      loop::For(z, k, loop::Sub(n, k), loop::ForKind::kSerial,
-                                loop::Store(b, {loop::Add(loop::Mul(row, n), z)}, I64(0))));
-        return loop::Seq({loop::Alloc(hits), loop::Store(hits, {I64(0)}, I64(0)), nest, tail,
-                          loop::Store(b, {count_at}, k), loop::Free(hits)});
+        loop::Stmt tail = loop::For(
+            row, loop::IntImm(0), loop::IntImm(rank), loop::ForKind::kSerial,
+            loop::For(z, k, loop::Sub(n, k), loop::ForKind::kSerial,
+                      loop::Store(b, {loop::Add(loop::Mul(row, n), z)}, loop::IntImm(0))));
+        return loop::Seq({loop::Alloc(hits), loop::Store(hits, {loop::IntImm(0)}, loop::IntImm(0)),
+                          nest, tail, loop::Store(b, {count_at}, k), loop::Free(hits)});
       });
-  LTensor indices{DType::kInt64, {I64(rank), n}, [nz, n](const std::vector<Expr>& i) {
+  LTensor indices{DType::kInt64, {loop::IntImm(rank), n}, [nz, n](const std::vector<Expr>& i) {
                     return nz.at({loop::Add(loop::Mul(i[0], n), i[1])});
                   }};
   LTensor count{
@@ -452,19 +448,19 @@ std::vector<LTensor> LowerCompressBounded(LowerContext& ctx, const std::vector<L
   const int axis = flat ? 0 : ops::WrapAxis(a[0], x.ndim());
   const std::vector<Expr> y_shape = ctx.ShapeExpr(AsTensor(out_types[0])->shape);
   const Expr len = loop::Min(cond.shape[0], y_shape[axis]);
-  LTensor count =
-      ctx.MaterializeFill(DType::kInt64, {I64(1)}, "compress_count", [&](const loop::Buffer& b) {
+  LTensor count = ctx.MaterializeFill(
+      DType::kInt64, {loop::IntImm(1)}, "compress_count", [&](const loop::Buffer& b) {
         loop::Var i = ctx.NewVar("i");
-        const Expr c = loop::Load(b, {I64(0)});
+        const Expr c = loop::Load(b, {loop::IntImm(0)});
         return loop::Seq(
-            {loop::Store(b, {I64(0)}, I64(0)),
-             loop::For(i, I64(0), len, loop::ForKind::kSerial,
-                       loop::Store(b, {I64(0)}, loop::Add(c, NonZero(cond.at({i})))))});
+            {loop::Store(b, {loop::IntImm(0)}, loop::IntImm(0)),
+             loop::For(i, loop::IntImm(0), len, loop::ForKind::kSerial,
+                       loop::Store(b, {loop::IntImm(0)}, loop::Add(c, NonZero(cond.at({i})))))});
       });
   LTensor y = ctx.MaterializeFill(x.dtype, y_shape, "compress", [&](const loop::Buffer& b) {
-    loop::Buffer hits =
-        loop::MakeBuffer("compress_hits", DType::kInt64, {I64(1)}, loop::BufferNode::Scope::kLocal);
-    const Expr k = loop::Load(hits, {I64(0)});
+    loop::Buffer hits = loop::MakeBuffer("compress_hits", DType::kInt64, {loop::IntImm(1)},
+                                         loop::BufferNode::Scope::kLocal);
+    const Expr k = loop::Load(hits, {loop::IntImm(0)});
     std::vector<loop::Var> v;
     std::vector<Expr> xi;
     for (int d = 0; d < x.ndim(); ++d) {
@@ -474,23 +470,24 @@ std::vector<LTensor> LowerCompressBounded(LowerContext& ctx, const std::vector<L
     loop::Stmt nest;
     if (flat) {
       // The flat index of x's element, row-major; past the condition, nothing is selected.
-      Expr f = I64(0);
+      Expr f = loop::IntImm(0);
       for (int d = 0; d < x.ndim(); ++d) f = loop::Add(loop::Mul(f, x.shape[d]), xi[d]);
       nest = loop::IfThenElse(
           loop::MakeBinary(loop::BinaryOp::kLT, f, len),
           loop::Seq({loop::Store(b, {k}, x.at(xi)),
-                     loop::Store(hits, {I64(0)}, loop::Add(k, NonZero(cond.at({f}))))}));
+                     loop::Store(hits, {loop::IntImm(0)}, loop::Add(k, NonZero(cond.at({f}))))}));
       for (int d = x.ndim(); d-- > 0;)
-        nest = loop::For(v[d], I64(0), x.shape[d], loop::ForKind::kSerial, nest);
+        nest = loop::For(v[d], loop::IntImm(0), x.shape[d], loop::ForKind::kSerial, nest);
     } else {
       // The slice loop outermost: the count moves once per slice.
       std::vector<Expr> yi = xi;
       yi[axis] = k;
       loop::Stmt copy = loop::Store(b, yi, x.at(xi));
       for (int d = x.ndim(); d-- > 0;)
-        if (d != axis) copy = loop::For(v[d], I64(0), x.shape[d], loop::ForKind::kSerial, copy);
-      nest = loop::For(v[axis], I64(0), len, loop::ForKind::kSerial,
-                       loop::Seq({copy, loop::Store(hits, {I64(0)},
+        if (d != axis)
+          copy = loop::For(v[d], loop::IntImm(0), x.shape[d], loop::ForKind::kSerial, copy);
+      nest = loop::For(v[axis], loop::IntImm(0), len, loop::ForKind::kSerial,
+                       loop::Seq({copy, loop::Store(hits, {loop::IntImm(0)},
                                                     loop::Add(k, NonZero(cond.at({xi[axis]}))))}));
     }
     // Zeros past the count: along the axis from k (every other dim whole).
@@ -503,13 +500,14 @@ std::vector<LTensor> LowerCompressBounded(LowerContext& ctx, const std::vector<L
     loop::Stmt zero = loop::Store(b, zi, lower::Const(0, x.dtype));
     for (size_t d = y_shape.size(); d-- > 0;) {
       const bool along = static_cast<int>(d) == axis;
-      zero = loop::For(zv[d], along ? k : I64(0), along ? loop::Sub(y_shape[d], k) : y_shape[d],
-                       loop::ForKind::kSerial, zero);
+      zero = loop::For(zv[d], along ? k : loop::IntImm(0),
+                       along ? loop::Sub(y_shape[d], k) : y_shape[d], loop::ForKind::kSerial, zero);
     }
-    return loop::Seq(
-        {loop::Alloc(hits), loop::Store(hits, {I64(0)}, I64(0)), nest, zero, loop::Free(hits)});
+    return loop::Seq({loop::Alloc(hits), loop::Store(hits, {loop::IntImm(0)}, loop::IntImm(0)),
+                      nest, zero, loop::Free(hits)});
   });
-  LTensor n{DType::kInt64, {}, [count](const std::vector<Expr>&) { return count.at({I64(0)}); }};
+  LTensor n{
+      DType::kInt64, {}, [count](const std::vector<Expr>&) { return count.at({loop::IntImm(0)}); }};
   return {y, n};
 }
 }  // namespace
