@@ -21,6 +21,9 @@
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/ExecutionEngine/Orc/ObjectTransformLayer.h"
 #include "llvm/ExecutionEngine/Orc/ThreadSafeModule.h"
+#include "llvm/IR/DiagnosticHandler.h"
+#include "llvm/IR/DiagnosticInfo.h"
+#include "llvm/IR/DiagnosticPrinter.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Object/ELFObjectFile.h"
@@ -178,6 +181,26 @@ void AppendPerfMap(const std::string& object, const std::string& kernel, uint64_
 
 }  // namespace
 
+// LLVM's diagnostics while a module is optimized and compiled. Warnings and remarks are dropped
+// rather than printed on stderr: they are not the user's to act on (the common one, a loop that
+// VectorizeLoops asked LLVM to vectorize and LLVM could not, stays a correct scalar loop).
+// Errors are collected, and fail the compile. Shared with the context, which ORC keeps.
+class CollectErrors : public llvm::DiagnosticHandler {
+ public:
+  explicit CollectErrors(std::shared_ptr<std::string> errors) : errors_(std::move(errors)) {}
+  bool handleDiagnostics(const llvm::DiagnosticInfo& di) override {
+    if (di.getSeverity() != llvm::DS_Error) return true;
+    llvm::raw_string_ostream os(*errors_);
+    if (!errors_->empty()) os << "; ";
+    llvm::DiagnosticPrinterRawOStream printer(os);
+    di.print(printer);
+    return true;
+  }
+
+ private:
+  std::shared_ptr<std::string> errors_;
+};
+
 std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& funcs,
                                           const CodegenOptions& options) {
   InitializeLLVM();
@@ -189,6 +212,8 @@ std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& fun
   auto tm = jtmb.createTargetMachine();
   if (!tm) Throw(ErrorCode::kCompileError, "LLVM target machine: ", TakeMessage(tm.takeError()));
   auto context = std::make_unique<llvm::LLVMContext>();
+  auto llvm_errors = std::make_shared<std::string>();
+  context->setDiagnosticHandler(std::make_unique<CollectErrors>(llvm_errors));
   auto module = std::make_unique<llvm::Module>("kiln", *context);
   module->setDataLayout((*tm)->createDataLayout());
   module->setTargetTriple((*tm)->getTargetTriple().str());
@@ -231,6 +256,7 @@ std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& fun
     if (!addr) Throw(ErrorCode::kCompileError, "@", f->name, ": ", TakeMessage(addr.takeError()));
     result->kernels_[f->name] = addr->toPtr<KernelFn>();
   }
+  if (!llvm_errors->empty()) Throw(ErrorCode::kCompileError, "LLVM: ", *llvm_errors);
   if (!funcs.empty())
     AppendPerfMap(result->object_, funcs.front()->name,
                   reinterpret_cast<uint64_t>(result->kernels_[funcs.front()->name]));
