@@ -298,7 +298,7 @@ std::vector<Tensor> Engine::RunLoop(const Segments& seg, const std::vector<Tenso
 namespace {
 
 // The first `count` (one i64) entries of `bounded` along `dim`: a bounded form's result
-// trimmed to the size the values decided (Segments::trim_dim).
+// trimmed to the size the values decided (Segments::trim_dims).
 Tensor KeepLeading(const Tensor& bounded, int dim, const Tensor& count) {
   const int64_t len = bounded.shape().at(static_cast<size_t>(dim));
   const int64_t n =
@@ -356,8 +356,11 @@ std::vector<Tensor> Engine::RunSegments(const Model& model, std::span<const Tens
     try {
       if (seg.loop_body)
         op_out = RunLoop(seg, op_in);
-      else if (seg.trim_dim >= 0)
-        op_out = {KeepLeading(op_in.at(0), seg.trim_dim, op_in.at(1))};
+      else if (!seg.trim_dims.empty())
+        for (size_t i = 0; i < seg.trim_dims.size(); ++i)
+          op_out.push_back(seg.trim_dims[i] < 0
+                               ? op_in.at(i)
+                               : KeepLeading(op_in.at(i), seg.trim_dims[i], op_in.back()));
       else
         op_out = RunOpReference(seg.op->name, op_in, seg.attrs);
     } catch (const Error& e) {

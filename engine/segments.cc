@@ -84,18 +84,27 @@ std::shared_ptr<const Model> LoopBodyModel(const FunctionNode& body, int64_t car
   return Model::Create(MakeFunction(params, rebind.Mutate(body.body)), name);
 }
 
-// The dim of `call`'s result that its bounded form (OpDef::bounded_op) holds at the upper
-// bound: the result's only value-decided dim; -1 when the op has no bounded form.
-int TrimmedDim(const CallNode& call, const Type& result) {
-  const TensorTypeNode* t = AsTensor(result);
-  if (call.op->bounded_op.empty() || !t) return -1;
-  int dim = -1;
-  for (size_t d = 0; d < t->shape.size(); ++d) {
-    if (!TypeRelContext::IsUnknownDim(t->shape[d])) continue;
-    if (dim >= 0) return -1;
-    dim = static_cast<int>(d);
+// The dim of each output of `call` (its result, or each field of a tuple result) that its
+// bounded form (OpDef::bounded_op) holds at the upper bound: the output's only value-decided
+// dim, -1 for an output with none. Empty when the op has no bounded form, or when an output has
+// more than one such dim.
+std::vector<int> TrimmedDims(const CallNode& call, const Type& result) {
+  if (call.op->bounded_op.empty()) return {};
+  std::vector<Type> outputs = {result};
+  if (const TupleTypeNode* tup = AsTuple(result)) outputs = tup->fields;
+  std::vector<int> dims;
+  for (const Type& out : outputs) {
+    const TensorTypeNode* t = AsTensor(out);
+    if (!t) return {};
+    int dim = -1;
+    for (size_t d = 0; d < t->shape.size(); ++d) {
+      if (!TypeRelContext::IsUnknownDim(t->shape[d])) continue;
+      if (dim >= 0) return {};
+      dim = static_cast<int>(d);
+    }
+    dims.push_back(dim);
   }
-  return dim;
+  return dims;
 }
 
 }  // namespace
@@ -194,8 +203,8 @@ std::shared_ptr<const Segments> SplitAtDataDependentOp(const Function& graph,
   // branch, a TopK to its k).
   Expr cut;  // the step's call; null for values from data
   const CallNode* call = nullptr;
-  int trim_dim = -1;         // the op runs in the head as its bounded form, trimmed along this dim
-  std::vector<Expr> inputs;  // what the head computes for the step (or the rest)
+  std::vector<int> trim_dims;  // the op runs in the head as its bounded form, trimmed along these
+  std::vector<Expr> inputs;    // what the head computes for the step (or the rest)
   for (const Expr& e : order) {
     const CallNode* c = AsCall(e);
     if (!c || !c->op) continue;
@@ -206,15 +215,20 @@ std::shared_ptr<const Segments> SplitAtDataDependentOp(const Function& graph,
       inputs.assign(c->args.begin() + static_cast<std::ptrdiff_t>(first), c->args.end());
       // An op with a compiled bounded form: the head computes that (its result at the upper
       // bound and the count), and the host only trims.
-      if (int dim = TrimmedDim(*c, e->type); dim >= 0) {
+      if (std::vector<int> dims = TrimmedDims(*c, e->type); !dims.empty()) {
         std::vector<Type> arg_types;
         for (const Expr& a : c->args) arg_types.push_back(a->type);
         const Type t = InferOpType(c->op->bounded_op, arg_types, c->attrs);
         Expr bounded = WithType(MakeCall(c->op->bounded_op, c->args, c->attrs, c->name), t);
         const TupleTypeNode* fields = AsTuple(t);
-        inputs = {WithType(MakeTupleGetItem(bounded, 0), fields->fields.at(0)),
-                  WithType(MakeTupleGetItem(bounded, 1), fields->fields.at(1))};
-        trim_dim = dim;
+        if (!fields || fields->fields.size() != dims.size() + 1)
+          Throw(ErrorCode::kInternal, c->op->bounded_op, " must return one result per output of ",
+                c->op->name, " and the count");
+        inputs.clear();
+        for (size_t i = 0; i < fields->fields.size(); ++i)
+          inputs.push_back(
+              WithType(MakeTupleGetItem(bounded, static_cast<int>(i)), fields->fields[i]));
+        trim_dims = std::move(dims);
       }
       break;
     }
@@ -262,7 +276,7 @@ std::shared_ptr<const Segments> SplitAtDataDependentOp(const Function& graph,
     seg->op = call->op;
     seg->attrs = call->attrs;
     seg->node = DescribeNode(cut);
-    seg->trim_dim = trim_dim;
+    seg->trim_dims = trim_dims;
     if (call->op->name == kDynLoopOp) {
       const FunctionNode* body = AsFunction(call->args.at(0));
       if (!body)

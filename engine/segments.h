@@ -10,9 +10,10 @@
 //         from that the rest reads too (one tuple): a Model of its own, compiled and cached per
 //         input shapes as any model is; absent when D reads only model inputs and constants
 //         (and D has no bounded form, which the head computes);
-//   D     run on the host by its reference kernel, on the head's values (an op with a bounded
-//         form, nonzero and compress, runs compiled in the head instead, and the host only keeps
-//         the first `count` entries of its upper-bound result); a loop runs its body,
+//   D     run on the host by its reference kernel, on the head's values; an op with a
+//         bounded form (OpDef::bounded_op: nonzero, compress, unique, non_max_suppression) runs
+//         compiled in the head instead, and the host only keeps the first `count` entries of
+//         each upper-bound result (Segments::trim_dims); a loop runs its body,
 //         a model of its own (`<name>.<node>.body`), once per iteration through the engine,
 //         and stacks the scan outputs;
 //   rest  (the model inputs it reads, the head's values, D's outputs) -> the model's outputs: a
@@ -54,10 +55,12 @@ struct Segments {
   Attrs attrs;
   std::string node;  // D, described for messages: `nonzero 'NonZero_0'`
   std::vector<Source> op_args;
-  // >= 0: D ran in the head as its compiled bounded form (OpDef::bounded_op); op_args are
-  // that form's result and count, and D's result is the result's first `count` entries along
-  // this dim (a copy on the host, no reference kernel).
-  int trim_dim = -1;
+  // Non-empty: D ran in the head as its compiled bounded form (OpDef::bounded_op); op_args are
+  // that form's results (one per output of D) and, last, the count. Output i of D is result i's
+  // first `count` entries along trim_dims[i] (a copy on the host, no reference kernel), or
+  // result i itself where trim_dims[i] is -1 (an output whose size the values do not decide:
+  // unique's inverse indices).
+  std::vector<int> trim_dims;
   std::shared_ptr<const Model> rest;
   std::vector<Source> rest_args;  // one per parameter of the rest
 };

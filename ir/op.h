@@ -131,10 +131,11 @@ struct OpDef {
   // kernel allocates each output whose type is not concrete (it arrives undefined). They have
   // no lowering: a model holding one runs in segments (engine/segments.h).
   bool data_dependent_shape = false;
-  // For such an op whose result has exactly one value-decided dim: a compiled op that computes
-  // the same result with that dim at its upper bound (zeros past the count) and the count, as
-  // a tuple (nonzero_bounded). The segment before the cut computes it, and the host keeps the
-  // first `count` entries along the dim; empty: the host runs the reference kernel.
+  // For such an op whose outputs each have at most one value-decided dim, all sized by one
+  // count: a compiled op (ir/ops/bounded.cc) that computes the same outputs with those dims at
+  // their upper bounds (zeros past the count) and then the count, as a tuple (nonzero_bounded,
+  // unique_bounded). The segment before the cut computes it, and the host keeps the first
+  // `count` entries of each output along its dim; empty: the host runs the reference kernel.
   std::string bounded_op = {};
 };
 

@@ -5,10 +5,9 @@
 // and their reference kernels allocate those outputs themselves (they arrive undefined: see
 // OpDef::data_dependent_shape). They have no lowering. A model that holds one runs in segments
 // (engine/segments.h): the graph before the op is compiled and run, the op runs on its values,
-// and the graph after it is specialized on the sizes the op produced. nonzero and compress run
-// compiled, as their bounded forms (nonzero_bounded, compress_bounded, at the end of this file)
-// in the graph before them, and the host keeps the first `count` entries; unique and
-// non_max_suppression run their reference kernels on the host.
+// and the graph after it is specialized on the sizes the op produced. Each runs compiled, as its
+// bounded form (OpDef::bounded_op, ir/ops/bounded.cc: its results at their upper bounds and the
+// count) in the graph before it, and the host keeps the first `count` entries.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +16,7 @@
 #include <numeric>
 #include <vector>
 
+#include "ir/ops/data_dependent.h"
 #include "ir/ops/op_util.h"
 
 namespace kiln {
@@ -30,8 +30,10 @@ Type NonZeroRel(TypeRelContext& ctx) {
   return TensorType({Dim(std::max(1, x.ndim())), TypeRelContext::UnknownDim()}, DType::kInt64);
 }
 
+}  // namespace
+
 // out[d, n]: index d of the n-th nonzero element, in row-major order.
-void NonZeroKernel(const std::vector<Tensor>& in, const Attrs&, std::vector<Tensor>& out) {
+void ops::NonZeroKernel(const std::vector<Tensor>& in, const Attrs&, std::vector<Tensor>& out) {
   const Tensor& x = in[0];
   std::vector<int64_t> shape = x.shape();
   if (shape.empty()) shape = {1};
@@ -52,32 +54,37 @@ void NonZeroKernel(const std::vector<Tensor>& in, const Attrs&, std::vector<Tens
 // ---- compress ----
 
 // The axis attribute: [] (flatten the input) or [axis].
-std::optional<int> CompressAxis(const TypeRelContext& ctx, int rank) {
+std::optional<int> ops::CompressAxis(const TypeRelContext& ctx, int rank) {
   const std::vector<int64_t>& a = ctx.attrs().GetInts("axis");
   if (a.empty()) return std::nullopt;
   if (rank == 0) ctx.Fail(StrCat("axis ", a[0], " given for a scalar input"));
   return ctx.NormalizeAxis(a[0], rank);
 }
 
-std::string CheckAtMostOne(const AttrValue& v) {
+std::string ops::CheckAtMostOne(const AttrValue& v) {
   return std::get<std::vector<int64_t>>(v).size() <= 1 ? "" : "must hold at most one axis";
 }
+
+namespace {
 
 Type CompressRel(TypeRelContext& ctx) {
   const TensorTypeNode& x = ctx.tensor(0);
   const TensorTypeNode& cond = ctx.tensor(1);
   ops::RequireDType(ctx, cond.dtype, ops::DTypeClass::kBool, "condition");
   if (cond.ndim() != 1) ctx.Fail(StrCat("condition must have rank 1, got ", cond.ndim()));
-  std::optional<int> axis = CompressAxis(ctx, x.ndim());
+  std::optional<int> axis = ops::CompressAxis(ctx, x.ndim());
   if (!axis) return TensorType({TypeRelContext::UnknownDim()}, x.dtype);
   Shape out = x.shape;
   out[*axis] = TypeRelContext::UnknownDim();
   return TensorType(out, x.dtype);
 }
 
+}  // namespace
+
 // The slices (along the axis, or the elements of the flattened input) at which the condition
 // holds; a condition shorter than them drops the rest, a longer one is an error.
-void CompressKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
+void ops::CompressKernel(const std::vector<Tensor>& in, const Attrs& attrs,
+                         std::vector<Tensor>& out) {
   const Tensor& x = in[0];
   const Tensor& cond = in[1];
   const std::vector<int64_t>& a = attrs.GetInts("axis");
@@ -100,20 +107,18 @@ void CompressKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vect
                         s.inner);
 }
 
+namespace {
+
 // ---- unique ----
 
 Type UniqueRel(TypeRelContext& ctx) {
   const TensorTypeNode& x = ctx.tensor(0);
-  std::optional<int> axis = CompressAxis(ctx, x.ndim());
+  std::optional<int> axis = ops::CompressAxis(ctx, x.ndim());
   Shape y;
-  Dim n = TypeRelContext::UnknownDim();  // the inverse indices: one per element or slice
+  Dim n;  // the inverse indices: one per element or slice
   if (!axis) {
     y = {TypeRelContext::UnknownDim()};
-    if (IsConstShape(x.shape)) {
-      int64_t total = 1;
-      for (int64_t d : ConstShape(x.shape)) total *= d;
-      n = Dim(total);
-    }
+    n = ShapeNumel(x.shape);
   } else {
     y = x.shape;
     y[*axis] = TypeRelContext::UnknownDim();
@@ -134,10 +139,13 @@ int CompareValues(C u, C v) {
   return u < v ? -1 : (v < u ? 1 : 0);
 }
 
+}  // namespace
+
 // The distinct slices of x along an axis (or its distinct elements), in ascending
 // lexicographic order (sorted) or in the order of their first occurrence, with the index of
 // each one's first occurrence, each slice's position among them, and how often each occurs.
-void UniqueKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
+void ops::UniqueKernel(const std::vector<Tensor>& in, const Attrs& attrs,
+                       std::vector<Tensor>& out) {
   const Tensor& x = in[0];
   const std::vector<int64_t>& a = attrs.GetInts("axis");
   const bool sorted = attrs.GetBool("sorted");
@@ -202,7 +210,7 @@ void UniqueKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector
 
 // ---- non_max_suppression ----
 
-Type NmsRel(TypeRelContext& ctx) {
+Type ops::NmsRel(TypeRelContext& ctx) {
   const TensorTypeNode& boxes = ctx.tensor(0);
   const TensorTypeNode& scores = ctx.tensor(1);
   ops::RequireDType(ctx, boxes.dtype, ops::DTypeClass::kFloat, "boxes");
@@ -225,6 +233,8 @@ Type NmsRel(TypeRelContext& ctx) {
   }
   return TensorType({TypeRelContext::UnknownDim(), Dim(3)}, DType::kInt64);
 }
+
+namespace {
 
 // A box as its corners, min before max on each axis.
 struct Box {
@@ -251,10 +261,12 @@ bool Overlaps(const Box& a, const Box& b, double threshold) {
   return uni > 0 && inter / uni > threshold;
 }
 
+}  // namespace
+
 // Per batch and class: the boxes scoring above score_threshold, best first (equal scores by
 // box index), each kept unless it overlaps one kept before it by more than iou_threshold, at
 // most max_output_boxes_per_class of them; rows [batch, class, box] in that order.
-void NmsKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
+void ops::NmsKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
   const Tensor& boxes = in[0];
   const Tensor& scores = in[1];
   auto scalar = [&](size_t i, double fallback) {
@@ -310,207 +322,10 @@ void NmsKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Te
   std::copy(rows.begin(), rows.end(), out[0].data<int64_t>());
 }
 
-std::string CheckCenterPointBox(const AttrValue& v) {
+std::string ops::CheckCenterPointBox(const AttrValue& v) {
   int64_t c = std::get<int64_t>(v);
   return c == 0 || c == 1 ? "" : "must be 0 (corners) or 1 (center and size)";
 }
-
-// ---- bounded forms: compiled, then trimmed on the host ----
-//
-// nonzero_bounded and compress_bounded compute nonzero's and compress's results into buffers
-// sized by the upper bound of the dim the values decide (every element, every slice), zeros
-// past the count, and return the count. A model cut at nonzero or compress computes these in
-// its compiled head; the host only keeps the first `count` entries along that dim
-// (engine/segments.h). One serial pass: the running count is where the next hit goes.
-
-using loop::Expr;
-
-// 1 where `v` is not zero (NaN included), else 0, as an i64.
-Expr NonZero(const Expr& v) {
-  return loop::Cast(DType::kInt64,
-                    loop::MakeBinary(loop::BinaryOp::kNE, v, lower::Const(0, v->dtype)));
-}
-
-Dim Product(const Shape& s) {
-  Dim n(1);
-  for (const Dim& d : s) n = n * d;
-  return n;
-}
-
-Type NonZeroBoundedRel(TypeRelContext& ctx) {
-  const TensorTypeNode& x = ctx.tensor(0);
-  return TupleType({TensorType({Dim(std::max(1, x.ndim())), Product(x.shape)}, DType::kInt64),
-                    TensorType({}, DType::kInt64)});
-}
-
-// A bounded result from the exact one: `exact` placed at the start of `dim` of the zeroed
-// `bounded` (whose other dims are the same), and the count.
-void PlaceExact(const Tensor& exact, int dim, Tensor& bounded, Tensor& count) {
-  std::memset(bounded.raw_data(), 0, bounded.nbytes());
-  ops::AxisSplit e = ops::SplitAtAxis(exact.shape(), dim);
-  const int64_t len = bounded.shape()[dim];
-  for (int64_t o = 0; o < e.outer; ++o)
-    ops::CopyElements(exact, o * e.len * e.inner, bounded, o * len * e.inner, e.len * e.inner);
-  count = Tensor::Scalar<int64_t>(e.len);
-}
-
-void NonZeroBoundedKernel(const std::vector<Tensor>& in, const Attrs& attrs,
-                          std::vector<Tensor>& out) {
-  std::vector<Tensor> exact(1);
-  NonZeroKernel(in, attrs, exact);
-  PlaceExact(exact[0], 1, out[0], out[1]);
-}
-
-// The index buffer [rank, n] and, after it, the count: one buffer, one pass over x. Branch
-// free (a data-dependent branch mispredicts on half the elements of random data): every
-// element writes its indices at column `hits`, which only a nonzero one moves past; hits <=
-// the element's position, so the writes stay in the buffer. Then the columns past the count
-// are zeroed.
-std::vector<LTensor> LowerNonZeroBounded(LowerContext& ctx, const std::vector<LTensor>& in,
-                                         const Attrs&, const std::vector<Type>&) {
-  const LTensor x = in[0];
-  const int64_t rank = std::max(1, x.ndim());
-  Expr n = loop::IntImm(1);
-  for (const Expr& d : x.shape) n = loop::Mul(n, d);
-  const Expr count_at = loop::Mul(loop::IntImm(rank), n);
-  LTensor nz = ctx.MaterializeFill(
-      DType::kInt64, {loop::Add(count_at, loop::IntImm(1))}, "nonzero", [&](const loop::Buffer& b) {
-        loop::Buffer hits = loop::MakeBuffer("nonzero_hits", DType::kInt64, {loop::IntImm(1)},
-                                             loop::BufferNode::Scope::kLocal);
-        const Expr k = loop::Load(hits, {loop::IntImm(0)});
-        std::vector<loop::Var> v;
-        std::vector<Expr> idx;
-        for (int d = 0; d < x.ndim(); ++d) {
-          v.push_back(ctx.NewVar("i"));
-          idx.push_back(v.back());
-        }
-        std::vector<loop::Stmt> record;
-        for (int64_t d = 0; d < rank; ++d)
-          record.push_back(loop::Store(b, {loop::Add(loop::Mul(loop::IntImm(d), n), k)},
-                                       x.ndim() ? Expr(idx[d]) : loop::IntImm(0)));
-        record.push_back(loop::Store(hits, {loop::IntImm(0)}, loop::Add(k, NonZero(x.at(idx)))));
-        loop::Stmt nest = loop::Seq(std::move(record));
-        for (int d = x.ndim(); d-- > 0;)
-          nest = loop::For(v[d], loop::IntImm(0), x.shape[d], loop::ForKind::kSerial, nest);
-        loop::Var row = ctx.NewVar("d"), z = ctx.NewVar("z");
-        loop::Stmt tail = loop::For(
-            row, loop::IntImm(0), loop::IntImm(rank), loop::ForKind::kSerial,
-            loop::For(z, k, loop::Sub(n, k), loop::ForKind::kSerial,
-                      loop::Store(b, {loop::Add(loop::Mul(row, n), z)}, loop::IntImm(0))));
-        return loop::Seq({loop::Alloc(hits), loop::Store(hits, {loop::IntImm(0)}, loop::IntImm(0)),
-                          nest, tail, loop::Store(b, {count_at}, k), loop::Free(hits)});
-      });
-  LTensor indices{DType::kInt64, {loop::IntImm(rank), n}, [nz, n](const std::vector<Expr>& i) {
-                    return nz.at({loop::Add(loop::Mul(i[0], n), i[1])});
-                  }};
-  LTensor count{
-      DType::kInt64, {}, [nz, count_at](const std::vector<Expr>&) { return nz.at({count_at}); }};
-  return {indices, count};
-}
-
-// compress's result with the selected dim at the slices' count (the axis' length, or every
-// element when flattened), and the count.
-Type CompressBoundedRel(TypeRelContext& ctx) {
-  const TensorTypeNode& x = ctx.tensor(0);
-  const TensorTypeNode& cond = ctx.tensor(1);
-  ops::RequireDType(ctx, cond.dtype, ops::DTypeClass::kBool, "condition");
-  if (cond.ndim() != 1) ctx.Fail(StrCat("condition must have rank 1, got ", cond.ndim()));
-  std::optional<int> axis = CompressAxis(ctx, x.ndim());
-  Shape y = axis ? x.shape : Shape{Product(x.shape)};
-  const Dim& len = y[axis.value_or(0)];
-  if (cond.shape[0].is_const() && len.is_const() && cond.shape[0].value() > len.value())
-    ctx.Fail(StrCat("condition has ", cond.shape[0].value(), " elements, more than the ",
-                    len.value(), " ", axis ? "slices" : "elements of the input",
-                    " it selects from"));
-  return TupleType({TensorType(y, x.dtype), TensorType({}, DType::kInt64)});
-}
-
-void CompressBoundedKernel(const std::vector<Tensor>& in, const Attrs& attrs,
-                           std::vector<Tensor>& out) {
-  std::vector<Tensor> exact(1);
-  CompressKernel(in, attrs, exact);
-  const std::vector<int64_t>& a = attrs.GetInts("axis");
-  int axis = 0;
-  if (!a.empty()) axis = static_cast<int>(a[0] < 0 ? a[0] + in[0].ndim() : a[0]);
-  PlaceExact(exact[0], axis, out[0], out[1]);
-}
-
-// For each slice i (in order), y[outer, count, inner] = x[outer, i, inner], and the count
-// moves past it only if the condition holds (branch free, as nonzero_bounded: count <= i);
-// flattened, the elements of x in row-major order, selected by the condition at their flat
-// index. Then the entries past the count are zeroed. A condition longer than the slices is a
-// type error (CompressBoundedRel); a symbolic one reads at most as many as there are.
-std::vector<LTensor> LowerCompressBounded(LowerContext& ctx, const std::vector<LTensor>& in,
-                                          const Attrs& attrs, const std::vector<Type>& out_types) {
-  const LTensor x = in[0], cond = in[1];
-  const std::vector<int64_t>& a = attrs.GetInts("axis");
-  const bool flat = a.empty();
-  const int axis = flat ? 0 : ops::WrapAxis(a[0], x.ndim());
-  const std::vector<Expr> y_shape = ctx.ShapeExpr(AsTensor(out_types[0])->shape);
-  const Expr len = loop::Min(cond.shape[0], y_shape[axis]);
-  LTensor count = ctx.MaterializeFill(
-      DType::kInt64, {loop::IntImm(1)}, "compress_count", [&](const loop::Buffer& b) {
-        loop::Var i = ctx.NewVar("i");
-        const Expr c = loop::Load(b, {loop::IntImm(0)});
-        return loop::Seq(
-            {loop::Store(b, {loop::IntImm(0)}, loop::IntImm(0)),
-             loop::For(i, loop::IntImm(0), len, loop::ForKind::kSerial,
-                       loop::Store(b, {loop::IntImm(0)}, loop::Add(c, NonZero(cond.at({i})))))});
-      });
-  LTensor y = ctx.MaterializeFill(x.dtype, y_shape, "compress", [&](const loop::Buffer& b) {
-    loop::Buffer hits = loop::MakeBuffer("compress_hits", DType::kInt64, {loop::IntImm(1)},
-                                         loop::BufferNode::Scope::kLocal);
-    const Expr k = loop::Load(hits, {loop::IntImm(0)});
-    std::vector<loop::Var> v;
-    std::vector<Expr> xi;
-    for (int d = 0; d < x.ndim(); ++d) {
-      v.push_back(ctx.NewVar("i"));
-      xi.push_back(v.back());
-    }
-    loop::Stmt nest;
-    if (flat) {
-      // The flat index of x's element, row-major; past the condition, nothing is selected.
-      Expr f = loop::IntImm(0);
-      for (int d = 0; d < x.ndim(); ++d) f = loop::Add(loop::Mul(f, x.shape[d]), xi[d]);
-      nest = loop::IfThenElse(
-          loop::MakeBinary(loop::BinaryOp::kLT, f, len),
-          loop::Seq({loop::Store(b, {k}, x.at(xi)),
-                     loop::Store(hits, {loop::IntImm(0)}, loop::Add(k, NonZero(cond.at({f}))))}));
-      for (int d = x.ndim(); d-- > 0;)
-        nest = loop::For(v[d], loop::IntImm(0), x.shape[d], loop::ForKind::kSerial, nest);
-    } else {
-      // The slice loop outermost: the count moves once per slice.
-      std::vector<Expr> yi = xi;
-      yi[axis] = k;
-      loop::Stmt copy = loop::Store(b, yi, x.at(xi));
-      for (int d = x.ndim(); d-- > 0;)
-        if (d != axis)
-          copy = loop::For(v[d], loop::IntImm(0), x.shape[d], loop::ForKind::kSerial, copy);
-      nest = loop::For(v[axis], loop::IntImm(0), len, loop::ForKind::kSerial,
-                       loop::Seq({copy, loop::Store(hits, {loop::IntImm(0)},
-                                                    loop::Add(k, NonZero(cond.at({xi[axis]}))))}));
-    }
-    // Zeros past the count: along the axis from k (every other dim whole).
-    std::vector<loop::Var> zv;
-    std::vector<Expr> zi;
-    for (size_t d = 0; d < y_shape.size(); ++d) {
-      zv.push_back(ctx.NewVar("z"));
-      zi.push_back(zv.back());
-    }
-    loop::Stmt zero = loop::Store(b, zi, lower::Const(0, x.dtype));
-    for (size_t d = y_shape.size(); d-- > 0;) {
-      const bool along = static_cast<int>(d) == axis;
-      zero = loop::For(zv[d], along ? k : loop::IntImm(0),
-                       along ? loop::Sub(y_shape[d], k) : y_shape[d], loop::ForKind::kSerial, zero);
-    }
-    return loop::Seq({loop::Alloc(hits), loop::Store(hits, {loop::IntImm(0)}, loop::IntImm(0)),
-                      nest, zero, loop::Free(hits)});
-  });
-  LTensor n{
-      DType::kInt64, {}, [count](const std::vector<Expr>&) { return count.at({loop::IntImm(0)}); }};
-  return {y, n};
-}
-}  // namespace
 
 void RegisterDataDependentOps(OpRegistry& r) {
   r.Register(OpDef{
@@ -521,20 +336,9 @@ void RegisterDataDependentOps(OpRegistry& r) {
       .attrs = {},
       .pattern = OpPattern::kOpaque,
       .type_rel = NonZeroRel,
-      .ref_kernel = NonZeroKernel,
+      .ref_kernel = ops::NonZeroKernel,
       .data_dependent_shape = true,
       .bounded_op = "nonzero_bounded",
-  });
-  r.Register(OpDef{
-      .name = "nonzero_bounded",
-      .doc = "nonzero with room for every element: (i64[rank, numel(x)] holding nonzero's "
-             "result in its first `count` columns and zeros after, count: i64[]). Compiled; "
-             "a model cut at nonzero computes it in its head and trims on the host.",
-      .attrs = {},
-      .pattern = OpPattern::kOpaque,
-      .type_rel = NonZeroBoundedRel,
-      .ref_kernel = NonZeroBoundedKernel,
-      .lower = LowerNonZeroBounded,
   });
   r.Register(OpDef{
       .name = "compress",
@@ -544,26 +348,12 @@ void RegisterDataDependentOps(OpRegistry& r) {
              "model runs in segments.",
       .min_inputs = 2,
       .max_inputs = 2,
-      .attrs = {{"axis", AttrKind::kInts, AttrValue{std::vector<int64_t>{}}, CheckAtMostOne}},
+      .attrs = {{"axis", AttrKind::kInts, AttrValue{std::vector<int64_t>{}}, ops::CheckAtMostOne}},
       .pattern = OpPattern::kOpaque,
       .type_rel = CompressRel,
-      .ref_kernel = CompressKernel,
+      .ref_kernel = ops::CompressKernel,
       .data_dependent_shape = true,
       .bounded_op = "compress_bounded",
-  });
-  r.Register(OpDef{
-      .name = "compress_bounded",
-      .doc = "compress with room for every slice (every element, flattened): (the result with "
-             "the selected dim as long as the slices, its first `count` entries compress's and "
-             "zeros after, count: i64[]). Compiled; a model cut at compress computes it in its "
-             "head and trims on the host.",
-      .min_inputs = 2,
-      .max_inputs = 2,
-      .attrs = {{"axis", AttrKind::kInts, AttrValue{std::vector<int64_t>{}}, CheckAtMostOne}},
-      .pattern = OpPattern::kOpaque,
-      .type_rel = CompressBoundedRel,
-      .ref_kernel = CompressBoundedKernel,
-      .lower = LowerCompressBounded,
   });
   r.Register(OpDef{
       .name = "unique",
@@ -573,11 +363,12 @@ void RegisterDataDependentOps(OpRegistry& r) {
              "occurrence, each input slice's index among the values, counts). Sizes depend on "
              "the values: the model runs in segments.",
       .attrs = {{"sorted", AttrKind::kBool, AttrValue{true}},
-                {"axis", AttrKind::kInts, AttrValue{std::vector<int64_t>{}}, CheckAtMostOne}},
+                {"axis", AttrKind::kInts, AttrValue{std::vector<int64_t>{}}, ops::CheckAtMostOne}},
       .pattern = OpPattern::kOpaque,
       .type_rel = UniqueRel,
-      .ref_kernel = UniqueKernel,
+      .ref_kernel = ops::UniqueKernel,
       .data_dependent_shape = true,
+      .bounded_op = "unique_bounded",
   });
   r.Register(OpDef{
       .name = "non_max_suppression",
@@ -590,11 +381,13 @@ void RegisterDataDependentOps(OpRegistry& r) {
              "depends on the values: the model runs in segments.",
       .min_inputs = 2,
       .max_inputs = 5,
-      .attrs = {{"center_point_box", AttrKind::kInt, AttrValue{int64_t{0}}, CheckCenterPointBox}},
+      .attrs = {{"center_point_box", AttrKind::kInt, AttrValue{int64_t{0}},
+                 ops::CheckCenterPointBox}},
       .pattern = OpPattern::kOpaque,
-      .type_rel = NmsRel,
-      .ref_kernel = NmsKernel,
+      .type_rel = ops::NmsRel,
+      .ref_kernel = ops::NmsKernel,
       .data_dependent_shape = true,
+      .bounded_op = "non_max_suppression_bounded",
   });
 }
 

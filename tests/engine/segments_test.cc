@@ -94,7 +94,7 @@ def @main(%x: f32[n]) {
   EXPECT_EQ(out[0].data<int64_t>()[1], 3);
   // nonzero runs compiled in the head (its bounded form); the host only trims.
   ASSERT_TRUE(m->segments()->head);
-  EXPECT_EQ(m->segments()->trim_dim, 1);
+  EXPECT_EQ(m->segments()->trim_dims, std::vector<int>{1});
   EXPECT_GE(engine.stats().kernel_compiles, 1);
   std::vector<Tensor> wrong{Tensor::Empty(DType::kInt64, {1, 3})};
   EXPECT_THAT(ErrorMessage([&] { engine.Run(*m, in, wrong); }),
@@ -122,6 +122,40 @@ def @main(%x: f32[n], %c: bool[n]) {
   EXPECT_EQ(out[1].shape(), (std::vector<int64_t>{3}));  // 0, 1, 3
   EXPECT_EQ(out[2].data<int64_t>()[2], 2);               // 3 twice
   EXPECT_EQ(out[3].shape(), (std::vector<int64_t>{1, 2}));
+}
+
+// unique and non_max_suppression run compiled in the head too: every output the values size
+// is trimmed to the count, and unique's inverse indices (one per slice) pass whole.
+TEST(Segments, UniqueAndNmsRunCompiledAndTrimEachOutput) {
+  ModelPtr u = Load(R"(
+def @main(%x: f32[n, 2]) {
+  %u = unique(%x, sorted=false, axis=[0])
+  (%u.0, %u.1, %u.2, neg(%u.3))
+}
+)");
+  ASSERT_TRUE(u->segments() && u->segments()->head);
+  EXPECT_EQ(u->segments()->trim_dims, (std::vector<int>{0, 0, -1, 0}));
+  Engine engine;
+  std::vector<Tensor> x{Tensor::FromVector<float>({5, 2}, {3, 1, 0, 2, 3, 1, 0, 2, 5, 5})};
+  ExpectMatchesInterpreter(engine, *u, x);
+  std::vector<Tensor> out = engine.Run(*u, x);
+  EXPECT_EQ(out[0].shape(), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(out[2].shape(), (std::vector<int64_t>{5}));
+
+  ModelPtr nms = Load(R"(
+def @main(%b: f32[1, n, 4], %s: f32[1, 2, n], %m: i64[], %iou: f32[]) {
+  non_max_suppression(%b, %s, %m, %iou)
+}
+)");
+  ASSERT_TRUE(nms->segments() && nms->segments()->head);
+  EXPECT_EQ(nms->segments()->trim_dims, (std::vector<int>{0}));
+  std::vector<Tensor> in{
+      Tensor::FromVector<float>({1, 3, 4}, {0, 0, 1, 1, 0, 0.1f, 1, 1.1f, 0, 5, 1, 6}),
+      Tensor::FromVector<float>({1, 2, 3}, {0.9f, 0.8f, 0.7f, 0.1f, 0.2f, 0.3f}),
+      Tensor::Scalar<int64_t>(2), Tensor::Scalar<float>(0.5f)};
+  ExpectMatchesInterpreter(engine, *nms, in);
+  // Class 0: box 0, then box 2 (box 1 overlaps box 0); class 1: box 2, then box 1.
+  EXPECT_EQ(engine.Run(*nms, in)[0].shape(), (std::vector<int64_t>{4, 3}));
 }
 
 // The op's own errors (a condition longer than the axis) name the model and the node.

@@ -200,7 +200,7 @@ def main():
         "all", total_in, total_pass, 100.0 * total_pass / max(1, total_in)))
     # Passing, but not through the JIT: the honest JIT figure is the difference.
     print("of the %d passing, %d ran no compiled kernel (outputs folded at specialization or "
-          "copied from inputs, or a data-dependent op run on the host)%s" % (total_pass, len(no_kernel), ":" if no_kernel else ""))
+          "copied from inputs)%s" % (total_pass, len(no_kernel), ":" if no_kernel else ""))
     for name in sorted(no_kernel):
         print("  %s" % name)
     print("%-18s in scope %4d  passed %4d (%5.1f%%) with compiled kernels" % (
