@@ -40,11 +40,13 @@ loop::Stmt RewriteBlocks(
 
 // The register block TileLoops gives a matrix product under `ctx`: `columns` per accumulator
 // row (0 or 1: TileLoops is off) and `rows` per block, from tile.j and tile.i, or what a known
-// target (target.vector_bits) sizes where they are unset. Throws on negative keys. Graph passes
+// target (target.vector_bits) sizes where they are unset; `single_row_columns` for a product
+// of one row (a matrix-vector product, no row loop). Throws on negative keys. Graph passes
 // that lay out operands for TileLoops (PackConstantWeights) read it too.
 struct TileShape {
   int64_t columns;
   int64_t rows;
+  int64_t single_row_columns;
 };
 TileShape TileLoopsShape(const PassContext& ctx);
 

@@ -814,7 +814,11 @@ TileShape TileLoopsShape(const PassContext& ctx) {
   }
   for (auto [key, v] : {std::pair{kTileJKey, tile}, std::pair{kTileIKey, rows}})
     if (v < 0) Throw(ErrorCode::kInvalidArgument, key, " must not be negative, got ", v);
-  return {tile, rows};
+  // A single row takes as many accumulators as a block (see the defaults below).
+  int64_t single_row = tile;
+  if (ctx.GetConfigInt("target.vector_bits") >= 128 && !ctx.config().count(kTileJKey))
+    single_row = tile * std::max<int64_t>(1, rows);
+  return {tile, rows, single_row};
 }
 
 void RegisterTileLoopsPass(PassRegistry& r) {
@@ -849,11 +853,8 @@ void RegisterTileLoopsPass(PassRegistry& r) {
             return CreateLoopFuncPass(
                 PassInfo{"TileLoops", 2, {}},
                 [](const loop::PrimFunc& f, const PassContext& ctx) {
-                  const auto [tile, rows] = TileLoopsShape(ctx);
+                  const auto [tile, rows, single_row] = TileLoopsShape(ctx);
                   int64_t bits = ctx.GetConfigInt("target.vector_bits");
-                  int64_t single_row = tile;
-                  if (bits >= 128 && !ctx.config().count(kTileJKey))
-                    single_row = tile * std::max<int64_t>(1, rows);
                   if (tile < 2) return f;
                   int64_t lanes = ctx.config().count(kTileJKey) || bits < 128 ? 0 : bits / 32;
                   int64_t k_block = ctx.GetConfigInt(kTileKKey);

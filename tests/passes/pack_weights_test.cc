@@ -90,6 +90,27 @@ TEST(PackConstantWeights, TileShapeFollowsTheTarget) {
   EXPECT_EQ(Print(Pack(with_rows("16"), 512, {})), Printed(with_rows("16")));
 }
 
+// A single row (a matrix-vector product) is packed in the panels of TileLoops' single-row
+// tile, so each thread's columns are one contiguous stream (the batch-1 MLP at 2 threads: its
+// hardware prefetch pulled the other thread's half of every weight row into the L2 too): 256
+// columns (64 x 4) on AVX-512 with the keys unset, tile.j where it is set. 2-16 rows (row
+// blocks that read B in place) are not.
+TEST(PackConstantWeights, SingleRowsArePackedInTheirOwnTile) {
+  auto with = [&](const char* rows, int64_t cols) {
+    return std::string("def @main(%x: f32[") + rows + ", 3]) { gemm(%x, " + Const(3, cols) + ") }";
+  };
+  EXPECT_NE(Print(Pack(with("1", 300), 512, {})).find("b_panel=256"), std::string::npos);
+  EXPECT_NE(Print(Pack(with("1", 5))).find("b_panel=4"), std::string::npos);
+  // Narrower than the single-row tile, or a row block.
+  EXPECT_EQ(Print(Pack(with("1", 200), 512, {})), Printed(with("1", 200)));
+  EXPECT_EQ(Print(Pack(with("2", 300), 512, {})), Printed(with("2", 300)));
+  // The same values, through the reference interpreter.
+  IRModule before = InferTypes(ParseModule(with("1", 300)));
+  std::vector<Tensor> x = {test::RandomTensor(DType::kFloat32, {1, 3}, 3)};
+  EXPECT_TRUE(test::TensorsNear(Interpret(Pack(with("1", 300), 512, {}).Lookup("main"), x)[0],
+                                Interpret(before.Lookup("main"), x)[0], 0, 0));
+}
+
 TEST(PackConstantWeights, LeavesOtherGemmsAlone) {
   const std::string b = Const(2, 5);
   for (const std::string& text : {
