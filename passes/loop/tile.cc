@@ -617,7 +617,46 @@ int64_t ColumnTileBytes(const ColumnStarts& starts, int64_t tile) {
 // of the operand apart, and at power-of-two widths (1024 floats: 4 KiB) they all fall into
 // the same cache sets and evict each other.
 Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBody& body,
-              int64_t tile, int64_t rows, bool pack, bool pack_set, int64_t k_block) {
+              int64_t tile, int64_t rows, bool pack, bool pack_set, int64_t k_block,
+              bool grouped = false);
+
+// A single column tile whose column operand is already one contiguous panel (an im2col copy one
+// tile wide: an 8 x 8 conv's 64 pixels) over many row blocks (its 128 output channels), in
+// groups of kRowBlocksPerGroup blocks: `for g { rows of group g }`, each group's rows in K
+// blocks of the panel read in place (TileRows, grouped), so a K block stays in L1 while the
+// group's row blocks read it, where each row block streamed all of it from L2; ParallelizeLoops
+// shares out the groups. nullopt unless the rows split into at least two whole groups and
+// every panel the tile reads is contiguous (copying it once per group cost more than it saved).
+constexpr int64_t kRowBlocksPerGroup = 8;
+std::optional<Stmt> TileRowGroups(const loop::ForNode* n, int64_t tile, int64_t rows,
+                                  int64_t k_block) {
+  int64_t row_count = 0, min = 0;
+  const int64_t group_rows = kRowBlocksPerGroup * rows;
+  if (!loop::IsConstInt(n->extent, &row_count) || !loop::IsConstInt(n->min, &min) || rows < 1 ||
+      row_count % group_rows != 0 || row_count / group_rows < 2)
+    return std::nullopt;
+  loop::Var g = loop::MakeVar(n->var->name + "_group");
+  loop::Var i = loop::MakeVar(n->var->name);
+  Stmt inner = loop::For(
+      i, loop::IntImm(0), loop::IntImm(group_rows), ForKind::kSerial,
+      loop::Substitute(
+          n->body, n->var,
+          loop::Add(loop::IntImm(min), loop::Add(loop::Mul(g, loop::IntImm(group_rows)), i))));
+  const loop::ForNode* in = loop::AsFor(inner);
+  const loop::ForNode* j = in ? loop::AsFor(in->body) : nullptr;
+  std::optional<ReductionBody> body = TileablePattern(j);
+  if (!body) return std::nullopt;
+  std::vector<PackedLoad> packs = FindPackedLoads(*body, in->var.get(), j->var.get(), tile);
+  if (packs.empty() || !std::all_of(packs.begin(), packs.end(), [&](const PackedLoad& p) {
+        return p.in_place || ContiguousPanel(p, tile);
+      }))
+    return std::nullopt;
+  return loop::For(g, loop::IntImm(0), loop::IntImm(row_count / group_rows), ForKind::kSerial,
+                   TileRows(in, j, *body, tile, rows, true, false, k_block, true));
+}
+
+Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBody& body,
+              int64_t tile, int64_t rows, bool pack, bool pack_set, int64_t k_block, bool grouped) {
   std::vector<PackedLoad> packs;
   Expr t = loop::IntImm(tile);
   Expr full = loop::FloorDiv(j->extent, t);
@@ -633,9 +672,14 @@ Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBod
   // the other, and ParallelizeLoops could not share them out (an 8 x 8 conv's 64 pixels, 128
   // output channels: 2 threads ran as 1).
   int64_t columns = -1;
-  bool one_tile = !pack_set && loop::IsConstInt(j->extent, &columns) && columns == tile;
+  bool one_tile = !pack_set && !grouped && loop::IsConstInt(j->extent, &columns) && columns == tile;
+  if (one_tile && pack && k_block > 0)
+    if (std::optional<Stmt> groups = TileRowGroups(n, tile, rows, k_block)) return *groups;
   if (pack && full_count != 0 && !one_tile)
     packs = FindPackedLoads(body, n->var.get(), j->var.get(), tile);
+  // A group's contiguous panels are read in place (TileRowGroups).
+  if (grouped)
+    for (PackedLoad& p : packs) p.in_place = true;
   // Pre-packed operands (read in place, copying nothing) stay; the copies go with few rows, or
   // when they would mostly copy the same elements again (DistinctShare below a half), unless
   // tile.pack is set explicitly.

@@ -79,6 +79,9 @@ std::vector<PackedLoad> FindPackedLoads(const ReductionBody& body, const VarNode
 // The share of the K x Tj values a panel copies that are distinct elements of its source
 // (see tile_panels.cc); nullopt when it cannot be computed.
 std::optional<double> DistinctShare(const PackedLoad& p, int64_t tile);
+// Whether p's K x Tj panel is already one contiguous run of its source, row after row (an
+// im2col copy one tile wide): then reading it in place reads what a copy would hold.
+bool ContiguousPanel(const PackedLoad& p, int64_t tile);
 
 // Fills the panels of one column tile starting at column j0:
 //   for k in [k_min, k_min + K) { for c in [0, Tj) { panel[(k - k_min) * Tj + c] = src[j := j0 + c]

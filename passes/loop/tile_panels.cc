@@ -64,15 +64,12 @@ std::vector<PackedLoad> FindPackedLoads(const ReductionBody& body, const VarNode
   return packs;
 }
 
-// The share of the K x Tj values a panel copies that are distinct elements of its source: the
-// union of the K runs [offset(k), offset(k) + Tj) (j at 0, other variables at 0) over K * Tj.
-// About 1 for a matmul's operand (its rows are a full row apart); about 1/3 for a 3x3 stride-1
-// conv reading its padded input, whose nine taps per channel are shifts of three rows: there
-// the panel is an im2col copy three times the data it reads, which then streams from L2 where
-// the input itself stays in L1 (dynamic_conv's 16->32 3x3 conv at 112x112: 669 us packed, 575
-// unpacked). nullopt when the offsets are not constants once the variables are fixed, or K is
-// not a constant of at most 4096.
-std::optional<double> DistinctShare(const PackedLoad& p, int64_t tile) {
+namespace {
+
+// Where the run of row k of p's panel starts in its source, for each k in order (j and every
+// other variable at 0); nullopt when the offsets are not constants once the variables are
+// fixed, or K is not a constant of at most 4096.
+std::optional<std::vector<int64_t>> PanelStarts(const PackedLoad& p) {
   int64_t k_min = 0, depth = 0;
   if (!loop::IsConstInt(p.k->min, &k_min) || !loop::IsConstInt(p.k->extent, &depth) || depth < 1 ||
       depth > 4096)
@@ -99,6 +96,24 @@ std::optional<double> DistinctShare(const PackedLoad& p, int64_t tile) {
     if (!loop::IsConstInt(fix.MutateExpr(*flat), &offset)) return std::nullopt;
     starts.push_back(offset);
   }
+  return starts;
+}
+
+}  // namespace
+
+// The share of the K x Tj values a panel copies that are distinct elements of its source: the
+// union of the K runs [offset(k), offset(k) + Tj) (j at 0, other variables at 0) over K * Tj.
+// About 1 for a matmul's operand (its rows are a full row apart); about 1/3 for a 3x3 stride-1
+// conv reading its padded input, whose nine taps per channel are shifts of three rows: there
+// the panel is an im2col copy three times the data it reads, which then streams from L2 where
+// the input itself stays in L1 (dynamic_conv's 16->32 3x3 conv at 112x112: 669 us packed, 575
+// unpacked). nullopt when the offsets are not constants once the variables are fixed, or K is
+// not a constant of at most 4096.
+std::optional<double> DistinctShare(const PackedLoad& p, int64_t tile) {
+  std::optional<std::vector<int64_t>> runs = PanelStarts(p);
+  if (!runs) return std::nullopt;
+  std::vector<int64_t> starts = *runs;
+  const int64_t depth = static_cast<int64_t>(starts.size());
   std::sort(starts.begin(), starts.end());
   int64_t covered = 0, end = std::numeric_limits<int64_t>::min();
   for (int64_t o : starts) {
@@ -106,6 +121,14 @@ std::optional<double> DistinctShare(const PackedLoad& p, int64_t tile) {
     end = std::max(end, o + tile);
   }
   return static_cast<double>(covered) / (static_cast<double>(depth) * tile);
+}
+
+bool ContiguousPanel(const PackedLoad& p, int64_t tile) {
+  std::optional<std::vector<int64_t>> starts = PanelStarts(p);
+  if (!starts) return false;
+  for (size_t k = 1; k < starts->size(); ++k)
+    if ((*starts)[k] - (*starts)[k - 1] != tile) return false;
+  return true;
 }
 
 Stmt PackPanel(const PackedLoad& p, const loop::ForNode* j, const Expr& j0, int64_t tile) {

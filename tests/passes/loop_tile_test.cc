@@ -163,6 +163,33 @@ TEST(TileLoops, KBlocksKeepResultsBitForBit) {
   EXPECT_THAT(BodyText(unblocked), Not(HasSubstr("acc0_tile")));
 }
 
+// One column tile over many row blocks, its operand already one contiguous panel (an 8 x 8
+// conv's im2col copy): the rows run in groups of 8 row blocks, each over K blocks of the panel
+// read in place (nothing copied), and the groups are what ParallelizeLoops shares out. A tile
+// whose operand rows are further apart is left as before (row blocks outermost, no panel).
+TEST(TileLoops, SingleContiguousTileRunsRowGroupsInKBlocks) {
+  test::PassConfig keys = {
+      {"tile.j", int64_t{64}}, {"tile.i", int64_t{4}}, {"tile.k", int64_t{50}}};
+  auto f = Matmul(I(64), I(64), I(200), {});
+  auto g = test::RunLoopPipeline("TileLoops", f, keys);
+  std::string text = BodyText(g);
+  EXPECT_THAT(text, HasSubstr("for i_group in [0, 2) {")) << text;
+  EXPECT_THAT(text, HasSubstr("for k_block in [1, 3) {")) << text;
+  EXPECT_THAT(text, Not(HasSubstr("b_panel"))) << text;
+  ExpectSameResults(f, g);
+  auto p = test::RunLoopPipeline("TileLoops, ParallelizeLoops", f, keys);
+  EXPECT_THAT(BodyText(p), HasSubstr("for i_group in [0, 2) parallel {"));
+
+  Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");
+  Buffer a = Buf("a", {I(64), I(200)}), b = Buf("b", {I(200), I(100)}),
+         out = Buf("out", {I(64), I(64)});
+  Expr dot = Sum(loop::Mul(loop::Load(a, {i, k}), loop::Load(b, {k, j})), k, I(200));
+  auto strided =
+      Func({a, b, out}, 2, {}, Loop(i, I(64), Loop(j, I(64), loop::Store(out, {i, j}, dot))));
+  EXPECT_THAT(BodyText(test::RunLoopPipeline("TileLoops", strided, keys)),
+              Not(HasSubstr("i_group")));
+}
+
 // A panel that would copy the same elements again and again (a stencil: the nine taps read
 // shifts of one row) is not made; a matmul's is.
 TEST(TileLoops, OverlappingPanelsAreNotPacked) {
