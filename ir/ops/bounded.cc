@@ -21,6 +21,50 @@ namespace {
 
 using loop::Expr;
 
+// ---- helpers for the serial kernels ----
+
+using loop::BinaryOp;
+using loop::Stmt;
+
+Expr Cmp(BinaryOp op, const Expr& a, const Expr& b) {
+  return loop::MakeBinary(op, a, b);
+}
+
+// A kernel-local scalar (a running count, the best index so far), allocated around the
+// statements that use it (WithLocals).
+struct Local {
+  loop::Buffer buf;
+  explicit Local(const std::string& name, DType t = DType::kInt64)
+      : buf(loop::MakeBuffer(name, t, {loop::IntImm(1)}, loop::BufferNode::Scope::kLocal)) {}
+  Expr get() const { return loop::Load(buf, {loop::IntImm(0)}); }
+  Stmt set(Expr v) const { return loop::Store(buf, {loop::IntImm(0)}, std::move(v)); }
+};
+
+Stmt WithLocals(const std::vector<const Local*>& locals, Stmt body) {
+  std::vector<Stmt> seq;
+  for (const Local* l : locals) seq.push_back(loop::Alloc(l->buf));
+  seq.push_back(std::move(body));
+  for (const Local* l : locals) seq.push_back(loop::Free(l->buf));
+  return loop::Seq(std::move(seq));
+}
+
+// for (v = begin; v < end; ++v) body(v), serially.
+Stmt Range(LowerContext& ctx, const Expr& begin, const Expr& end,
+           const std::function<Stmt(const Expr&)>& body) {
+  loop::Var v = ctx.NewVar("i");
+  return loop::For(v, begin, loop::Sub(end, begin), loop::ForKind::kSerial, body(v));
+}
+
+// An i64 bound to `value` once, for statements that change what `value` reads.
+Stmt Let(LowerContext& ctx, const Expr& value, const std::function<Stmt(const Expr&)>& body) {
+  loop::Var v = ctx.NewVar("let");
+  return loop::LetStmt(v, value, body(v));
+}
+
+Expr AsI64(const Expr& b) {
+  return loop::Cast(DType::kInt64, b);
+}
+
 // 1 where `v` is not zero (NaN included), else 0, as an i64.
 Expr NonZero(const Expr& v) {
   return loop::Cast(DType::kInt64,
@@ -70,9 +114,8 @@ std::vector<LTensor> LowerNonZeroBounded(LowerContext& ctx, const std::vector<LT
   const Expr count_at = loop::Mul(loop::IntImm(rank), n);
   LTensor nz = ctx.MaterializeFill(
       DType::kInt64, {loop::Add(count_at, loop::IntImm(1))}, "nonzero", [&](const loop::Buffer& b) {
-        loop::Buffer hits = loop::MakeBuffer("nonzero_hits", DType::kInt64, {loop::IntImm(1)},
-                                             loop::BufferNode::Scope::kLocal);
-        const Expr k = loop::Load(hits, {loop::IntImm(0)});
+        const Local hits("nonzero_hits");
+        const Expr k = hits.get();
         std::vector<loop::Var> v;
         std::vector<Expr> idx;
         for (int d = 0; d < x.ndim(); ++d) {
@@ -83,7 +126,7 @@ std::vector<LTensor> LowerNonZeroBounded(LowerContext& ctx, const std::vector<LT
         for (int64_t d = 0; d < rank; ++d)
           record.push_back(loop::Store(b, {loop::Add(loop::Mul(loop::IntImm(d), n), k)},
                                        x.ndim() ? Expr(idx[d]) : loop::IntImm(0)));
-        record.push_back(loop::Store(hits, {loop::IntImm(0)}, loop::Add(k, NonZero(x.at(idx)))));
+        record.push_back(hits.set(loop::Add(k, NonZero(x.at(idx)))));
         loop::Stmt nest = loop::Seq(std::move(record));
         for (int d = x.ndim(); d-- > 0;)
           nest = loop::For(v[d], loop::IntImm(0), x.shape[d], loop::ForKind::kSerial, nest);
@@ -92,8 +135,8 @@ std::vector<LTensor> LowerNonZeroBounded(LowerContext& ctx, const std::vector<LT
             row, loop::IntImm(0), loop::IntImm(rank), loop::ForKind::kSerial,
             loop::For(z, k, loop::Sub(n, k), loop::ForKind::kSerial,
                       loop::Store(b, {loop::Add(loop::Mul(row, n), z)}, loop::IntImm(0))));
-        return loop::Seq({loop::Alloc(hits), loop::Store(hits, {loop::IntImm(0)}, loop::IntImm(0)),
-                          nest, tail, loop::Store(b, {count_at}, k), loop::Free(hits)});
+        return WithLocals({&hits}, loop::Seq({hits.set(loop::IntImm(0)), nest, tail,
+                                              loop::Store(b, {count_at}, k)}));
       });
   LTensor indices{DType::kInt64, {loop::IntImm(rank), n}, [nz, n](const std::vector<Expr>& i) {
                     return nz.at({loop::Add(loop::Mul(i[0], n), i[1])});
@@ -153,9 +196,8 @@ std::vector<LTensor> LowerCompressBounded(LowerContext& ctx, const std::vector<L
                        loop::Store(b, {loop::IntImm(0)}, loop::Add(c, NonZero(cond.at({i})))))});
       });
   LTensor y = ctx.MaterializeFill(x.dtype, y_shape, "compress", [&](const loop::Buffer& b) {
-    loop::Buffer hits = loop::MakeBuffer("compress_hits", DType::kInt64, {loop::IntImm(1)},
-                                         loop::BufferNode::Scope::kLocal);
-    const Expr k = loop::Load(hits, {loop::IntImm(0)});
+    const Local hits("compress_hits");
+    const Expr k = hits.get();
     std::vector<loop::Var> v;
     std::vector<Expr> xi;
     for (int d = 0; d < x.ndim(); ++d) {
@@ -167,10 +209,9 @@ std::vector<LTensor> LowerCompressBounded(LowerContext& ctx, const std::vector<L
       // The flat index of x's element, row-major; past the condition, nothing is selected.
       Expr f = loop::IntImm(0);
       for (int d = 0; d < x.ndim(); ++d) f = loop::Add(loop::Mul(f, x.shape[d]), xi[d]);
-      nest = loop::IfThenElse(
-          loop::MakeBinary(loop::BinaryOp::kLT, f, len),
-          loop::Seq({loop::Store(b, {k}, x.at(xi)),
-                     loop::Store(hits, {loop::IntImm(0)}, loop::Add(k, NonZero(cond.at({f}))))}));
+      nest = loop::IfThenElse(loop::MakeBinary(loop::BinaryOp::kLT, f, len),
+                              loop::Seq({loop::Store(b, {k}, x.at(xi)),
+                                         hits.set(loop::Add(k, NonZero(cond.at({f}))))}));
       for (int d = x.ndim(); d-- > 0;)
         nest = loop::For(v[d], loop::IntImm(0), x.shape[d], loop::ForKind::kSerial, nest);
     } else {
@@ -182,8 +223,7 @@ std::vector<LTensor> LowerCompressBounded(LowerContext& ctx, const std::vector<L
         if (d != axis)
           copy = loop::For(v[d], loop::IntImm(0), x.shape[d], loop::ForKind::kSerial, copy);
       nest = loop::For(v[axis], loop::IntImm(0), len, loop::ForKind::kSerial,
-                       loop::Seq({copy, loop::Store(hits, {loop::IntImm(0)},
-                                                    loop::Add(k, NonZero(cond.at({xi[axis]}))))}));
+                       loop::Seq({copy, hits.set(loop::Add(k, NonZero(cond.at({xi[axis]}))))}));
     }
     // Zeros past the count: along the axis from k (every other dim whole).
     std::vector<loop::Var> zv;
@@ -198,56 +238,11 @@ std::vector<LTensor> LowerCompressBounded(LowerContext& ctx, const std::vector<L
       zero = loop::For(zv[d], along ? k : loop::IntImm(0),
                        along ? loop::Sub(y_shape[d], k) : y_shape[d], loop::ForKind::kSerial, zero);
     }
-    return loop::Seq({loop::Alloc(hits), loop::Store(hits, {loop::IntImm(0)}, loop::IntImm(0)),
-                      nest, zero, loop::Free(hits)});
+    return WithLocals({&hits}, loop::Seq({hits.set(loop::IntImm(0)), nest, zero}));
   });
   LTensor n{
       DType::kInt64, {}, [count](const std::vector<Expr>&) { return count.at({loop::IntImm(0)}); }};
   return {y, n};
-}
-
-// ---- helpers for the serial kernels below ----
-
-using loop::BinaryOp;
-using loop::Stmt;
-
-Expr Cmp(BinaryOp op, const Expr& a, const Expr& b) {
-  return loop::MakeBinary(op, a, b);
-}
-
-// A kernel-local scalar (a running count, the best index so far), allocated around the
-// statements that use it (WithLocals).
-struct Local {
-  loop::Buffer buf;
-  explicit Local(const std::string& name, DType t = DType::kInt64)
-      : buf(loop::MakeBuffer(name, t, {loop::IntImm(1)}, loop::BufferNode::Scope::kLocal)) {}
-  Expr get() const { return loop::Load(buf, {loop::IntImm(0)}); }
-  Stmt set(Expr v) const { return loop::Store(buf, {loop::IntImm(0)}, std::move(v)); }
-};
-
-Stmt WithLocals(const std::vector<const Local*>& locals, Stmt body) {
-  std::vector<Stmt> seq;
-  for (const Local* l : locals) seq.push_back(loop::Alloc(l->buf));
-  seq.push_back(std::move(body));
-  for (const Local* l : locals) seq.push_back(loop::Free(l->buf));
-  return loop::Seq(std::move(seq));
-}
-
-// for (v = begin; v < end; ++v) body(v), serially.
-Stmt Range(LowerContext& ctx, const Expr& begin, const Expr& end,
-           const std::function<Stmt(const Expr&)>& body) {
-  loop::Var v = ctx.NewVar("i");
-  return loop::For(v, begin, loop::Sub(end, begin), loop::ForKind::kSerial, body(v));
-}
-
-// An i64 bound to `value` once, for statements that change what `value` reads.
-Stmt Let(LowerContext& ctx, const Expr& value, const std::function<Stmt(const Expr&)>& body) {
-  loop::Var v = ctx.NewVar("let");
-  return loop::LetStmt(v, value, body(v));
-}
-
-Expr AsI64(const Expr& b) {
-  return loop::Cast(DType::kInt64, b);
 }
 
 // Sorts the indices in b[perm + k], k in [0, n), stably: a bottom-up merge sort whose passes of

@@ -109,6 +109,10 @@ inline int32_t OnnxType(DType t) {
       return onnx::TensorProto::BOOL;
     case DType::kFloat64:
       return onnx::TensorProto::DOUBLE;
+    case DType::kUInt8:
+      return onnx::TensorProto::UINT8;
+    case DType::kInt8:
+      return onnx::TensorProto::INT8;
     default:
       ADD_FAILURE() << "no ONNX type in the test for " << DTypeName(t);
       return 0;

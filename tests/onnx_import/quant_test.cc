@@ -15,10 +15,16 @@
 #include "common/test_util.h"
 #include "ir/interpreter.h"
 #include "onnx/onnx_pb.h"
+#include "onnx_import/onnx_builders.h"
 
 namespace kiln {
 namespace {
 
+using onnx_test::AddInit;
+using onnx_test::AttrInt;
+using onnx_test::AttrInts;
+using onnx_test::Import;
+using onnx_test::OnnxType;
 using test::ErrorOf;
 using test::RandomTensor;
 using test::TensorsNear;
@@ -29,22 +35,6 @@ constexpr DType kU8 = DType::kUInt8, kI8 = DType::kInt8, kI32 = DType::kInt32,
                 kF32 = DType::kFloat32;
 
 // --- Building and running one-node models ----------------------------------------------------
-
-int32_t OnnxType(DType t) {
-  switch (t) {
-    case DType::kUInt8:
-      return onnx::TensorProto::UINT8;
-    case DType::kInt8:
-      return onnx::TensorProto::INT8;
-    case DType::kInt32:
-      return onnx::TensorProto::INT32;
-    case DType::kFloat32:
-      return onnx::TensorProto::FLOAT;
-    default:
-      ADD_FAILURE() << "no ONNX type in the test for " << DTypeName(t);
-      return 0;
-  }
-}
 
 // One input of the node: a graph input, an initializer (constant), or omitted (t undefined).
 struct Arg {
@@ -83,11 +73,7 @@ Built Build(const Node& n) {
     }
     node->add_input(a.name);
     if (a.constant) {
-      onnx::TensorProto* p = m.mutable_graph()->add_initializer();
-      p->set_name(a.name);
-      p->set_data_type(OnnxType(a.t.dtype()));
-      for (int64_t d : a.t.shape()) p->add_dims(d);
-      p->set_raw_data(std::string(static_cast<const char*>(a.t.raw_data()), a.t.nbytes()));
+      AddInit(m, a.name, a.t);
       continue;
     }
     onnx::ValueInfoProto* v = m.mutable_graph()->add_input();
@@ -109,12 +95,6 @@ Built Build(const Node& n) {
   return b;
 }
 
-ImportedModel Import(const onnx::ModelProto& m) {
-  std::string bytes;
-  EXPECT_TRUE(m.SerializeToString(&bytes));
-  return ImportOnnxBuffer(bytes.data(), bytes.size());
-}
-
 Tensor Run(const Node& n) {
   Built b = Build(n);
   std::vector<Tensor> out = Interpret(Import(b.model).graph, b.feeds);
@@ -126,21 +106,6 @@ Error ImportErrorOf(const Node& n) {
   return ErrorOf([&] { Import(Build(n).model); });
 }
 
-void AttrInts(onnx::NodeProto* n, const std::string& name, const Ints& v) {
-  onnx::AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
-void AttrInt(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  onnx::AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
-// Random values over the whole range of an 8-bit dtype.
 Tensor Random8(DType t, const Ints& shape, uint64_t seed) {
   return t == kU8 ? RandomTensor(t, shape, seed, 0, 255) : RandomTensor(t, shape, seed, -128, 127);
 }
