@@ -3,11 +3,17 @@
 //
 //   kiln run MODEL [--shape NAME=1x784 ...] [--input NAME=FILE.pb ...] [--iters N] [--warmup N]
 //            [--threads N] [--opt-level N] [--disable-pass P] [--cache-dir D] [--target T]
-//            [--config K=V]
+//            [--config K=V] [--versus 'K=V ...']
 //            [--print-ir after=PASS|all] [--time-passes] [--stats]
 //   kiln types MODEL
 //   kiln passes
 //   kiln test-onnx [--rtol R] [--atol A] CASE_DIR...
+//
+// run --versus times a second engine, made with the same options plus the given config
+// assignments, on the same inputs, alternating with the first in blocks of a few runs: on a shared
+// machine whose speed drifts by half within a minute, only such interleaved timings compare two
+// configurations (tile sizes, say) fairly. At more than one thread the two engines' worker
+// pools share the cores and can slow each other unevenly: compare there across processes.
 //
 // test-onnx prints a line per case, `PASS NAME` or `FAIL NAME: REASON`; a pass whose outputs no
 // compiled kernel computed (folded at specialization, or copied from inputs) is
@@ -25,11 +31,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
 #include <regex>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kiln.h"
@@ -44,6 +53,7 @@ const char kUsage[] =
     "  kiln run MODEL [--shape NAME=1x784 ...] [--input NAME=FILE.pb ...] [--iters N]\n"
     "           [--warmup N] [--threads N] [--opt-level N] [--disable-pass P] [--cache-dir D]\n"
     "           [--target 'llvm -mcpu=CPU -mattr=+f,-g'] [--config KEY=VALUE]\n"
+    "           [--versus 'KEY=VALUE ...']\n"
     "           [--print-ir after=PASS|all] [--time-passes] [--stats]\n"
     "  kiln types MODEL\n"
     "  kiln passes\n"
@@ -364,6 +374,21 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
+// --config KEY=VALUE: KEY=INTEGER for the integer keys (tile sizes, vector width); anything
+// else as a string.
+void SetConfig(kiln_options* options, const std::string& flag, const std::string& v) {
+  size_t eq = v.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw UsageError{flag + " wants KEY=VALUE, got '" + v + "'"};
+  std::string key = v.substr(0, eq), text = v.substr(eq + 1);
+  char* end = nullptr;
+  long long n = std::strtoll(text.c_str(), &end, 10);
+  kiln_status st = !text.empty() && *end == '\0'
+                       ? kiln_options_set_config_int(options, key.c_str(), n)
+                       : kiln_options_set_config_string(options, key.c_str(), text.c_str());
+  if (st) throw UsageError{kiln_last_error()};
+}
+
 int RunCommand(const std::vector<std::string>& args) {
   std::string model_path;
   std::map<std::string, std::vector<int64_t>> shapes;
@@ -371,12 +396,19 @@ int RunCommand(const std::vector<std::string>& args) {
   int64_t iters = 10, warmup = 2;
   bool stats = false;
   PassObserver observer;
-  OptionsPtr options;
-  {
+  auto new_options = [] {
     kiln_options* o = nullptr;
     Check(kiln_options_create(&o), "options");
-    options.reset(o);
-  }
+    return OptionsPtr(o);
+  };
+  OptionsPtr options = new_options();
+  // Every option that shapes compilation, replayed onto the --versus engine's options.
+  std::vector<std::function<void(kiln_options*)>> setters;
+  auto set = [&](std::function<void(kiln_options*)> f) {
+    f(options.get());
+    setters.push_back(std::move(f));
+  };
+  std::vector<std::string> versus;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
@@ -396,35 +428,33 @@ int RunCommand(const std::vector<std::string>& args) {
       warmup = ParseInt(a, value());
       if (warmup < 0) throw UsageError{"--warmup must not be negative"};
     } else if (a == "--threads") {
-      int64_t n = ParseInt(a, value());
-      if (kiln_options_set_num_threads(options.get(), static_cast<int>(n)))
-        throw UsageError{kiln_last_error()};
+      int n = static_cast<int>(ParseInt(a, value()));
+      set([n](kiln_options* o) {
+        if (kiln_options_set_num_threads(o, n)) throw UsageError{kiln_last_error()};
+      });
     } else if (a == "--opt-level") {
-      int64_t n = ParseInt(a, value());
-      if (kiln_options_set_opt_level(options.get(), static_cast<int>(n)))
-        throw UsageError{kiln_last_error()};
+      int n = static_cast<int>(ParseInt(a, value()));
+      set([n](kiln_options* o) {
+        if (kiln_options_set_opt_level(o, n)) throw UsageError{kiln_last_error()};
+      });
     } else if (a == "--disable-pass") {
-      if (kiln_options_disable_pass(options.get(), value().c_str()))
-        throw UsageError{kiln_last_error()};
+      set([p = value()](kiln_options* o) {
+        if (kiln_options_disable_pass(o, p.c_str())) throw UsageError{kiln_last_error()};
+      });
     } else if (a == "--target") {
-      if (kiln_options_set_target(options.get(), value().c_str()))
-        throw UsageError{kiln_last_error()};
+      set([t = value()](kiln_options* o) {
+        if (kiln_options_set_target(o, t.c_str())) throw UsageError{kiln_last_error()};
+      });
     } else if (a == "--config") {
-      // KEY=INTEGER for the integer keys (tile sizes, vector width); anything else as a string.
-      const std::string& v = value();
-      size_t eq = v.find('=');
-      if (eq == std::string::npos || eq == 0)
-        throw UsageError{"--config wants KEY=VALUE, got '" + v + "'"};
-      std::string key = v.substr(0, eq), text = v.substr(eq + 1);
-      char* end = nullptr;
-      long long n = std::strtoll(text.c_str(), &end, 10);
-      kiln_status st =
-          !text.empty() && *end == '\0'
-              ? kiln_options_set_config_int(options.get(), key.c_str(), n)
-              : kiln_options_set_config_string(options.get(), key.c_str(), text.c_str());
-      if (st) throw UsageError{kiln_last_error()};
+      set([v = value()](kiln_options* o) { SetConfig(o, "--config", v); });
+    } else if (a == "--versus") {
+      std::istringstream words(value());
+      for (std::string w; words >> w;) versus.push_back(w);
+      if (versus.empty()) throw UsageError{"--versus wants KEY=VALUE assignments"};
     } else if (a == "--cache-dir") {
-      Check(kiln_options_set_cache_dir(options.get(), value().c_str()), "--cache-dir");
+      set([d = value()](kiln_options* o) {
+        Check(kiln_options_set_cache_dir(o, d.c_str()), "--cache-dir");
+      });
     } else if (a == "--print-ir") {
       const std::string& v = value();
       if (v.rfind("after=", 0) != 0 || v.size() == 6)
@@ -447,7 +477,7 @@ int RunCommand(const std::vector<std::string>& args) {
     Check(kiln_options_add_instrument(options.get(), BeforePass, AfterPass,
                                       !observer.print_after.empty(), &observer),
           "instrument");
-  if (stats) Check(kiln_options_set_profiling(options.get(), 1), "profiling");
+  if (stats) set([](kiln_options* o) { Check(kiln_options_set_profiling(o, 1), "profiling"); });
 
   ModelPtr model = LoadModel(model_path);
   std::vector<IoType> inputs = ModelIo(model.get(), true);
@@ -500,6 +530,18 @@ int RunCommand(const std::vector<std::string>& args) {
   std::vector<kiln_tensor*> out_ptrs(outputs.size(), nullptr);
   std::vector<TensorPtr> out_owned;
 
+  // The --versus engine: the same options, then the assignments.
+  EnginePtr other;
+  std::vector<kiln_tensor*> other_out(outputs.size(), nullptr);
+  if (!versus.empty()) {
+    OptionsPtr o = new_options();
+    for (const auto& f : setters) f(o.get());
+    for (const std::string& v : versus) SetConfig(o.get(), "--versus", v);
+    kiln_engine* e = nullptr;
+    Check(kiln_engine_create(o.get(), &e), "--versus engine");
+    other.reset(e);
+  }
+
   // The first run compiles; later runs write into the same outputs, in place.
   auto t0 = std::chrono::steady_clock::now();
   Check(kiln_engine_run(engine.get(), model.get(), in_ptrs.size(), nullptr, in_ptrs.data(),
@@ -508,18 +550,41 @@ int RunCommand(const std::vector<std::string>& args) {
   double first_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (kiln_tensor* t : out_ptrs) out_owned.emplace_back(t);
-  auto run_once = [&] {
-    Check(kiln_engine_run(engine.get(), model.get(), in_ptrs.size(), nullptr, in_ptrs.data(),
-                          out_ptrs.size(), nullptr, out_ptrs.data()),
-          "run");
+  auto run_on = [&](kiln_engine* e, std::vector<kiln_tensor*>& outs) {
+    Check(kiln_engine_run(e, model.get(), in_ptrs.size(), nullptr, in_ptrs.data(), outs.size(),
+                          nullptr, outs.data()),
+          e == engine.get() ? "run" : "--versus run");
   };
-  for (int64_t i = 0; i < warmup; ++i) run_once();
-  std::vector<double> ms;
-  for (int64_t i = 0; i < iters; ++i) {
+  if (other) {
+    run_on(other.get(), other_out);
+    for (kiln_tensor* t : other_out) out_owned.emplace_back(t);
+  }
+  for (int64_t i = 0; i < warmup; ++i) {
+    run_on(engine.get(), out_ptrs);
+    if (other) run_on(other.get(), other_out);
+  }
+  auto timed = [](const std::function<void()>& f) {
     auto s = std::chrono::steady_clock::now();
-    run_once();
-    ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
+    f();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count();
+  };
+  std::vector<double> ms, other_ms;
+  if (!other) {
+    for (int64_t i = 0; i < iters; ++i)
+      ms.push_back(timed([&] { run_on(engine.get(), out_ptrs); }));
+  } else {
+    // Blocks of kBlock timed runs per engine, each after one untimed run: an engine's worker
+    // threads keep spinning a while after its run ends, and would slow the other engine's
+    // next run, not the one after.
+    constexpr int64_t kBlock = 8;
+    for (int64_t done = 0; done < iters; done += kBlock) {
+      for (auto [e, outs, times] : {std::tuple{engine.get(), &out_ptrs, &ms},
+                                    std::tuple{other.get(), &other_out, &other_ms}}) {
+        run_on(e, *outs);
+        for (int64_t i = done; i < std::min(iters, done + kBlock); ++i)
+          times->push_back(timed([&] { run_on(e, *outs); }));
+      }
+    }
   }
 
   for (size_t j = 0; j < outputs.size(); ++j)
@@ -529,6 +594,13 @@ int RunCommand(const std::vector<std::string>& args) {
   std::printf("latency over %lld runs: p50 %.4f ms, p90 %.4f ms, p99 %.4f ms\n",
               static_cast<long long>(iters), Percentile(ms, 50), Percentile(ms, 90),
               Percentile(ms, 99));
+  if (other) {
+    std::string assignments;
+    for (const std::string& v : versus) assignments += (assignments.empty() ? "" : " ") + v;
+    std::printf("versus %s, alternating: p50 %.4f ms, p90 %.4f ms; p50 ratio %.3f\n",
+                assignments.c_str(), Percentile(other_ms, 50), Percentile(other_ms, 90),
+                Percentile(other_ms, 50) / Percentile(ms, 50));
+  }
   if (observer.time) {
     std::printf("pass timing (inclusive):\n");
     for (const std::string& p : observer.order)
@@ -540,6 +612,11 @@ int RunCommand(const std::vector<std::string>& args) {
     Check(kiln_engine_stats_json(engine.get(), &json), "stats");
     std::printf("%s\n", json);
     kiln_string_free(json);
+    if (other) {
+      Check(kiln_engine_stats_json(other.get(), &json), "--versus stats");
+      std::printf("versus stats: %s\n", json);
+      kiln_string_free(json);
+    }
   }
   return 0;
 }

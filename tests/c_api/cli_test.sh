@@ -181,6 +181,14 @@ expect_output "run with profiling and IR" 0 "// IR after FuseOps" "pass timing" 
 expect_output "run --print-ir after=all" 0 "// IR after InferType" "def @main" \
   -- "$KILN" run "$MLP" --shape x=2x4 --print-ir after=all --iters 1
 
+expect_output "run --versus" 0 "versus tile.i=2 tile.j=16, alternating: p50" "p50 ratio" \
+  '"kernels":[{' "versus stats: {" -- "$KILN" run "$MLP" --shape x=8x4 --iters 4 --stats \
+  --versus "tile.i=2 tile.j=16"
+expect_output "run --versus with a bad assignment" 2 "--versus wants KEY=VALUE, got 'tile.i'" \
+  -- "$KILN" run "$MLP" --shape x=8x4 --versus "tile.i"
+expect_output "run --versus with an unknown key" 2 "no.such.key" \
+  -- "$KILN" run "$MLP" --shape x=8x4 --versus "no.such.key=1"
+
 mkdir -p -m 700 "$WORK/cache"
 expect_output "run --cache-dir" 0 "probs: f32[4, 3]" \
   -- "$KILN" run "$MLP" --shape x=4x4 --cache-dir "$WORK/cache" --iters 1
