@@ -93,20 +93,29 @@ struct Range {
 };
 using Ranges = std::map<const VarNode*, Range>;
 
-// `e` as `coefficient * v + sum(inner[u] * u) + rest`, where v is the loop's variable, each u a
-// loop variable inside it with a constant range, and rest mentions no buffer and no variable
-// bound inside the loop (so it is the same in every iteration).
+// `e` as `coefficient * v + sum(inner[u] * u) + offset + rest`, where v is the loop's variable,
+// each u a loop variable inside it with a constant range, offset a constant and rest mentions
+// no buffer and no variable bound inside the loop (so it is the same in every iteration). The
+// constant terms gather in offset, which counts with the inner terms' window: a column tile's
+// `j_outer * 48 + j_inner` and its tail's `1008 + j_inner` share rest (0).
 struct AffineForm {
   int64_t coefficient = 0;
   std::map<const VarNode*, int64_t> inner;
   Expr rest;
+  int64_t offset = 0;
 };
+
+bool IsZero(const Expr& e) {
+  int64_t c;
+  return loop::IsConstInt(e, &c) && c == 0;
+}
 
 std::optional<AffineForm> SplitAffine(const Expr& e, const VarNode* v, const VarSet& bound,
                                       const Ranges& ranges) {
   if (e.get() == v) return AffineForm{1, {}, loop::IntImm(0)};
   if (const VarNode* u = loop::AsVar(e); u && ranges.count(u))
     return AffineForm{0, {{u, 1}}, loop::IntImm(0)};
+  if (int64_t c; loop::IsConstInt(e, &c)) return AffineForm{0, {}, loop::IntImm(0), c};
   if (!loop::MentionsOrLoads(e, bound)) return AffineForm{0, {}, e};
   const loop::BinaryNode* b = loop::AsBinary(e);
   if (!b) return std::nullopt;
@@ -115,15 +124,18 @@ std::optional<AffineForm> SplitAffine(const Expr& e, const VarNode* v, const Var
   if (!x || !y) return std::nullopt;
   // Coefficients are small in practice; one that overflows just fails the check.
   auto scaled = [](AffineForm f, int64_t c, const Expr& by) -> std::optional<AffineForm> {
-    if (__builtin_mul_overflow(f.coefficient, c, &f.coefficient)) return std::nullopt;
+    if (__builtin_mul_overflow(f.coefficient, c, &f.coefficient) ||
+        __builtin_mul_overflow(f.offset, c, &f.offset))
+      return std::nullopt;
     for (auto& [u, k] : f.inner)
       if (__builtin_mul_overflow(k, c, &k)) return std::nullopt;
-    f.rest = loop::Mul(f.rest, by);
+    if (!IsZero(f.rest)) f.rest = loop::Mul(f.rest, by);
     return f;
   };
   auto combined = [](AffineForm f, const AffineForm& g, int64_t sign,
                      Expr rest) -> std::optional<AffineForm> {
-    if (__builtin_add_overflow(f.coefficient, sign * g.coefficient, &f.coefficient))
+    if (__builtin_add_overflow(f.coefficient, sign * g.coefficient, &f.coefficient) ||
+        __builtin_add_overflow(f.offset, sign * g.offset, &f.offset))
       return std::nullopt;
     for (const auto& [u, k] : g.inner)
       if (__builtin_add_overflow(f.inner[u], sign * k, &f.inner[u])) return std::nullopt;
@@ -133,9 +145,12 @@ std::optional<AffineForm> SplitAffine(const Expr& e, const VarNode* v, const Var
   int64_t c;
   switch (b->op) {
     case loop::BinaryOp::kAdd:
-      return combined(*x, *y, 1, loop::Add(x->rest, y->rest));
+      return combined(*x, *y, 1,
+                      IsZero(x->rest)   ? y->rest
+                      : IsZero(y->rest) ? x->rest
+                                        : loop::Add(x->rest, y->rest));
     case loop::BinaryOp::kSub:
-      return combined(*x, *y, -1, loop::Sub(x->rest, y->rest));
+      return combined(*x, *y, -1, IsZero(y->rest) ? x->rest : loop::Sub(x->rest, y->rest));
     case loop::BinaryOp::kMul:
       if (y->coefficient == 0 && y->inner.empty() && loop::IsConstInt(b->b, &c))
         return scaled(*x, c, b->b);
@@ -147,9 +162,9 @@ std::optional<AffineForm> SplitAffine(const Expr& e, const VarNode* v, const Var
   }
 }
 
-// The values `sum(inner[u] * u)` of a form takes, or nullopt on overflow.
+// The values `sum(inner[u] * u) + offset` of a form takes, or nullopt on overflow.
 std::optional<Range> InnerRange(const AffineForm& f, const Ranges& ranges) {
-  Range r{0, 0};
+  Range r{f.offset, f.offset};
   for (const auto& [u, k] : f.inner) {
     const Range& ur = ranges.at(u);
     int64_t a, b;

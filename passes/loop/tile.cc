@@ -110,6 +110,11 @@ constexpr char kTileKKey[] = "tile.k";
 // the 1 MiB L2 per core of the machines here, leaving room for the rest of a tile).
 constexpr int64_t kStreamedOperandBytes = 512 << 10;
 
+// The row block of a tile whose column operand is read off vector boundaries (Tiler's
+// UnalignedTile): rows x vectors accumulators, 24 of AVX-512's 32 registers.
+constexpr int64_t kUnalignedTileRows = 8;
+constexpr int64_t kUnalignedTileVectors = 3;
+
 }  // namespace
 
 namespace tile_internal {
@@ -476,6 +481,49 @@ Stmt TileRowBlocks(const loop::ForNode* n, int64_t rows,
   return loop::Seq(std::move(out));
 }
 
+// Whether `body` reads an operand along j but not along i, in place (no packed panel: its
+// reduction is a loop nest, which FindPackedLoads leaves alone), at an offset that one step of
+// one of its loops moves off a multiple of `lanes` elements: such loads straddle cache lines (a
+// stride-1 conv's taps, one element apart; a stride-2 conv's, whose taps alternate between
+// phase planes 3306 floats apart at 112 x 112).
+bool UnalignedColumnReads(const ReductionBody& body, const VarNode* i, const VarNode* j,
+                          int64_t lanes, int64_t tile) {
+  if (!FindPackedLoads(body, i, j, tile).empty()) return false;
+  struct Loops : loop::Visitor {
+    std::vector<const loop::ForNode*> loops;
+    void VisitStmt(const Stmt& s) override {
+      if (const loop::ForNode* f = loop::AsFor(s)) loops.push_back(f);
+      loop::Visitor::VisitStmt(s);
+    }
+  } nest;
+  loop::AccessScanner scan;
+  for (const Stmt& s : body.statements) {
+    nest.VisitStmt(s);
+    scan.VisitStmt(s);
+  }
+  for (const loop::Access& a : scan.accesses) {
+    if (a.store) continue;
+    bool along_j = false, along_i = false;
+    for (const Expr& e : *a.indices) {
+      along_j = along_j || loop::Mentions(e, j);
+      along_i = along_i || loop::Mentions(e, i);
+    }
+    std::optional<Expr> flat =
+        along_j && !along_i ? loop::FlatIndex(*a.buffer, *a.indices) : std::nullopt;
+    if (!flat) continue;
+    for (const loop::ForNode* f : nest.loops) {
+      int64_t min = 0, extent = 0;
+      if (f->var.get() == j || !loop::Mentions(*flat, f->var.get()) ||
+          !loop::IsConstInt(f->min, &min) || !loop::IsConstInt(f->extent, &extent) || extent < 2)
+        continue;
+      std::optional<int64_t> at = OffsetAt(*flat, f->var.get(), min),
+                             next = OffsetAt(*flat, f->var.get(), min + 1);
+      if (at && next && (*next - *at) % lanes != 0) return true;
+    }
+  }
+  return false;
+}
+
 // The bytes of the buffers that loads in `body` read along j but not along i (the operand a
 // row block streams through), by their whole constant size; buffers of symbolic size count 0.
 int64_t ColumnOperandBytes(const ReductionBody& body, const VarNode* i, const VarNode* j) {
@@ -765,10 +813,11 @@ Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBod
 class Tiler : public loop::Mutator {
  public:
   // `lanes` (0: unknown) lets a row block widen its tile to divide the columns evenly.
-  Tiler(int64_t tile, int64_t rows, bool pack, bool pack_set, int64_t single_row, int64_t lanes,
-        int64_t k_block)
+  Tiler(int64_t tile, int64_t rows, bool tile_set, bool pack, bool pack_set, int64_t single_row,
+        int64_t lanes, int64_t k_block)
       : tile_(tile),
         rows_(rows),
+        tile_set_(tile_set),
         pack_(pack),
         pack_set_(pack_set),
         single_row_(single_row),
@@ -788,7 +837,10 @@ class Tiler : public loop::Mutator {
         if (RowBlockable(n, j, *body)) {
           int64_t tile = body->prepacked > 0 ? body->prepacked : EvenTile(j);
           int64_t rows = rows_;
-          if (body->prepacked == 0 && HalfTileFitsL1(n, j, *body, tile)) {
+          if (body->prepacked == 0 && UnalignedTile(n, j, *body)) {
+            tile = kUnalignedTileVectors * lanes_;
+            rows = kUnalignedTileRows;
+          } else if (body->prepacked == 0 && HalfTileFitsL1(n, j, *body, tile)) {
             tile /= 2;
             rows *= 2;
           }
@@ -801,6 +853,7 @@ class Tiler : public loop::Mutator {
  private:
   int64_t tile_;
   int64_t rows_;
+  bool tile_set_;  // tile.i or tile.j given explicitly: no heuristic changes the block
   bool pack_;
   bool pack_set_;  // tile.pack given explicitly: no heuristic overrides it
   int64_t single_row_;
@@ -822,6 +875,24 @@ class Tiler : public loop::Mutator {
     std::optional<ColumnStarts> starts = ColumnTileStarts(body, i->var.get(), j->var.get());
     return starts && ColumnTileBytes(*starts, tile) * 4 > kL1Bytes * 3 &&
            ColumnTileBytes(*starts, tile / 2) * 3 <= kL1Bytes * 2;
+  }
+
+  // Whether a row block reads its column operand in place at offsets off a multiple of the
+  // vector (UnalignedColumnReads), on a 512-bit target whose every such load straddles two
+  // cache lines, with tile.i and tile.j unset and whole blocks of kUnalignedTileRows rows: then
+  // the block takes kUnalignedTileRows rows of kUnalignedTileVectors vectors (24
+  // accumulators), each load feeding 8 FMAs where 64 x 4 fed 4. On an AVX-512 Xeon, a kernel
+  // whose operand sits in L1 ran 4 x 64 at 0.69 of peak with loads one float off a line, 8 x 48
+  // at 0.99 (at 1.0 both when aligned); dynamic_conv's 3x3 convs (alternating runs in one
+  // process, kiln run --versus): 32 -> 64 at 56 x 56 0.90 of the time, stride-2 32 -> 32 at
+  // 112 x 112 0.90 (it had 32-column tiles of 8 rows, HalfTileFitsL1), 16 -> 32 at 112 x 112
+  // 0.86-1.0; the whole model 0.89-0.96, MobileNet-like 0.96, the small CNN at batch 32 0.99.
+  bool UnalignedTile(const loop::ForNode* i, const loop::ForNode* j,
+                     const ReductionBody& body) const {
+    int64_t row_count = 0;
+    return lanes_ == 16 && !tile_set_ && loop::IsConstInt(i->extent, &row_count) &&
+           row_count % kUnalignedTileRows == 0 &&
+           UnalignedColumnReads(body, i->var.get(), j->var.get(), lanes_, tile_);
   }
 
   // The K block for panels `tile` columns wide: tile.k when set, else as deep as a 24 KiB
@@ -905,7 +976,9 @@ void RegisterTileLoopsPass(PassRegistry& r) {
                   if (k_block < 0)
                     Throw(ErrorCode::kInvalidArgument, kTileKKey, " must not be negative, got ",
                           k_block);
-                  tile_internal::Tiler tiler(tile, rows, ctx.GetConfigBool(kTilePackKey),
+                  const bool tile_set =
+                      ctx.config().count(kTileJKey) > 0 || ctx.config().count(kTileIKey) > 0;
+                  tile_internal::Tiler tiler(tile, rows, tile_set, ctx.GetConfigBool(kTilePackKey),
                                              ctx.config().count(kTilePackKey) > 0, single_row,
                                              lanes, k_block);
                   return loop::WithBody(f, tiler.MutateStmt(f->body));

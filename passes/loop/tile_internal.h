@@ -73,6 +73,10 @@ Stmt TileRowBlocks(const loop::ForNode* n, int64_t rows,
 // reduction loop `k` that holds no other loop, of a buffer the body does not store, whose
 // indices depend on j and k and not on the row variable i. Distinct index lists get distinct
 // panels.
+// The value of the index `e` with the variable v at `value` and every other variable at 0, or
+// nullopt when that is not a constant (a load in it, say).
+std::optional<int64_t> OffsetAt(const Expr& e, const VarNode* v, int64_t value);
+
 std::vector<PackedLoad> FindPackedLoads(const ReductionBody& body, const VarNode* i,
                                         const VarNode* j, int64_t tile);
 

@@ -64,6 +64,25 @@ std::vector<PackedLoad> FindPackedLoads(const ReductionBody& body, const VarNode
   return packs;
 }
 
+std::optional<int64_t> OffsetAt(const Expr& e, const VarNode* v, int64_t value) {
+  class Fix : public loop::Mutator {
+   public:
+    Fix(const VarNode* v, int64_t value) : v_(v), value_(value) {}
+
+   protected:
+    Expr MutateVar(const VarNode* n, const Expr&) override {
+      return loop::IntImm(n == v_ ? value_ : 0, n->dtype);
+    }
+
+   private:
+    const VarNode* v_;
+    int64_t value_;
+  };
+  int64_t offset;
+  if (!loop::IsConstInt(Fix(v, value).MutateExpr(e), &offset)) return std::nullopt;
+  return offset;
+}
+
 namespace {
 
 // Where the run of row k of p's panel starts in its source, for each k in order (j and every
@@ -76,25 +95,11 @@ std::optional<std::vector<int64_t>> PanelStarts(const PackedLoad& p) {
     return std::nullopt;
   std::optional<Expr> flat = loop::FlatIndex(*p.src, p.indices);
   if (!flat) return std::nullopt;
-  class Fix : public loop::Mutator {
-   public:
-    Fix(const VarNode* k, int64_t value) : k_(k), value_(value) {}
-
-   protected:
-    Expr MutateVar(const VarNode* n, const Expr&) override {
-      return loop::IntImm(n == k_ ? value_ : 0, n->dtype);
-    }
-
-   private:
-    const VarNode* k_;
-    int64_t value_;
-  };
   std::vector<int64_t> starts;
   for (int64_t k = k_min; k < k_min + depth; ++k) {
-    Fix fix(p.k->var.get(), k);
-    int64_t offset;
-    if (!loop::IsConstInt(fix.MutateExpr(*flat), &offset)) return std::nullopt;
-    starts.push_back(offset);
+    std::optional<int64_t> offset = OffsetAt(*flat, p.k->var.get(), k);
+    if (!offset) return std::nullopt;
+    starts.push_back(*offset);
   }
   return starts;
 }

@@ -332,6 +332,31 @@ TEST(ParallelizeLoops, FlatIndexWithRowsAboveTheReach) {
   EXPECT_EQ(loop::Print(Parallelize(overlapping)), loop::Print(overlapping));
 }
 
+// Column tiles and the tail TileLoops leaves after them in one row: out[b, jo * 48 + j] and
+// out[b, 96 + j] differ by a constant, which joins the window of the inner terms: each b keeps
+// to [0, 111] of its row (so the batch loop is parallel), and a tail reaching 112 past it
+// (offset 112 on a 112-wide row) would meet the next row.
+TEST(ParallelizeLoops, ConstantOffsetsJoinTheWindow) {
+  auto tiles = [](int64_t tail_at) {
+    Var b = loop::MakeVar("b"), jo = loop::MakeVar("jo"), j = loop::MakeVar("j"),
+        t = loop::MakeVar("t");
+    Buffer x = Buf("x", {I(16), I(112)}), out = Buf("out", {I(16 * 112 + 16)});
+    auto flat = [&](const Expr& col) { return loop::Add(loop::Mul(b, I(112)), col); };
+    Expr col = loop::Add(loop::Mul(jo, I(48)), j), tail = loop::Add(I(tail_at), t);
+    Stmt body = loop::Seq(
+        {Loop(jo, I(2), Loop(j, I(48), loop::Store(out, {flat(col)}, loop::Load(x, {b, col})))),
+         Loop(t, I(16), loop::Store(out, {flat(tail)}, loop::Mul(loop::Load(x, {b, t}), F(2))))});
+    return Func({x, out}, 1, {}, Loop(b, I(16), body));
+  };
+  test::PassConfig few = {{"parallelize.min_work", int64_t{1}}};
+  auto fits = tiles(96);
+  auto g = test::RunLoopPass("ParallelizeLoops", fits, few);
+  EXPECT_THAT(BodyText(g), HasSubstr("for b in [0, 16) parallel {"));
+  ExpectSameResults(fits, g);
+  auto past = tiles(112);
+  EXPECT_EQ(loop::Print(test::RunLoopPass("ParallelizeLoops", past, few)), loop::Print(past));
+}
+
 // A symbolic extent with a known bound (a tail) counts as its bound.
 TEST(ParallelizeLoops, BoundedSymbolicExtentsAreShort) {
   Var n = loop::MakeVar("n"), i = loop::MakeVar("i");

@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "common/loop_test_util.h"
 #include "common/test_util.h"
 #include "ir/loop/loop_text.h"
@@ -513,13 +515,13 @@ TEST(TileLoops, LargeColumnOperandRunsRowBlocksInsideColumnTiles) {
 // On a 512-bit target with the tile keys unset (64 columns x 4 rows), an operand read in place
 // whose 64-column tile touches more than 3/4 of a 48 KiB L1 over the reduction, where a
 // 32-column one fits in 2/3 of it, gets 32-column tiles of 8 rows (as many accumulators): 160
-// taps 100 floats apart touch 40 KiB per 64 columns, 20 per 32. Nine taps (2.3 KiB) keep 64 x 4.
+// taps 112 floats apart touch 40 KiB per 64 columns, 20 per 32. Nine taps (2.3 KiB) keep 64 x 4.
 TEST(TileLoops, ColumnTileThatOverflowsL1IsHalvedWithTwiceTheRows) {
   auto taps = [](int64_t k_count) {
     Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");
-    Buffer w = Buf("w", {I(32), I(k_count)}), x = Buf("x", {I(k_count * 100 + 128)}),
+    Buffer w = Buf("w", {I(32), I(k_count)}), x = Buf("x", {I(k_count * 112 + 128)}),
            out = Buf("out", {I(32), I(128)});
-    Expr at = loop::Add(loop::Mul(k, I(100)), j);
+    Expr at = loop::Add(loop::Mul(k, I(112)), j);
     return Func({w, x, out}, 2, {},
                 Loop(i, I(32),
                      Loop(j, I(128),
@@ -536,6 +538,62 @@ TEST(TileLoops, ColumnTileThatOverflowsL1IsHalvedWithTwiceTheRows) {
   std::string narrow = BodyText(test::RunLoopPipeline("TileLoops", taps(9), avx512));
   EXPECT_THAT(narrow, HasSubstr("j_outer in [0, 2)"));
   EXPECT_THAT(narrow, HasSubstr("i_outer in [0, 8)"));
+}
+
+// On a 512-bit target with the tile keys unset, a row block whose column operand is read at
+// offsets a reduction loop moves by other than a multiple of 16 floats (a 3x3 conv's taps over
+// a padded row: t % 3 + 34 * (t / 3), here as two loops) gets 8 rows of 48 columns, every load
+// feeding 8 FMAs: 128 columns are two full tiles and a 32-column tail. Row counts that are not
+// a multiple of 8, aligned offsets (34 -> 48 floats a row, taps 16 apart) and an explicit
+// tile.i keep 4 rows of 64, as does an operand read in one reduction loop.
+TEST(TileLoops, UnalignedColumnReadsGetEightRowsOfThreeVectors) {
+  auto conv = [](int64_t rows, int64_t row_stride, int64_t tap_stride) {
+    Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), ky = loop::MakeVar("ky"),
+        kx = loop::MakeVar("kx");
+    Buffer w = Buf("w", {I(rows), I(3), I(3)}), x = Buf("x", {I(3 * row_stride + 256)}),
+           out = Buf("out", {I(rows), I(128)});
+    Expr at = loop::Add(j, loop::Add(loop::Mul(ky, I(row_stride)), loop::Mul(kx, I(tap_stride))));
+    Expr dot = loop::Reduce(loop::ReduceKind::kSum,
+                            loop::Mul(loop::Load(w, {i, ky, kx}), loop::Load(x, {at})),
+                            {{ky, I(3)}, {kx, I(3)}});
+    return Func({w, x, out}, 2, {},
+                Loop(i, I(rows), Loop(j, I(128), loop::Store(out, {i, j}, dot))));
+  };
+  test::PassConfig avx512 = {{"target.vector_bits", int64_t{512}}};
+  auto f = conv(32, 34, 1);
+  auto g = test::RunLoopPipeline("TileLoops", f, avx512);
+  std::string text = BodyText(g);
+  EXPECT_THAT(text, HasSubstr("i_outer in [0, 4)"));
+  EXPECT_THAT(text, HasSubstr("j_outer in [0, 2)"));
+  EXPECT_THAT(text, HasSubstr("i_row in [0, 8) unrolled"));
+  EXPECT_THAT(text, HasSubstr("j_inner in [0, 48)"));
+  EXPECT_THAT(text, HasSubstr("j_inner_1 in [0, 32)"));
+  ExpectSameResults(f, g);
+  for (auto [rows, row_stride, tap_stride] : {std::tuple{int64_t{28}, int64_t{34}, int64_t{1}},
+                                              std::tuple{int64_t{32}, int64_t{48}, int64_t{16}}}) {
+    std::string kept =
+        BodyText(test::RunLoopPipeline("TileLoops", conv(rows, row_stride, tap_stride), avx512));
+    EXPECT_THAT(kept, HasSubstr("i_row in [0, 4) unrolled")) << rows << " " << row_stride;
+    EXPECT_THAT(kept, HasSubstr("j_inner in [0, 64)")) << rows << " " << row_stride;
+  }
+  // One reduction loop over rows 34 floats apart (a matmul's operand): FindPackedLoads may copy
+  // it into aligned panels, so the block stays.
+  Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");
+  Buffer w = Buf("w", {I(32), I(9)}), x = Buf("x", {I(9 * 34 + 128)}),
+         out = Buf("out", {I(32), I(128)});
+  Expr row = loop::Add(loop::Mul(k, I(34)), j);
+  auto rows = Func(
+      {w, x, out}, 2, {},
+      Loop(
+          i, I(32),
+          Loop(j, I(128),
+               loop::Store(out, {i, j},
+                           Sum(loop::Mul(loop::Load(w, {i, k}), loop::Load(x, {row})), k, I(9))))));
+  EXPECT_THAT(BodyText(test::RunLoopPipeline("TileLoops", rows, avx512)),
+              HasSubstr("i_row in [0, 4) unrolled"));
+  test::PassConfig explicit_rows = {{"target.vector_bits", int64_t{512}}, {"tile.i", int64_t{4}}};
+  EXPECT_THAT(BodyText(test::RunLoopPipeline("TileLoops", f, explicit_rows)),
+              HasSubstr("i_row in [0, 4) unrolled"));
 }
 
 // Rows in blocks of tile.i: one accumulator block of rows x Tj, an unrolled row loop around
