@@ -139,9 +139,14 @@ std::vector<LTensor> LowerConv(LowerContext& ctx, const std::vector<LTensor>& in
   }
   const std::vector<WindowDim> dims = LoweredWindow(x, kernel, attrs);
   const int64_t group = attrs.GetInt("group");
-  // f32: as a GEMM that TileLoops blocks and packs (ir/ops/conv_gemm.h).
+  // f32: depthwise read in place, else as a GEMM that TileLoops blocks and packs
+  // (ir/ops/conv_gemm.h).
+  const std::vector<Expr> out_shape = ctx.ShapeExpr(AsTensor(out_types[0])->shape);
+  if (std::optional<std::vector<LTensor>> dw =
+          ops::LowerDepthwiseConv(ctx, in, group, dims, out_shape))
+    return *dw;
   if (std::optional<std::vector<LTensor>> gemm =
-          ops::LowerConvAsGemm(ctx, in, group, dims, ctx.ShapeExpr(AsTensor(out_types[0])->shape)))
+          ops::LowerConvAsGemm(ctx, in, group, dims, out_shape))
     return *gemm;
   const DType t = x.dtype;
   const DType acc = DType::kFloat64;

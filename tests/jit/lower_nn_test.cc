@@ -115,6 +115,38 @@ std::vector<ConvCase> ConvCases() {
       {{1, 2, 7, 20}, {4, 2, 3, 3}, false, {{"dilations", Ints{2, 2}}}},
       {{1, 2, 3, 4, 16}, {3, 2, 2, 3, 3}, true, {{"pads", Ints{0, 1, 1, 0, 1, 1}}}},
       {{1, 5, 3, 48}, {7, 5, 3, 3}, true, {{"pads", Ints{1, 1, 1, 1}}}},
+      // Depthwise, strided or along rows of 48 or more outputs: read in place, tap by tap where
+      // a tap reads padding (first and last rows and columns, more padding than the kernel
+      // spans, dilation), all taps in one sum elsewhere; in 1-D, 2-D and 3-D, short strided
+      // rows (8 outputs) and stride 1 (50).
+      {{1, 4, 9, 15},
+       {4, 1, 3, 3},
+       true,
+       {{"group", int64_t{4}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{1, 3, 5, 50}, {3, 1, 3, 3}, false, {{"group", int64_t{3}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{1, 3, 7, 97},
+       {3, 1, 3, 3},
+       true,
+       {{"group", int64_t{3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{2, 4, 6, 120},
+       {4, 1, 3, 5},
+       false,
+       {{"group", int64_t{4}},
+        {"strides", Ints{1, 2}},
+        {"dilations", Ints{2, 1}},
+        {"pads", Ints{2, 0, 1, 3}}}},
+      {{1, 2, 3, 150},
+       {2, 1, 1, 3},
+       true,
+       {{"group", int64_t{2}}, {"strides", Ints{1, 3}}, {"pads", Ints{0, 4, 0, 5}}}},
+      {{1, 2, 101},
+       {2, 1, 3},
+       true,
+       {{"group", int64_t{2}}, {"strides", Ints{2}}, {"pads", Ints{1, 1}}}},
+      {{1, 2, 3, 4, 100},
+       {2, 1, 2, 3, 3},
+       false,
+       {{"group", int64_t{2}}, {"strides", Ints{1, 1, 2}}, {"pads", Ints{0, 1, 1, 1, 0, 1}}}},
   };
 }
 

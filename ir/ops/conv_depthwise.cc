@@ -1,0 +1,191 @@
+// Depthwise conv read in place (ir/ops/conv_gemm.h): one input channel per output channel, so
+// there is no reduction over channels to block, and the GEMM form's padded, phase-split copy of
+// the input and its stored product are most of the traffic of a kernel that is bound by memory.
+#include <functional>
+#include <utility>
+
+#include "ir/error.h"
+#include "ir/ops/conv_gemm.h"
+#include "ir/ops/op_util.h"
+
+namespace kiln::ops {
+namespace {
+
+using loop::Expr;
+using loop::Stmt;
+
+Expr I64(int64_t v) {
+  return loop::IntImm(v);
+}
+
+// Floor division for the constant geometry below (b > 0).
+int64_t FloorDivInt(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+}  // namespace
+
+std::optional<std::vector<LTensor>> LowerDepthwiseConv(LowerContext& ctx,
+                                                       const std::vector<LTensor>& in,
+                                                       int64_t group,
+                                                       const std::vector<WindowDim>& dims,
+                                                       const std::vector<Expr>& out_shape) {
+  const LTensor& x = in[0];
+  const LTensor& w = in[1];
+  const DType t = x.dtype;
+  int64_t channels = 0, m_count = 0, cg = 0;
+  if (t != DType::kFloat32 || dims.empty() || !loop::IsConstInt(x.shape[1], &channels) ||
+      !loop::IsConstInt(w.shape[0], &m_count) || !loop::IsConstInt(w.shape[1], &cg) || group < 2 ||
+      group != channels || m_count != channels || cg != 1 || !IsIdentityRead(ctx, x) ||
+      !IsIdentityRead(ctx, w))
+    return std::nullopt;
+  // Strided convs, and stride-1 convs with rows of at least kMinRow outputs. A strided conv's
+  // GEMM form copies its input into stride phases, which costs more than the scalar tails of
+  // short rows here (MobileNet-like, 1 thread, us: 64 channels 112 -> 56 595 -> 205, 96
+  // channels 56 -> 28 163 -> 128, 240 channels 28 -> 14 89 -> 89, 672 channels 14 -> 7 95 ->
+  // 90). A stride-1 conv's GEMM form vectorizes across the rows of its padded copy, which
+  // pays where rows are short (240 channels at 28 x 28: 161 there, 196 here; 480 at 14 x 14:
+  // 74 there, 145 here) and not where they are long (72 channels at 56 x 56: 220 there, 117
+  // here).
+  constexpr int64_t kMinRow = 48;
+  const size_t r = dims.size(), last = r - 1;
+  // The interior sums every tap as one expression: at most kMaxTaps terms.
+  constexpr int64_t kMaxTaps = 64;
+  int64_t taps = 1;
+  for (const WindowDim& d : dims) taps *= d.kernel;
+  if ((dims[last].stride < 2 && dims[last].out < kMinRow) || taps > kMaxTaps) return std::nullopt;
+  std::optional<LTensor> bias;
+  if (in.size() == 3) bias = in[2];
+
+  // out[n, c, o_1, ..., o_r]. Where every tap of an output is inside x (rows whose outer taps
+  // all are, and along the last dim the columns [lo_all, hi_all) every tap's column is in),
+  // one loop sums the taps in registers and stores once. Elsewhere the taps accumulate one by
+  // one into the row (which stays in L1), a tap that reads padding (zero) skipped: along the
+  // outer dims by a check per row, along the last dim by each tap's own constant range
+  // [lo_k, hi_k) of outputs whose input column is inside x. Every loop walks x with a
+  // constant stride (every other element at stride 2), which VectorizeLoops turns into whole
+  // vectors.
+  const WindowDim& lw = dims[last];
+  std::vector<int64_t> lo(lw.kernel), hi(lw.kernel);
+  int64_t lo_all = 0, hi_all = lw.out;
+  for (int64_t kv = 0; kv < lw.kernel; ++kv) {
+    const int64_t shift = kv * lw.dilation - lw.pad_begin;  // column = o * stride + shift
+    lo[kv] = std::max<int64_t>(0, FloorDivInt(-shift + lw.stride - 1, lw.stride));
+    hi[kv] = std::min<int64_t>(lw.out, FloorDivInt(lw.in - 1 - shift, lw.stride) + 1);
+    lo_all = std::max(lo_all, lo[kv]);
+    hi_all = std::min(hi_all, hi[kv]);
+  }
+  LTensor out = ctx.MaterializeFill(t, out_shape, "conv_dw", [&](const loop::Buffer& buf) {
+    loop::Var n = ctx.NewVar("n"), c = ctx.NewVar("c");
+    std::vector<loop::Var> o(r);
+    for (size_t d = 0; d < r; ++d) o[d] = ctx.NewVar("o");
+    auto out_index = [&](const Expr& col) {
+      std::vector<Expr> idx = {n, c};
+      for (size_t d = 0; d < last; ++d) idx.push_back(o[d]);
+      idx.push_back(col);
+      return idx;
+    };
+    auto input_at = [&](size_t d, const Expr& od, const Expr& kd) {
+      const WindowDim& g = dims[d];
+      return loop::Add(loop::Mul(od, I64(g.stride)),
+                       loop::Sub(loop::Mul(kd, I64(g.dilation)), I64(g.pad_begin)));
+    };
+    const Expr bias_value = bias ? bias->at({c}) : lower::Const(0, t);
+    // w * x for outer taps `k` and last-dim tap kv at output column `col`.
+    auto term = [&](const std::vector<Expr>& k, int64_t kv, const Expr& col) {
+      std::vector<Expr> xi = {n, c}, wi = {c, I64(0)};
+      for (size_t d = 0; d < last; ++d) {
+        xi.push_back(input_at(d, o[d], k[d]));
+        wi.push_back(k[d]);
+      }
+      xi.push_back(loop::Add(loop::Mul(col, I64(lw.stride)), I64(kv * lw.dilation - lw.pad_begin)));
+      wi.push_back(I64(kv));
+      return loop::Mul(w.at(wi), x.at(xi));
+    };
+    auto fill = [&](int64_t from, int64_t to, const std::function<Expr(const Expr&)>& value) {
+      loop::Var col = ctx.NewVar("o");
+      return loop::For(col, I64(from), I64(to - from), loop::ForKind::kSerial,
+                       loop::Store(buf, out_index(col), value(col)));
+    };
+    // Tap by tap over the columns [from, to) of the row, each tap within its range; the outer
+    // taps each checked per row when `guarded`.
+    auto tap_by_tap = [&](const std::vector<std::pair<int64_t, int64_t>>& spans, bool guarded) {
+      std::vector<Expr> k;
+      std::vector<loop::Var> kvars;
+      for (size_t d = 0; d < last; ++d) {
+        kvars.push_back(ctx.NewVar("k"));
+        k.push_back(kvars.back());
+      }
+      std::vector<Stmt> taps;
+      for (int64_t kv = 0; kv < lw.kernel; ++kv)
+        for (auto [from, to] : spans) {
+          const int64_t a = std::max(from, lo[kv]), b = std::min(to, hi[kv]);
+          if (a < b)
+            taps.push_back(fill(a, b, [&](const Expr& col) {
+              std::vector<Expr> at = out_index(col);
+              return loop::Add(loop::Load(buf, at), term(k, kv, col));
+            }));
+        }
+      Stmt body = loop::Seq(std::move(taps));
+      for (size_t d = last; d-- > 0;) {
+        if (guarded) {
+          Expr row_at = input_at(d, o[d], k[d]);
+          Expr inside = loop::MakeBinary(
+              loop::BinaryOp::kAnd, loop::MakeBinary(loop::BinaryOp::kGE, row_at, I64(0)),
+              loop::MakeBinary(loop::BinaryOp::kLT, row_at, I64(dims[d].in)));
+          body = loop::IfThenElse(inside, body);
+        }
+        body = loop::For(kvars[d], I64(0), I64(dims[d].kernel), loop::ForKind::kSerial, body);
+      }
+      return body;
+    };
+    auto init = [&](int64_t from, int64_t to) {
+      return fill(from, to, [&](const Expr&) { return bias_value; });
+    };
+    // A row some outer tap of which reads padding: tap by tap, checked.
+    Stmt checked = loop::Seq({init(0, lw.out), tap_by_tap({{0, lw.out}}, true)});
+    Stmt row = checked;
+    if (lo_all < hi_all) {
+      // A row whose outer taps are all inside x: the interior columns in registers, every tap
+      // a term of one sum (a Reduce over the outer taps would keep its accumulator in memory
+      // per column, and VectorizeLoops would leave the loop scalar).
+      std::vector<std::vector<Expr>> outer_taps = {{}};
+      for (size_t d = 0; d < last; ++d) {
+        std::vector<std::vector<Expr>> next;
+        for (const std::vector<Expr>& prefix : outer_taps)
+          for (int64_t kd = 0; kd < dims[d].kernel; ++kd) {
+            next.push_back(prefix);
+            next.back().push_back(I64(kd));
+          }
+        outer_taps = std::move(next);
+      }
+      Stmt interior = fill(lo_all, hi_all, [&](const Expr& col) {
+        Expr sum = bias_value;
+        for (const std::vector<Expr>& k : outer_taps)
+          for (int64_t kv = 0; kv < lw.kernel; ++kv) sum = loop::Add(sum, term(k, kv, col));
+        return sum;
+      });
+      std::vector<std::pair<int64_t, int64_t>> border = {{0, lo_all}, {hi_all, lw.out}};
+      Stmt whole =
+          loop::Seq({init(0, lo_all), init(hi_all, lw.out), tap_by_tap(border, false), interior});
+      Expr all_inside;
+      for (size_t d = 0; d < last; ++d) {
+        const WindowDim& g = dims[d];
+        Expr first = input_at(d, o[d], I64(0)), end = input_at(d, o[d], I64(g.kernel - 1));
+        Expr in_d = loop::MakeBinary(loop::BinaryOp::kAnd,
+                                     loop::MakeBinary(loop::BinaryOp::kGE, first, I64(0)),
+                                     loop::MakeBinary(loop::BinaryOp::kLT, end, I64(g.in)));
+        all_inside = all_inside ? loop::MakeBinary(loop::BinaryOp::kAnd, all_inside, in_d) : in_d;
+      }
+      row = all_inside ? loop::IfThenElse(all_inside, whole, checked) : whole;
+    }
+    Stmt nest = row;
+    for (size_t d = last; d-- > 0;)
+      nest = loop::For(o[d], I64(0), I64(dims[d].out), loop::ForKind::kSerial, nest);
+    nest = loop::For(c, I64(0), x.shape[1], loop::ForKind::kSerial, nest);
+    return loop::For(n, I64(0), x.shape[0], loop::ForKind::kSerial, nest);
+  });
+  return std::vector<LTensor>{out};
+}
+
+}  // namespace kiln::ops
