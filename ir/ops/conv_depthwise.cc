@@ -33,11 +33,9 @@ std::optional<std::vector<LTensor>> LowerDepthwiseConv(LowerContext& ctx,
   const LTensor& x = in[0];
   const LTensor& w = in[1];
   const DType t = x.dtype;
-  int64_t channels = 0, m_count = 0, cg = 0;
-  if (t != DType::kFloat32 || dims.empty() || !loop::IsConstInt(x.shape[1], &channels) ||
-      !loop::IsConstInt(w.shape[0], &m_count) || !loop::IsConstInt(w.shape[1], &cg) || group < 2 ||
-      group != channels || m_count != channels || cg != 1 || !IsIdentityRead(ctx, x) ||
-      !IsIdentityRead(ctx, w))
+  std::optional<ConvChannels> ch = ConstF32Channels(x, w);
+  if (!ch || dims.empty() || group < 2 || group != ch->c || ch->m != ch->c || ch->cg != 1 ||
+      !IsIdentityRead(ctx, x) || !IsIdentityRead(ctx, w))
     return std::nullopt;
   // Strided convs, and stride-1 convs with rows of at least kMinRow outputs. A strided conv's
   // GEMM form copies its input into stride phases, which costs more than the scalar tails of

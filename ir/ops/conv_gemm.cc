@@ -17,6 +17,14 @@ Expr I64(int64_t v) {
 
 }  // namespace
 
+std::optional<ConvChannels> ConstF32Channels(const LTensor& x, const LTensor& w) {
+  ConvChannels ch;
+  if (x.dtype != DType::kFloat32 || !loop::IsConstInt(x.shape[1], &ch.c) ||
+      !loop::IsConstInt(w.shape[0], &ch.m) || !loop::IsConstInt(w.shape[1], &ch.cg))
+    return std::nullopt;
+  return ch;
+}
+
 bool IsIdentityRead(LowerContext& ctx, const LTensor& t) {
   std::vector<Expr> idx;
   for (size_t i = 0; i < t.shape.size(); ++i) idx.push_back(ctx.NewVar("v"));
@@ -180,11 +188,9 @@ std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
   const LTensor& x = in[0];
   const LTensor& w = in[1];
   const DType t = x.dtype;
-  int64_t channels = 0, m_count = 0, cg = 0;
-  if (t != DType::kFloat32 || !loop::IsConstInt(x.shape[1], &channels) ||
-      !loop::IsConstInt(w.shape[0], &m_count) || !loop::IsConstInt(w.shape[1], &cg) || group < 1 ||
-      m_count % group != 0 || !IsIdentityRead(ctx, w))
-    return std::nullopt;
+  std::optional<ConvChannels> ch = ConstF32Channels(x, w);
+  if (!ch || group < 1 || ch->m % group != 0 || !IsIdentityRead(ctx, w)) return std::nullopt;
+  const int64_t m_count = ch->m, cg = ch->cg;
   const size_t r = dims.size();
   int64_t kernel_size = 1;
   for (const WindowDim& c : dims) kernel_size *= c.kernel;

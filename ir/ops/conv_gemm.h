@@ -17,6 +17,12 @@ bool IsIdentityRead(LowerContext& ctx, const LTensor& t);
 // indices: the lead indices, zeros, and the offset as the last index (IsIdentityRead holds).
 loop::Expr FlatRead(const LTensor& t, std::vector<loop::Expr> lead, const loop::Expr& flat);
 
+// A conv's channel counts when x is f32 and they are constants: x's C, w's M and C/group.
+struct ConvChannels {
+  int64_t c = 0, m = 0, cg = 0;
+};
+std::optional<ConvChannels> ConstF32Channels(const LTensor& x, const LTensor& w);
+
 // One spatial dim of a windowed op (conv, conv_transpose, the pools), all sizes concrete: the
 // geometry ComputeWindow (ir/ops/window.h) computes and the phase split below reads.
 struct WindowDim {
