@@ -401,9 +401,12 @@ Stmt TileJ(const loop::ForNode* n, const ReductionBody& body, int64_t tile, cons
   }
   if (rest_count != 0) {
     // A constant tail gets a row of its own width; a symbolic one a full row (on the stack).
+    // Its column variable is its own: ParallelizeLoops bounds a variable by the union of its
+    // loops' ranges, and the full tiles' 0..tile-1 past the tail's start would reach the next
+    // row block (then not run in parallel).
     Expr row = rest_count > 0 ? rest : t;
-    out.push_back(
-        BuildTile(n, body, j_inner, loop::Add(n->min, loop::Mul(full, t)), rest, row, block));
+    out.push_back(BuildTile(n, body, loop::MakeVar(n->var->name + "_inner"),
+                            loop::Add(n->min, loop::Mul(full, t)), rest, row, block));
   }
   return loop::Seq(std::move(out));
 }

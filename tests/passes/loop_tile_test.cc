@@ -236,16 +236,16 @@ TEST(TileLoops, ConstantTailTiles) {
     free acc0
   }
   alloc acc0_1: f32[2] local
-  for j_inner in [0, 2) {
-    acc0_1[j_inner] = 0.0f
+  for j_inner_1 in [0, 2) {
+    acc0_1[j_inner_1] = 0.0f
   }
   for k in [0, 5) {
-    for j_inner in [0, 2) {
-      acc0_1[j_inner] = acc0_1[j_inner] + a[i, k] * b[k, 8 + j_inner]
+    for j_inner_1 in [0, 2) {
+      acc0_1[j_inner_1] = acc0_1[j_inner_1] + a[i, k] * b[k, 8 + j_inner_1]
     }
   }
-  for j_inner in [0, 2) {
-    out[i, 8 + j_inner] = max(acc0_1[j_inner] + bias[8 + j_inner], 0.0f)
+  for j_inner_1 in [0, 2) {
+    out[i, 8 + j_inner_1] = max(acc0_1[j_inner_1] + bias[8 + j_inner_1], 0.0f)
   }
   free acc0_1
 }
@@ -293,16 +293,16 @@ TEST(TileLoops, SymbolicColumnsGetASymbolicTail) {
     free acc0
   }
   alloc acc0_1: f32[16] local
-  for j_inner in [0, n % 16) {
-    acc0_1[j_inner] = 0.0f
+  for j_inner_1 in [0, n % 16) {
+    acc0_1[j_inner_1] = 0.0f
   }
   for k in [0, 7) {
-    for j_inner in [0, n % 16) {
-      acc0_1[j_inner] = acc0_1[j_inner] + a[i, k] * b[k, n // 16 * 16 + j_inner]
+    for j_inner_1 in [0, n % 16) {
+      acc0_1[j_inner_1] = acc0_1[j_inner_1] + a[i, k] * b[k, n // 16 * 16 + j_inner_1]
     }
   }
-  for j_inner in [0, n % 16) {
-    out[i, n // 16 * 16 + j_inner] = max(acc0_1[j_inner] + bias[n // 16 * 16 + j_inner], 0.0f)
+  for j_inner_1 in [0, n % 16) {
+    out[i, n // 16 * 16 + j_inner_1] = max(acc0_1[j_inner_1] + bias[n // 16 * 16 + j_inner_1], 0.0f)
   }
   free acc0_1
 }
@@ -542,22 +542,24 @@ TEST(TileLoops, ColumnTileThatOverflowsL1IsHalvedWithTwiceTheRows) {
 
 // On a 512-bit target with the tile keys unset, a row block whose column operand is read at
 // offsets a reduction loop moves by other than a multiple of 16 floats (a 3x3 conv's taps over
-// a padded row: t % 3 + 34 * (t / 3), here as two loops) gets 8 rows of 48 columns, every load
-// feeding 8 FMAs: 128 columns are two full tiles and a 32-column tail. Row counts that are not
-// a multiple of 8, aligned offsets (34 -> 48 floats a row, taps 16 apart) and an explicit
-// tile.i keep 4 rows of 64, as does an operand read in one reduction loop.
+// a padded row: t % 3 + 34 * (t / 3), here as two loops; the output flat, as FlattenBuffers
+// leaves it) gets 8 rows of 48 columns, every load feeding 8 FMAs: 128 columns are two full
+// tiles and a 32-column tail. Row counts that are not a multiple of 8, aligned offsets (34 ->
+// 48 floats a row, taps 16 apart) and an explicit tile.i keep 4 rows of 64, as does an operand
+// read in one reduction loop.
 TEST(TileLoops, UnalignedColumnReadsGetEightRowsOfThreeVectors) {
   auto conv = [](int64_t rows, int64_t row_stride, int64_t tap_stride) {
     Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), ky = loop::MakeVar("ky"),
         kx = loop::MakeVar("kx");
     Buffer w = Buf("w", {I(rows), I(3), I(3)}), x = Buf("x", {I(3 * row_stride + 256)}),
-           out = Buf("out", {I(rows), I(128)});
+           out = Buf("out", {I(rows * 128)});
     Expr at = loop::Add(j, loop::Add(loop::Mul(ky, I(row_stride)), loop::Mul(kx, I(tap_stride))));
     Expr dot = loop::Reduce(loop::ReduceKind::kSum,
                             loop::Mul(loop::Load(w, {i, ky, kx}), loop::Load(x, {at})),
                             {{ky, I(3)}, {kx, I(3)}});
     return Func({w, x, out}, 2, {},
-                Loop(i, I(rows), Loop(j, I(128), loop::Store(out, {i, j}, dot))));
+                Loop(i, I(rows),
+                     Loop(j, I(128), loop::Store(out, {loop::Add(loop::Mul(i, I(128)), j)}, dot))));
   };
   test::PassConfig avx512 = {{"target.vector_bits", int64_t{512}}};
   auto f = conv(32, 34, 1);
@@ -569,6 +571,14 @@ TEST(TileLoops, UnalignedColumnReadsGetEightRowsOfThreeVectors) {
   EXPECT_THAT(text, HasSubstr("j_inner in [0, 48)"));
   EXPECT_THAT(text, HasSubstr("j_inner_1 in [0, 32)"));
   ExpectSameResults(f, g);
+  // With row blocks outermost (64 rows), the tail tile's column variable is its own, so the
+  // row blocks' stores keep to their rows and the row block loop runs in parallel.
+  test::PassConfig avx512_parallel = {{"target.vector_bits", int64_t{512}},
+                                      {"parallelize.min_work", int64_t{1}}};
+  auto tall = conv(64, 34, 1);
+  auto p = test::RunLoopPipeline("TileLoops, ParallelizeLoops", tall, avx512_parallel);
+  EXPECT_THAT(BodyText(p), HasSubstr("for i_outer in [0, 8) parallel {"));
+  ExpectSameResults(tall, p);
   for (auto [rows, row_stride, tap_stride] : {std::tuple{int64_t{28}, int64_t{34}, int64_t{1}},
                                               std::tuple{int64_t{32}, int64_t{48}, int64_t{16}}}) {
     std::string kept =
@@ -668,20 +678,20 @@ TEST(TileLoops, SymbolicRowsGetASymbolicRowTail) {
   }
   alloc acc0_1: f32[64] local
   for i_row in [0, 4) unrolled {
-    for j_inner in [0, n % 16) {
-      acc0_1[i_row * 16 + j_inner] = 0.0f
+    for j_inner_1 in [0, n % 16) {
+      acc0_1[i_row * 16 + j_inner_1] = 0.0f
     }
   }
   for k in [0, 5) {
     for i_row in [0, 4) unrolled {
-      for j_inner in [0, n % 16) {
-        acc0_1[i_row * 16 + j_inner] = acc0_1[i_row * 16 + j_inner] + a[i_outer * 4 + i_row, k] * b[k, n // 16 * 16 + j_inner]
+      for j_inner_1 in [0, n % 16) {
+        acc0_1[i_row * 16 + j_inner_1] = acc0_1[i_row * 16 + j_inner_1] + a[i_outer * 4 + i_row, k] * b[k, n // 16 * 16 + j_inner_1]
       }
     }
   }
   for i_row in [0, 4) unrolled {
-    for j_inner in [0, n % 16) {
-      out[i_outer * 4 + i_row, n // 16 * 16 + j_inner] = max(acc0_1[i_row * 16 + j_inner] + bias[n // 16 * 16 + j_inner], 0.0f)
+    for j_inner_1 in [0, n % 16) {
+      out[i_outer * 4 + i_row, n // 16 * 16 + j_inner_1] = max(acc0_1[i_row * 16 + j_inner_1] + bias[n // 16 * 16 + j_inner_1], 0.0f)
     }
   }
   free acc0_1
@@ -689,30 +699,30 @@ TEST(TileLoops, SymbolicRowsGetASymbolicRowTail) {
 for i in [m // 4 * 4, m // 4 * 4 + m % 4) {
   for j_outer_1 in [0, n // 16) {
     alloc acc0_2: f32[16] local
-    for j_inner_1 in [0, 16) {
-      acc0_2[j_inner_1] = 0.0f
+    for j_inner_2 in [0, 16) {
+      acc0_2[j_inner_2] = 0.0f
     }
     for k in [0, 5) {
-      for j_inner_1 in [0, 16) {
-        acc0_2[j_inner_1] = acc0_2[j_inner_1] + a[i, k] * b[k, j_outer_1 * 16 + j_inner_1]
+      for j_inner_2 in [0, 16) {
+        acc0_2[j_inner_2] = acc0_2[j_inner_2] + a[i, k] * b[k, j_outer_1 * 16 + j_inner_2]
       }
     }
-    for j_inner_1 in [0, 16) {
-      out[i, j_outer_1 * 16 + j_inner_1] = max(acc0_2[j_inner_1] + bias[j_outer_1 * 16 + j_inner_1], 0.0f)
+    for j_inner_2 in [0, 16) {
+      out[i, j_outer_1 * 16 + j_inner_2] = max(acc0_2[j_inner_2] + bias[j_outer_1 * 16 + j_inner_2], 0.0f)
     }
     free acc0_2
   }
   alloc acc0_3: f32[16] local
-  for j_inner_1 in [0, n % 16) {
-    acc0_3[j_inner_1] = 0.0f
+  for j_inner_3 in [0, n % 16) {
+    acc0_3[j_inner_3] = 0.0f
   }
   for k in [0, 5) {
-    for j_inner_1 in [0, n % 16) {
-      acc0_3[j_inner_1] = acc0_3[j_inner_1] + a[i, k] * b[k, n // 16 * 16 + j_inner_1]
+    for j_inner_3 in [0, n % 16) {
+      acc0_3[j_inner_3] = acc0_3[j_inner_3] + a[i, k] * b[k, n // 16 * 16 + j_inner_3]
     }
   }
-  for j_inner_1 in [0, n % 16) {
-    out[i, n // 16 * 16 + j_inner_1] = max(acc0_3[j_inner_1] + bias[n // 16 * 16 + j_inner_1], 0.0f)
+  for j_inner_3 in [0, n % 16) {
+    out[i, n // 16 * 16 + j_inner_3] = max(acc0_3[j_inner_3] + bias[n // 16 * 16 + j_inner_3], 0.0f)
   }
   free acc0_3
 }
