@@ -176,6 +176,12 @@ TEST(LowerConv, SymbolicBatch) {
                             RandomTensor(DType::kFloat32, {6}, 9)};
   EXPECT_TRUE(SymbolicBatchMatchesReference(
       "conv", in, {{"group", int64_t{2}}, {"pads", Ints{1, 0, 1, 2}}, {"strides", Ints{2, 1}}}));
+  // Depthwise and strided: read in place, the batch loop symbolic.
+  std::vector<Tensor> dw = {RandomTensor(DType::kFloat32, {2, 3, 5, 33}, 10),
+                            RandomTensor(DType::kFloat32, {3, 1, 3, 3}, 11),
+                            RandomTensor(DType::kFloat32, {3}, 12)};
+  EXPECT_TRUE(SymbolicBatchMatchesReference(
+      "conv", dw, {{"group", int64_t{3}}, {"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}));
 }
 
 // The weight is [C, M/group, *kernel]. conv_transpose's reference scatters and its lowering
