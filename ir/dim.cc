@@ -60,6 +60,8 @@ int64_t CheckedAdd(int64_t a, int64_t b) {
     Throw(ErrorCode::kInvalidArgument, "dimension arithmetic overflows int64 (", a, " + ", b, ")");
   return r;
 }
+}  // namespace
+
 int64_t FloorDivInt(int64_t a, int64_t b) {
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
@@ -68,8 +70,6 @@ int64_t FloorDivInt(int64_t a, int64_t b) {
 int64_t FloorModInt(int64_t a, int64_t b) {
   return a - FloorDivInt(a, b) * b;
 }
-
-}  // namespace
 
 struct DimNode {
   std::vector<Term> terms;  // canonical: sorted by monomial, no zero coefs, no duplicates

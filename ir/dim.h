@@ -80,6 +80,11 @@ class Dim {
 
 using Shape = std::vector<Dim>;
 
+// Integer division rounding toward negative infinity (b != 0), and its remainder (the sign of
+// b): what `//` and `%` mean for dims and in the loop IR.
+int64_t FloorDivInt(int64_t a, int64_t b);
+int64_t FloorModInt(int64_t a, int64_t b);
+
 std::string ShapeToString(const Shape& shape);  // `[batch, 10]`
 size_t HashShape(const Shape& shape);
 // True when every dimension is a constant.

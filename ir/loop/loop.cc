@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ir/dim.h"
 #include "ir/error.h"
 
 namespace kiln::loop {
@@ -168,12 +169,6 @@ bool IsConstValue(const Expr& e, double v) {
   return false;
 }
 
-int64_t FloorDivInt(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
 }  // namespace
 
 int64_t IntDTypeMin(DType t) {
@@ -239,7 +234,7 @@ bool FoldIntBinary(BinaryOp op, int64_t a, int64_t b, DType t, int64_t* out) {
       return true;
     case BinaryOp::kFloorMod:
       if (div_traps) return false;
-      *out = WrapToDType(a - FloorDivInt(a, b) * b, t);
+      *out = WrapToDType(FloorModInt(a, b), t);
       return true;
     case BinaryOp::kMin:
       *out = std::min(a, b);

@@ -4,6 +4,7 @@
 #include <functional>
 #include <utility>
 
+#include "ir/dim.h"
 #include "ir/error.h"
 #include "ir/ops/conv_gemm.h"
 #include "ir/ops/op_util.h"
@@ -16,11 +17,6 @@ using loop::Stmt;
 
 Expr I64(int64_t v) {
   return loop::IntImm(v);
-}
-
-// Floor division for the constant geometry below (b > 0).
-int64_t FloorDivInt(int64_t a, int64_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
 
 }  // namespace
