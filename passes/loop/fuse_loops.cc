@@ -62,16 +62,53 @@ using loop::ForKind;
 using loop::Stmt;
 using loop::VarNode;
 
-// The dimension that is exactly `v` in every index list of `lists`, if one is.
-std::optional<size_t> RowDim(const std::vector<const std::vector<Expr>*>& lists,
-                             const std::vector<const VarNode*>& vars) {
+// The flat element count of one row along dimension 0 of `b` (its stride there), when every
+// other dimension's elements lie inside it: nullopt for symbolic shapes or strides.
+std::optional<int64_t> RowSize(const BufferNode& b) {
+  if (b.shape.size() < 2) return std::nullopt;
+  int64_t row = 1, reach = 0;
+  for (size_t d = b.shape.size(); d-- > 1;) {
+    int64_t n = 0, stride = row;
+    if (!loop::IsConstInt(b.shape[d], &n) || n < 1) return std::nullopt;
+    if (!b.strides.empty() && (!loop::IsConstInt(b.strides[d], &stride) || stride < 0))
+      return std::nullopt;
+    reach += (n - 1) * stride;
+    row = b.strides.empty() ? row * n : row;
+  }
+  int64_t s0 = row;
+  if (!b.strides.empty() && !loop::IsConstInt(b.strides[0], &s0)) return std::nullopt;
+  if (reach >= s0) return std::nullopt;
+  return s0;
+}
+
+// Whether the single flat index `e` into `b` stays in row `v` of dimension 0: it is
+// `row_size * v + r` with every value of r, given `ranges`, in [0, row_size). CollapseLoops and
+// TileLoops write a GEMM's reads of an im2col buffer this way: `cols[n * 36864 + kk * 64 + j]`.
+bool FlatRowAccess(const BufferNode& b, const Expr& e, const loop::Var& v,
+                   const loop::VarIntervals& ranges) {
+  std::optional<int64_t> row = RowSize(b);
+  if (!row || loop::AffineCoefficient(e, v.get()) != *row) return false;
+  std::optional<loop::Interval> r =
+      loop::IntervalOf(loop::Substitute(e, v, loop::IntImm(0)), ranges);
+  return r && r->min >= 0 && r->max < *row;
+}
+
+// The dimension that is exactly `v` in every index list of `lists` (or, for dimension 0, each
+// list that is one flat index keeps to row v: FlatRowAccess), if one is.
+std::optional<size_t> RowDim(const BufferNode& b,
+                             const std::vector<const std::vector<Expr>*>& lists,
+                             const std::vector<loop::Var>& vars, const loop::VarIntervals& ranges) {
   if (lists.empty()) return std::nullopt;
-  size_t rank = lists[0]->size();
+  const size_t rank = b.shape.size();
   for (size_t d = 0; d < rank; ++d) {
     bool all = true;
-    for (size_t k = 0; k < lists.size() && all; ++k)
-      all = lists[k]->size() == rank &&
-            (*lists[k])[d].get() == static_cast<const loop::ExprNode*>(vars[k]);
+    for (size_t k = 0; k < lists.size() && all; ++k) {
+      const std::vector<Expr>& idx = *lists[k];
+      if (idx.size() == rank)
+        all = idx[d].get() == static_cast<const loop::ExprNode*>(vars[k].get());
+      else
+        all = d == 0 && idx.size() == 1 && FlatRowAccess(b, idx[0], vars[k], ranges);
+    }
     if (all) return d;
   }
   return std::nullopt;
@@ -89,6 +126,8 @@ bool CanFuse(const loop::ForNode* a, const loop::ForNode* b) {
   if (!loop::StructuralEqual(a->min, b->min) || !loop::StructuralEqual(a->extent, b->extent))
     return false;
   std::vector<Access> in_a = Accesses(a->body), in_b = Accesses(b->body);
+  // The values of the variables bound inside either body, for flat indices (RowDim).
+  loop::VarIntervals ranges = loop::LoopIntervals(b->body, loop::LoopIntervals(a->body));
   std::set<const BufferNode*> stored_a, stored_b, seen_a, seen_b;
   for (const Access& x : in_a) (x.store ? stored_a : seen_a).insert(x.buffer);
   for (const Access& x : in_b) (x.store ? stored_b : seen_b).insert(x.buffer);
@@ -97,20 +136,22 @@ bool CanFuse(const loop::ForNode* a, const loop::ForNode* b) {
   for (const BufferNode* buf : seen_a) {
     if (!seen_b.count(buf) || (!stored_a.count(buf) && !stored_b.count(buf))) continue;
     std::vector<const std::vector<Expr>*> lists;
-    std::vector<const VarNode*> vars;
+    std::vector<loop::Var> vars;
     for (const Access& x : in_a)
-      if (x.buffer == buf) lists.push_back(x.indices), vars.push_back(a->var.get());
+      if (x.buffer == buf) lists.push_back(x.indices), vars.push_back(a->var);
     for (const Access& x : in_b)
-      if (x.buffer == buf) lists.push_back(x.indices), vars.push_back(b->var.get());
-    if (!RowDim(lists, vars)) return false;
+      if (x.buffer == buf) lists.push_back(x.indices), vars.push_back(b->var);
+    if (!RowDim(*buf, lists, vars, ranges)) return false;
   }
   return true;
 }
 
-// Replaces one buffer by its one-row version: `from` becomes `to`, index d becomes 0.
+// Replaces one buffer by its one-row version: `from` becomes `to`, index d becomes 0 (in a flat
+// index into dimension 0's rows, the row variable `v` becomes 0).
 class Shrink : public loop::Mutator {
  public:
-  Shrink(const BufferNode* from, Buffer to, size_t d) : from_(from), to_(std::move(to)), d_(d) {}
+  Shrink(const BufferNode* from, Buffer to, size_t d, loop::Var v)
+      : from_(from), to_(std::move(to)), d_(d), v_(std::move(v)) {}
 
  protected:
   Expr MutateLoad(const loop::LoadNode* n, const Expr& self) override {
@@ -124,6 +165,8 @@ class Shrink : public loop::Mutator {
 
  private:
   std::vector<Expr> Row(const std::vector<Expr>& idx) {
+    if (idx.size() == 1 && to_->shape.size() > 1)
+      return {loop::Substitute(MutateExpr(idx[0]), v_, loop::IntImm(0))};
     std::vector<Expr> out;
     for (size_t k = 0; k < idx.size(); ++k)
       out.push_back(k == d_ ? loop::IntImm(0) : MutateExpr(idx[k]));
@@ -132,6 +175,7 @@ class Shrink : public loop::Mutator {
   const BufferNode* from_;
   Buffer to_;
   size_t d_;
+  loop::Var v_;
 };
 
 class Fuser {
@@ -190,18 +234,20 @@ class Fuser {
       }
       if (!ok || free_at == stmts.size() || user == stmts.size()) continue;
       const loop::ForNode* loop = loop::AsFor(stmts[user]);
-      if (!loop || loop->for_kind != ForKind::kSerial || !buf->strides.empty()) continue;
+      if (!loop || loop->for_kind != ForKind::kSerial) continue;
       std::vector<const std::vector<Expr>*> lists;
       std::vector<Access> uses = Accesses(loop->body);
       for (const Access& x : uses)
         if (x.buffer == buf.get()) lists.push_back(x.indices);
-      std::optional<size_t> d =
-          RowDim(lists, std::vector<const VarNode*>(lists.size(), loop->var.get()));
+      std::optional<size_t> d = RowDim(*buf, lists, std::vector<loop::Var>(lists.size(), loop->var),
+                                       loop::LoopIntervals(loop->body));
       if (!d || *d >= buf->shape.size()) continue;
+      // A strided buffer keeps its strides: one row of it is as long as one row was.
       std::vector<Expr> shape = buf->shape;
       shape[*d] = loop::IntImm(1);
-      Buffer row = loop::MakeBuffer(buf->name, buf->dtype, shape, BufferNode::Scope::kLocal);
-      Shrink shrink(buf.get(), row, *d);
+      Buffer row =
+          loop::MakeBuffer(buf->name, buf->dtype, shape, BufferNode::Scope::kLocal, buf->strides);
+      Shrink shrink(buf.get(), row, *d, loop->var);
       Stmt body = shrink.MutateStmt(loop->body);
       stmts[user] = loop::For(loop->var, loop->min, loop->extent, loop->for_kind,
                               loop::Seq({loop::Alloc(row), body, loop::Free(row)}));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ir/dim.h"
 #include "ir/loop/loop_text.h"
 
 namespace kiln::loop {
@@ -172,6 +173,82 @@ bool ContainsStmtKind(const Stmt& s, std::initializer_list<StmtKind> kinds) {
   f.kinds = kinds;
   f.VisitStmt(s);
   return f.found;
+}
+
+std::optional<Interval> IntervalOf(const Expr& e, const VarIntervals& vars) {
+  if (int64_t c; IsConstInt(e, &c)) return Interval{c, c};
+  if (const VarNode* v = AsVar(e)) {
+    auto it = vars.find(v);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  }
+  const BinaryNode* b = AsBinary(e);
+  if (!b || b->dtype != DType::kInt64 || b->lanes != 1) return std::nullopt;
+  std::optional<Interval> x = IntervalOf(b->a, vars), y = IntervalOf(b->b, vars);
+  if (!x || !y) return std::nullopt;
+  Interval r{};
+  switch (b->op) {
+    case BinaryOp::kAdd:
+      if (__builtin_add_overflow(x->min, y->min, &r.min) ||
+          __builtin_add_overflow(x->max, y->max, &r.max))
+        return std::nullopt;
+      return r;
+    case BinaryOp::kSub:
+      if (__builtin_sub_overflow(x->min, y->max, &r.min) ||
+          __builtin_sub_overflow(x->max, y->min, &r.max))
+        return std::nullopt;
+      return r;
+    case BinaryOp::kMul: {
+      int64_t p[4];
+      if (__builtin_mul_overflow(x->min, y->min, &p[0]) ||
+          __builtin_mul_overflow(x->min, y->max, &p[1]) ||
+          __builtin_mul_overflow(x->max, y->min, &p[2]) ||
+          __builtin_mul_overflow(x->max, y->max, &p[3]))
+        return std::nullopt;
+      return Interval{*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
+    }
+    case BinaryOp::kFloorDiv:
+      if (y->min != y->max || y->min <= 0) return std::nullopt;
+      return Interval{FloorDivInt(x->min, y->min), FloorDivInt(x->max, y->min)};
+    case BinaryOp::kFloorMod:
+      if (y->min != y->max || y->min <= 0) return std::nullopt;
+      // Within one period the remainders keep their order; across one, any remainder occurs.
+      if (FloorDivInt(x->min, y->min) == FloorDivInt(x->max, y->min))
+        return Interval{FloorModInt(x->min, y->min), FloorModInt(x->max, y->min)};
+      return Interval{0, y->min - 1};
+    case BinaryOp::kMin:
+      return Interval{std::min(x->min, y->min), std::min(x->max, y->max)};
+    case BinaryOp::kMax:
+      return Interval{std::max(x->min, y->min), std::max(x->max, y->max)};
+    default:
+      return std::nullopt;
+  }
+}
+
+VarIntervals LoopIntervals(const Stmt& s, VarIntervals outer) {
+  struct Walker : Visitor {
+    VarIntervals vars;
+    void Bind(const VarNode* v, Interval r) {
+      auto [it, fresh] = vars.emplace(v, r);
+      if (!fresh)
+        it->second = Interval{std::min(it->second.min, r.min), std::max(it->second.max, r.max)};
+    }
+    void VisitFor(const ForNode* n, const Stmt& self) override {
+      std::optional<Interval> min = IntervalOf(n->min, vars), extent = IntervalOf(n->extent, vars);
+      int64_t last;
+      if (min && extent && extent->max >= 1 &&
+          !__builtin_add_overflow(min->max, extent->max - 1, &last))
+        Bind(n->var.get(), Interval{min->min, last});
+      Visitor::VisitFor(n, self);
+    }
+    void VisitLetStmt(const LetStmtNode* n, const Stmt& self) override {
+      if (std::optional<Interval> r = IntervalOf(n->value, vars)) Bind(n->var.get(), *r);
+      Visitor::VisitLetStmt(n, self);
+    }
+  } w;
+  w.vars = std::move(outer);
+  w.VisitStmt(s);
+  return w.vars;
 }
 
 void AccessScanner::VisitLoad(const LoadNode* n, const Expr& self) {

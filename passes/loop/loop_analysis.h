@@ -71,6 +71,23 @@ bool SameIndices(const std::vector<Expr>& a, const std::vector<Expr>& b);
 // searched: no statement is inside one.
 bool ContainsStmtKind(const Stmt& s, std::initializer_list<StmtKind> kinds);
 
+// Inclusive bounds of an integer value.
+struct Interval {
+  int64_t min, max;
+};
+using VarIntervals = std::map<const VarNode*, Interval>;
+
+// The values an integer expression can take with each variable in its interval, from +, -, *,
+// floor division and modulo by positive constants, min and max; nullopt when `e` reads a
+// variable not in `vars`, loads, or an operation overflows.
+std::optional<Interval> IntervalOf(const Expr& e, const VarIntervals& vars);
+
+// The intervals of the variables that the loops and lets inside `s` bind, each loop's from the
+// intervals of its min and extent under the loops around it (a variable bound twice gets the
+// union). A variable whose bounds read something unknown, or a loop that may run no iteration,
+// is left out.
+VarIntervals LoopIntervals(const Stmt& s, VarIntervals outer = {});
+
 // One load or store. The pointers point into the visited IR, which must outlive them.
 struct Access {
   const BufferNode* buffer;

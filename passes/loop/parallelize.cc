@@ -88,10 +88,8 @@ struct Options {
 };
 
 // Inclusive value ranges of loop variables inside the loop being checked.
-struct Range {
-  int64_t min, max;
-};
-using Ranges = std::map<const VarNode*, Range>;
+using Range = loop::Interval;
+using Ranges = loop::VarIntervals;
 
 // `e` as `coefficient * v + sum(inner[u] * u) + offset + rest`, where v is the loop's variable,
 // each u a loop variable inside it with a constant range, offset a constant and rest mentions

@@ -212,5 +212,68 @@ free t
   ExpectSameResults(f, g);
 }
 
+// The im2col shape: a per-image buffer written with one index per dimension, then read by a
+// tiled GEMM through one flat index (`cols[n * 12 + kb * 4 + k]`, rows of 3 x 4 elements): the
+// flat reads keep to row n, so the loops fuse and cols shrinks to one image.
+PrimFunc FlatReads(int64_t read_shift) {
+  Var n = MakeVar("n"), kk = MakeVar("kk"), j = MakeVar("j"), n2 = MakeVar("n2"),
+      kb = MakeVar("kb"), k = MakeVar("k");
+  Buffer x = F32("x", {I(5), I(3), I(4)}), out = F32("out", {I(5), I(1)});
+  Buffer cols = MakeBuffer("cols", DType::kFloat32, {I(5), I(3), I(4)}, BufferNode::Scope::kLocal,
+                           {I(12), I(4), I(1)});
+  Stmt body = Seq({
+      Alloc(cols),
+      Loop(n, I(5),
+           Loop(kk, I(3),
+                Loop(j, I(4), Store(cols, {n, kk, j}, Mul(Load(x, {n, kk, j}), FloatImm(2)))))),
+      Loop(n2, I(5),
+           Seq({Store(out, {n2, I(0)}, FloatImm(0)),
+                Loop(kb, I(3),
+                     For(k, Mul(kb, I(4)), I(4), ForKind::kSerial,
+                         Store(out, {n2, I(0)},
+                               Add(Load(out, {n2, I(0)}),
+                                   Load(cols, {Add(Mul(n2, I(12)),
+                                                   Min(Add(k, I(read_shift)), I(11)))})))))})),
+      Free(cols),
+  });
+  return MakePrimFunc({x, out}, {}, body);
+}
+
+TEST(FuseLoops, FlatReadsOfOneRowFuseAndShrink) {
+  PrimFunc f = FlatReads(0);
+  PrimFunc g = Fused(f);
+  EXPECT_EQ(Print(g->body), R"(for n in [0, 5) {
+  alloc cols: f32[1, 3, 4] strides [12, 4, 1] local
+  for kk in [0, 3) {
+    for j in [0, 4) {
+      cols[0, kk, j] = x[n, kk, j] * 2.0f
+    }
+  }
+  out[n, 0] = 0.0f
+  for kb in [0, 3) {
+    for k in [kb * 4, kb * 4 + 4) {
+      out[n, 0] = out[n, 0] + cols[min(k, 11)]
+    }
+  }
+  free cols
+}
+)");
+  ExpectSameResults(f, g);
+}
+
+// Read at k - 1, the first read of row n is the last element of row n - 1 (the interval of
+// min(k - 1, 11) is [-1, 10]): the loops stay apart. At k + 1 the min keeps the reads in
+// [1, 11], inside row n, so those fuse (5 loops where there were 6).
+TEST(FuseLoops, FlatReadsOutsideTheirRowStayApart) {
+  PrimFunc f = FlatReads(-1);
+  PrimFunc g = Fused(f);
+  EXPECT_EQ(Print(g->body), Print(f->body));
+  PrimFunc shifted = FlatReads(1);
+  PrimFunc clamped = Fused(shifted);
+  EXPECT_EQ(CountLoops(shifted->body), 6);
+  EXPECT_EQ(CountLoops(clamped->body), 5);
+  ExpectSameResults(shifted, clamped);
+}
+
 }  // namespace
 }  // namespace kiln::loop
