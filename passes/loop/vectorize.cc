@@ -28,10 +28,11 @@
 //    of 2 to 4: a strided load, see AccessesContiguous). The loop splits into a main loop
 //    of extent // W iterations whose body works on W lanes (i becomes ramp(base, 1, W), values
 //    that do not depend on i are broadcast where they meet vectors, accesses that do not depend
-//    on i stay scalar loads), and a scalar tail loop for the extent % W iterations left
+//    on i stay scalar loads), and a tail loop for the extent % W iterations left
 //    (symbolic extents too). The main loop keeps the loop's kind (a parallel loop hands out
 //    vector iterations); the tail is serial. A constant extent below W takes the largest power
-//    of two that fits as its width; trip-count-1 loops are not made (the body is emitted once).
+//    of two that fits as its width, and so does a constant tail of two or more (in turn: 8 + 4 +
+//    2 + 1 lanes); trip-count-1 loops are not made (the body is emitted once).
 //  - The fallback: any other independent serial body (a strided or transposed access, an
 //    indirect index, an if, a let of a value that depends on i) is marked kVectorized, which
 //    the LLVM code generator turns into loop-vectorize metadata so LLVM decides the shape. A
@@ -306,7 +307,7 @@ bool NeverNegative(const Expr& e) {
 // A loop of negative extent runs no iterations; split as it is, its floor-divided main count
 // would be negative (no iterations) but its floor-mod tail width - 1: the extent is clamped at
 // 0 first unless its form says it cannot be negative.
-Stmt VectorizeExplicitly(const loop::ForNode* n, int64_t width) {
+Stmt VectorizeExplicitly(const loop::ForNode* n, int64_t width, const BodyInfo& info) {
   Expr w = loop::IntImm(width);
   Expr extent = NeverNegative(n->extent) ? n->extent : loop::Max(n->extent, loop::IntImm(0));
   Expr main_count = loop::FloorDiv(extent, w);
@@ -334,7 +335,15 @@ Stmt VectorizeExplicitly(const loop::ForNode* n, int64_t width) {
     // Substitute re-makes none.
     out.push_back(loop::Substitute(n->body, n->var, tail_min));
   } else if (tail != 0) {
-    out.push_back(loop::For(n->var, tail_min, tail_extent, ForKind::kSerial, n->body));
+    Stmt rest = loop::For(n->var, tail_min, tail_extent, ForKind::kSerial, n->body);
+    // A constant tail of two or more fills a narrower vector, and what is left of it the next
+    // (a 56-column row: 48 + 8 lanes; 7 columns: 4 + 2 + 1), where scalar code would run one
+    // element per instruction.
+    int64_t narrow = width / 2;
+    while (tail > 1 && narrow > tail) narrow /= 2;
+    if (tail > 1 && narrow >= 2 && AccessesContiguous(info, loop::AsFor(rest), narrow))
+      rest = VectorizeExplicitly(loop::AsFor(rest), narrow, info);
+    out.push_back(rest);
   }
   return loop::Seq(std::move(out));
 }
@@ -357,7 +366,7 @@ Stmt VectorizeLoop(const Stmt& s, int64_t width) {
   // A short constant loop still fills a narrower vector (4 lanes of f32 is an SSE register).
   while (constant && width > extent) width /= 2;
   if (info.straight_line && !info.variant_let && width >= 2 && AccessesContiguous(info, n, width))
-    return VectorizeExplicitly(n, width);
+    return VectorizeExplicitly(n, width, info);
   if (n->for_kind != ForKind::kSerial) return s;
   return loop::For(n->var, n->min, n->extent, ForKind::kVectorized, n->body);
 }

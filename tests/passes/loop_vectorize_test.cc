@@ -108,10 +108,26 @@ TEST(VectorizeLoops, ConstantExtentSplitsIntoMainAndTail) {
   for j_vec in [0, 2) {
     out[i, ramp(j_vec * 8, 1, 8)] = a[i, ramp(j_vec * 8, 1, 8)] * broadcast(2.0f, 8) + c[ramp(j_vec * 8, 1, 8)]
   }
-  for j in [16, 21) {
-    out[i, j] = a[i, j] * 2.0f + c[j]
-  }
+  out[i, ramp(16, 1, 4)] = a[i, ramp(16, 1, 4)] * broadcast(2.0f, 4) + c[ramp(16, 1, 4)]
+  out[i, 20] = a[i, 20] * 2.0f + c[20]
 }
+)");
+  ExpectSameResults(f, g);
+}
+
+// A constant tail fills the widest vector that fits, then the next: 23 = 2 x 8 + 4 + 2 + 1.
+TEST(VectorizeLoops, ConstantTailsFillNarrowerVectors) {
+  Var i = loop::MakeVar("i");
+  Buffer a = Buf("a", {I(23)}), out = Buf("out", {I(23)});
+  auto f = Func({a, out}, 1, {},
+                Loop(i, I(23), loop::Store(out, {i}, loop::Add(loop::Load(a, {i}), F(1)))));
+  auto g = Vectorize(f);
+  EXPECT_EQ(BodyText(g), R"(for i_vec in [0, 2) {
+  out[ramp(i_vec * 8, 1, 8)] = a[ramp(i_vec * 8, 1, 8)] + broadcast(1.0f, 8)
+}
+out[ramp(16, 1, 4)] = a[ramp(16, 1, 4)] + broadcast(1.0f, 4)
+out[ramp(20, 1, 2)] = a[ramp(20, 1, 2)] + broadcast(1.0f, 2)
+out[22] = a[22] + 1.0f
 )");
   ExpectSameResults(f, g);
 }
@@ -210,10 +226,8 @@ TEST(VectorizeLoops, InvariantLetStaysScalar) {
   EXPECT_EQ(BodyText(g), R"(let s = b[0] * 2.0f64 {
   out[ramp(0, 1, 8)] = a[ramp(0, 1, 8)] + broadcast(s, 8)
 }
-for i in [8, 12) {
-  let s = b[0] * 2.0f64;
-  out[i] = a[i] + s
-}
+let s = b[0] * 2.0f64;
+out[ramp(8, 1, 4)] = a[ramp(8, 1, 4)] + broadcast(s, 4)
 )");
   ExpectSameResults(f, g);
 }
