@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -79,11 +80,16 @@ T FromAcc(AccT<T> acc) {
 
 // ---- matmul ----
 
+Type PackedMatmulRel(TypeRelContext& ctx, const TensorTypeNode& a, const TensorTypeNode& b,
+                     int64_t panel);
+
 Type MatmulRel(TypeRelContext& ctx) {
   const TensorTypeNode& a = ctx.tensor(0);
   const TensorTypeNode& b = ctx.tensor(1);
   CheckSameDType(ctx, a, b, "operands");
   CheckMatmulDType(ctx, a.dtype);
+  if (const int64_t panel = ctx.attrs().GetInt("b_panel"); panel != 0)
+    return PackedMatmulRel(ctx, a, b, panel);
   if (a.ndim() == 0 || b.ndim() == 0)
     ctx.Fail(StrCat("operands must have rank >= 1, got ", ShapeToString(a.shape), " x ",
                     ShapeToString(b.shape)));
@@ -144,6 +150,44 @@ void MatmulKernel(const Tensor& a, const Tensor& b, Tensor& out) {
       for (int64_t j = 0; j < n; ++j) zo[i * n + j] = FromAcc<T>(row[j]);
     }
   }
+}
+
+// B pre-packed into panels (b_panel = T > 0, set by PackConstantWeights): B is the 2-D [K, N]
+// matrix as [ceil(N / T), K, T], element (k, j) at [j // T, k, j % T], the columns past N zero;
+// the attribute n gives N. A has rank 2 or more (its batch dims all use the one B).
+Type PackedMatmulRel(TypeRelContext& ctx, const TensorTypeNode& a, const TensorTypeNode& b,
+                     int64_t panel) {
+  const int64_t n = ctx.attrs().GetInt("n");
+  if (panel < 2 || n < 1)
+    ctx.Fail(StrCat("b_panel = ", panel, " needs b_panel >= 2 and n >= 1, got n = ", n));
+  if (a.ndim() < 2 || b.ndim() != 3)
+    ctx.Fail(StrCat("A must have rank >= 2 and the packed B rank 3, got ", ShapeToString(a.shape),
+                    " x ", ShapeToString(b.shape)));
+  const std::string what = StrCat("packed B ", ShapeToString(b.shape), " is not [",
+                                  (n + panel - 1) / panel, ", K, ", panel, "] for n = ", n);
+  ctx.AssertEqual(b.shape[0], Dim((n + panel - 1) / panel), what);
+  ctx.AssertEqual(b.shape[2], Dim(panel), what);
+  ctx.AssertEqual(a.shape.back(), b.shape[1],
+                  StrCat("inner dimensions differ: ", ShapeToString(a.shape), " x packed ",
+                         ShapeToString(b.shape)));
+  Shape out(a.shape.begin(), a.shape.end() - 1);
+  out.push_back(Dim(n));
+  return TensorType(std::move(out), a.dtype);
+}
+
+// The [K, N] matrix a packed B (PackedMatmulRel) holds.
+Tensor UnpackPanels(const Tensor& b, int64_t n) {
+  const int64_t panels = b.shape()[0], k = b.shape()[1], panel = b.shape()[2];
+  Tensor out = Tensor::Empty(b.dtype(), {k, n});
+  const size_t size = DTypeSize(b.dtype());
+  const auto* src = static_cast<const unsigned char*>(b.raw_data());
+  auto* dst = static_cast<unsigned char*>(out.raw_data());
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t r = 0; r < k; ++r)
+      for (int64_t t = 0; t < panel && p * panel + t < n; ++t)
+        std::memcpy(dst + (r * n + p * panel + t) * size, src + ((p * k + r) * panel + t) * size,
+                    size);
+  return out;
 }
 
 // ---- gemm ----
@@ -291,10 +335,28 @@ loop::Expr DotProduct(LowerContext& ctx, const loop::Expr& extent,
   return loop::Reduce(loop::ReduceKind::kSum, product, {loop::IterVar{k, extent}});
 }
 
-std::vector<LTensor> LowerMatmul(LowerContext& ctx, const std::vector<LTensor>& in, const Attrs&,
-                                 const std::vector<Type>& out_types) {
+std::vector<LTensor> LowerMatmul(LowerContext& ctx, const std::vector<LTensor>& in,
+                                 const Attrs& attrs, const std::vector<Type>& out_types) {
   const LTensor a = in[0], b = in[1];
   std::vector<loop::Expr> shape = ctx.ShapeExpr(AsTensor(out_types[0])->shape);
+  if (const int64_t panel = attrs.GetInt("b_panel"); panel > 0) {
+    // B pre-packed (PackedMatmulRel), in the form TileLoops' tiles read in place.
+    const DType dtype = a.dtype;
+    auto at = [&ctx, a, b, panel, dtype](const std::vector<loop::Expr>& idx) {
+      const loop::Expr& j = idx.back();
+      loop::Expr t = loop::IntImm(panel);
+      auto x = [&](const loop::Expr& k) {
+        std::vector<loop::Expr> i(idx.begin(), idx.end() - 1);
+        i.push_back(k);
+        return a.at(i);
+      };
+      auto y = [&](const loop::Expr& k) {
+        return b.at({loop::FloorDiv(j, t), k, loop::FloorMod(j, t)});
+      };
+      return loop::Cast(dtype, DotProduct(ctx, a.shape.back(), x, y, AccumDType(dtype)));
+    };
+    return {LTensor{dtype, shape, at}};
+  }
   // As in the kernel: the output is the broadcast batch dims, then M unless `a` is 1-D and N
   // unless `b` is 1-D.
   const size_t nbatch = shape.size() - (a.ndim() >= 2) - (b.ndim() >= 2);
@@ -379,13 +441,18 @@ void RegisterMatmulOps(OpRegistry& r) {
       .doc = "NumPy matmul: batched, with broadcast batch dims; 1-D operands are promoted",
       .min_inputs = 2,
       .max_inputs = 2,
-      .attrs = {},
+      // B pre-packed into panels of this many columns (0: a plain B), and the column count N
+      // it holds; see PackedMatmulRel.
+      .attrs = {{"b_panel", AttrKind::kInt, AttrValue(int64_t{0})},
+                {"n", AttrKind::kInt, AttrValue(int64_t{0})}},
       .pattern = OpPattern::kOutputFusable,
       .type_rel = MatmulRel,
       .ref_kernel =
-          [](const std::vector<Tensor>& in, const Attrs&, std::vector<Tensor>& out) {
+          [](const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
+            const int64_t panel = attrs.GetInt("b_panel");
+            const Tensor b = panel > 0 ? UnpackPanels(in[1], attrs.GetInt("n")) : in[1];
             DispatchMatmulDType(in[0].dtype(),
-                                [&]<typename T>() { MatmulKernel<T>(in[0], in[1], out[0]); });
+                                [&]<typename T>() { MatmulKernel<T>(in[0], b, out[0]); });
           },
       .lower = LowerMatmul,
   });

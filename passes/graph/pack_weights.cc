@@ -1,5 +1,6 @@
-// PackConstantWeights: lays out the constant B of a gemm as the panels TileLoops reads, once,
-// when the graph is specialized, so the kernel no longer copies them on every run.
+// PackConstantWeights: lays out the constant B of a gemm or a matmul as the panels TileLoops
+// reads, once, when the graph is specialized, so the kernel no longer copies them on every run
+// (or, with few rows, reads them in place a short run per weight row).
 //
 //   before:  gemm(%x: f32[32, 784], const(f32[784, 512]))
 //   after:   gemm(%x, const(f32[8, 784, 64]), b_panel=64, n=512)
@@ -22,7 +23,9 @@
 // Rules: a gemm with transB = 0 whose B is a 2-D f32 constant of at least T columns, whose A
 // is 2-D with a constant row count M above 4 x tile.i (the rows from which TileLoops packs) or
 // of 1 (T is then the single-row tile), on a target whose vector width is known
-// (target.vector_bits), with TileLoops' tile T >= 2. Anything else is left as it is.
+// (target.vector_bits), with TileLoops' tile T >= 2. A matmul the same, with A of rank 2 or
+// more (its rows: all its dims but the last, constant) and any row count (see Matmul below).
+// Anything else is left as it is.
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -45,6 +48,7 @@ class WeightPacker : public ExprMutator {
   Expr MutateCall(const CallNode* n, const Expr& self) override {
     Expr out = ExprMutator::MutateCall(n, self);
     const CallNode* c = AsCall(out);
+    if (c && c->op && c->op->name == "matmul") return Matmul(n, c, out);
     if (!c || !c->op || c->op->name != "gemm" || c->attrs.GetInt("b_panel") != 0 ||
         c->attrs.GetBool("transB"))
       return out;
@@ -69,6 +73,32 @@ class WeightPacker : public ExprMutator {
   }
 
  private:
+  // A matmul of A [..., M, K] (rank >= 2) by a 2-D f32 constant B [K, N]: its rows are all of
+  // A's but the last dim, as many as those dims hold (constant once specialized). With B
+  // packed, TileLoops reads each column tile's panel in place whatever the row count, so few
+  // rows are packed too (the encoder layer at 1x16: its feed-forward matmuls read 256-float
+  // runs of 4 KiB weight rows, each run in another page, which the prefetcher does not follow).
+  Expr Matmul(const CallNode* n, const CallNode* c, const Expr& out) const {
+    const ConstantNode* b = AsConstant(c->args[1]);
+    const TensorTypeNode* a = AsTensor(n->args[0]->type);
+    if (c->attrs.GetInt("b_panel") != 0 || !b || !a || b->value.dtype() != DType::kFloat32 ||
+        b->value.shape().size() != 2 || a->ndim() < 2)
+      return out;
+    int64_t rows = 1;
+    for (int d = 0; d + 1 < a->ndim(); ++d) {
+      if (!a->shape[d].is_const()) return out;
+      rows *= a->shape[d].value();
+    }
+    const int64_t k = b->value.shape()[0], cols = b->value.shape()[1];
+    const int64_t panel = rows == 1 ? single_row_panel_ : panel_;
+    if (panel < 2 || cols < panel) return out;
+    Attrs attrs = c->attrs;
+    attrs.Set("b_panel", panel);
+    attrs.Set("n", cols);
+    return MakeCall("matmul", {c->args[0], Packed(c->args[1], k, cols, panel)}, std::move(attrs),
+                    c->name);
+  }
+
   // The packed constant for the 2-D f32 constant `b` ([k, cols]). Every specialization of a
   // model shares the model's constant nodes, so the packed copy is shared too: made once and
   // kept as long as some graph holds it (a weak entry per source node and panel width), rather

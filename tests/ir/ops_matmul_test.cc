@@ -423,6 +423,35 @@ TEST(GemmKernel, PackedBMatchesPlainB) {
   }
 }
 
+// matmul with B packed into panels: the same product as the plain B, for A of rank 2 and 3
+// and N not a multiple of the panel width.
+TEST(MatmulKernel, PackedBMatchesPlainB) {
+  Tensor b = RandomTensor(DType::kFloat32, {5, 11}, 2);
+  for (const std::vector<int64_t>& a_shape : {std::vector<int64_t>{7, 5}, {2, 3, 5}, {1, 1, 5}}) {
+    Tensor a = RandomTensor(DType::kFloat32, a_shape, 1);
+    for (int64_t t : {2, 4, 16}) {
+      Attrs packed = {{"b_panel", t}, {"n", int64_t{11}}};
+      EXPECT_TRUE(TensorsNear(RunOne("matmul", {a, test::PackPanels(b, t)}, packed),
+                              RunOne("matmul", {a, b}), 0, 0))
+          << IntsToString(a_shape) << " b_panel " << t;
+    }
+  }
+}
+
+TEST(MatmulType, PackedB) {
+  Attrs packed = {{"b_panel", int64_t{4}}, {"n", int64_t{11}}};
+  EXPECT_EQ(Infer("matmul", {F32({7, 5}), F32({3, 5, 4})}, packed), "f32[7, 11]");
+  EXPECT_EQ(Infer("matmul", {F32({S("b"), 7, 5}), F32({3, 5, 4})}, packed), "f32[b, 7, 11]");
+  EXPECT_THAT(InferError("matmul", {F32({7, 5}), F32({2, 5, 4})}, packed),
+              HasSubstr("packed B [2, 5, 4] is not [3, K, 4] for n = 11"));
+  EXPECT_THAT(InferError("matmul", {F32({7, 6}), F32({3, 5, 4})}, packed),
+              HasSubstr("inner dimensions differ"));
+  EXPECT_THAT(InferError("matmul", {F32({5}), F32({3, 5, 4})}, packed),
+              HasSubstr("A must have rank >= 2 and the packed B rank 3"));
+  EXPECT_THAT(InferError("matmul", {F32({7, 5}), F32({3, 5, 4})}, {{"b_panel", int64_t{4}}}),
+              HasSubstr("needs b_panel >= 2 and n >= 1"));
+}
+
 TEST(GemmType, PackedB) {
   Attrs packed = {{"b_panel", int64_t{4}}, {"n", int64_t{11}}};
   EXPECT_EQ(Infer("gemm", {F32({7, 5}), F32({3, 5, 4})}, packed), "f32[7, 11]");

@@ -166,6 +166,27 @@ TEST(LowerMatmul, GemmPackedB) {
   }
 }
 
+// matmul with B packed into panels: A of rank 2 and 3 (its batch dims all rows of the one B),
+// N a multiple of the width and not, a single row in the wide panels of a matrix-vector
+// product, the encoder layer's 16 rows.
+TEST(LowerMatmul, MatmulPackedB) {
+  struct Case {
+    V a;
+    int64_t n, t;
+  };
+  for (const Case& c :
+       {Case{{37, 33}, 70, 16}, Case{{1, 16, 256}, 1024, 64}, Case{{2, 9, 40}, 150, 64},
+        Case{{1, 1, 784}, 512, 256}, Case{{3, 5, 3}, 3, 2}, Case{{1, 7}, 20, 8}}) {
+    Tensor a = RandomOperand(DType::kFloat32, c.a, 1);
+    Tensor b = RandomOperand(DType::kFloat32, {c.a.back(), c.n}, 2);
+    Attrs attrs = {{"b_panel", c.t}, {"n", c.n}};
+    Tolerance tol = ToleranceFor(DType::kFloat32, c.a.back());
+    EXPECT_TRUE(CompiledMatchesReference("matmul", {a, test::PackPanels(b, c.t)}, attrs, tol.atol,
+                                         tol.rtol))
+        << IntsToString(c.a) << " x " << c.n << " in panels of " << c.t;
+  }
+}
+
 // As in the reference (and ONNX's), beta == 0 skips C entirely, so NaN or inf in it does not
 // turn the output into NaN.
 TEST(LowerMatmul, GemmBetaZeroIgnoresC) {

@@ -111,6 +111,35 @@ TEST(PackConstantWeights, SingleRowsArePackedInTheirOwnTile) {
                                 Interpret(before.Lookup("main"), x)[0], 0, 0));
 }
 
+// A matmul's constant 2-D B is packed whatever A's rank and however few its rows (all but A's
+// last dim): with B packed TileLoops reads every tile's panel in place, nothing copied.
+TEST(PackConstantWeights, MatmulWeightsBecomePanels) {
+  const std::string text = "def @main(%x: f32[1, 3, 2]) { matmul(%x, " + Const(2, 5) + ") }";
+  IRModule out = Pack(text);
+  EXPECT_EQ(Print(out), Printed(R"(def @main(%x: f32[1, 3, 2]) {
+    matmul(%x, const(f32[2, 2, 4], [1, 2, 3, 4, 6, 7, 8, 9, 5, 0, 0, 0, 10, 0, 0, 0]), b_panel=4,
+           n=5)
+  })"));
+  std::vector<Tensor> x = {test::RandomTensor(DType::kFloat32, {1, 3, 2}, 4)};
+  EXPECT_TRUE(test::TensorsNear(Interpret(out.Lookup("main"), x)[0],
+                                Interpret(InferTypes(ParseModule(text)).Lookup("main"), x)[0], 0,
+                                0));
+  // One row: the single-row tile's panels (256 columns on AVX-512).
+  auto one_row = "def @main(%x: f32[1, 3]) { matmul(%x, " + Const(3, 300) + ") }";
+  EXPECT_NE(Print(Pack(one_row, 512, {})).find("b_panel=256"), std::string::npos);
+  for (const std::string& alone : {
+           // symbolic rows, a 1-D A, a batched B, B narrower than a panel or not f32
+           "def @main(%x: f32[m, 2]) { matmul(%x, " + Const(2, 5) + ") }",
+           "def @main(%x: f32[2]) { matmul(%x, " + Const(2, 5) + ") }",
+           std::string("def @main(%x: f32[3, 2]) { matmul(%x, const(f32[1, 2, 5], [1, 2, 3, 4, 5, "
+                       "6, 7, 8, 9, 10])) }"),
+           "def @main(%x: f32[3, 2]) { matmul(%x, " + Const(2, 3) + ") }",
+           "def @main(%x: f64[3, 2]) { matmul(%x, " + Const(2, 5, "f64") + ") }",
+       }) {
+    EXPECT_EQ(Print(Pack(alone)), Printed(alone)) << alone;
+  }
+}
+
 TEST(PackConstantWeights, LeavesOtherGemmsAlone) {
   const std::string b = Const(2, 5);
   for (const std::string& text : {
