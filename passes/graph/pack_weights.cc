@@ -20,12 +20,16 @@
 // thread streams only its own (the batch-1 MLP at 2 threads, weights 2.6 MB in two 2 MB L2s:
 // 37-41 -> 18-20 us, ONNX Runtime 25).
 //
+// Few rows (2 to 4 x tile.i, where TileLoops would not copy panels) are packed too: TileLoops
+// reads pre-packed panels in place, and in B's own layout a 64-column tile reads a 256-byte run
+// of every weight row, each a page apart, which the prefetcher does not follow (the MLP at
+// batch 16, 1 thread: 255 -> 194 us; 2 threads 158 -> 97 us; batch 4: 83 -> 73 and 62 -> 39).
+//
 // Rules: a gemm with transB = 0 whose B is a 2-D f32 constant of at least T columns, whose A
-// is 2-D with a constant row count M above 4 x tile.i (the rows from which TileLoops packs) or
-// of 1 (T is then the single-row tile), on a target whose vector width is known
-// (target.vector_bits), with TileLoops' tile T >= 2. A matmul the same, with A of rank 2 or
-// more (its rows: all its dims but the last, constant) and any row count (see Matmul below).
-// Anything else is left as it is.
+// is 2-D with a constant row count M (T is the single-row tile for M = 1), on a target whose
+// vector width is known (target.vector_bits), with TileLoops' tile T >= 2. A matmul the same,
+// with A of rank 2 or more (its rows: all its dims but the last, constant). Anything else is
+// left as it is.
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -41,8 +45,8 @@ namespace {
 
 class WeightPacker : public ExprMutator {
  public:
-  WeightPacker(int64_t panel, int64_t min_rows, int64_t single_row_panel)
-      : panel_(panel), min_rows_(min_rows), single_row_panel_(single_row_panel) {}
+  WeightPacker(int64_t panel, int64_t single_row_panel)
+      : panel_(panel), single_row_panel_(single_row_panel) {}
 
  protected:
   Expr MutateCall(const CallNode* n, const Expr& self) override {
@@ -62,8 +66,7 @@ class WeightPacker : public ExprMutator {
     const int64_t k = b->value.shape()[0], cols = b->value.shape()[1];
     if (!m.is_const()) return out;
     const int64_t panel = m.value() == 1 ? single_row_panel_ : panel_;
-    if ((m.value() != 1 && m.value() <= min_rows_) || panel < 2 || cols < panel) return out;
-
+    if (panel < 2 || cols < panel) return out;
     Attrs attrs = c->attrs;
     attrs.Set("b_panel", panel);
     attrs.Set("n", cols);
@@ -74,10 +77,8 @@ class WeightPacker : public ExprMutator {
 
  private:
   // A matmul of A [..., M, K] (rank >= 2) by a 2-D f32 constant B [K, N]: its rows are all of
-  // A's but the last dim, as many as those dims hold (constant once specialized). With B
-  // packed, TileLoops reads each column tile's panel in place whatever the row count, so few
-  // rows are packed too (the encoder layer at 1x16: its feed-forward matmuls read 256-float
-  // runs of 4 KiB weight rows, each run in another page, which the prefetcher does not follow).
+  // A's but the last dim, as many as those dims hold (constant once specialized), few ones too
+  // (the encoder layer at 1x16: its feed-forward matmuls 105 -> 92 and 84 -> 74 us).
   Expr Matmul(const CallNode* n, const CallNode* c, const Expr& out) const {
     const ConstantNode* b = AsConstant(c->args[1]);
     const TensorTypeNode* a = AsTensor(n->args[0]->type);
@@ -132,7 +133,6 @@ class WeightPacker : public ExprMutator {
   }
 
   int64_t panel_;
-  int64_t min_rows_;
   int64_t single_row_panel_;
 };
 
@@ -153,8 +153,7 @@ void RegisterPackConstantWeightsPass(PassRegistry& r) {
                 [](const Function& f, const IRModule&, const PassContext& ctx) {
                   const TileShape shape = TileLoopsShape(ctx);
                   if (ctx.GetConfigInt("target.vector_bits") <= 0 || shape.columns < 2) return f;
-                  WeightPacker packer(shape.columns, 4 * std::max<int64_t>(shape.rows, 1),
-                                      shape.single_row_columns);
+                  WeightPacker packer(shape.columns, shape.single_row_columns);
                   return std::static_pointer_cast<const FunctionNode>(packer.Mutate(f));
                 },
                 o);

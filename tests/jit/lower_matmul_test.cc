@@ -141,9 +141,9 @@ TEST(LowerMatmul, Gemm) {
 
 // gemm with B packed into panels (b_panel): TileLoops tiles its columns by the panel width
 // and reads the panels in place. Widths the host's tiles use (16, 64) and others, N a multiple
-// of the width and not, rows enough for row blocks and K blocks, single rows (also in the wide
-// panels PackConstantWeights gives a matrix-vector product), A transposed;
-// alpha scales the product (the f64 path of the lowering).
+// of the width and not, rows enough for row blocks and K blocks, few rows, single rows (also in the
+// wide panels PackConstantWeights gives a matrix-vector product), A transposed; alpha scales the
+// product (the f64 path of the lowering).
 TEST(LowerMatmul, GemmPackedB) {
   struct Case {
     int64_t m, k, n, t;
@@ -152,6 +152,8 @@ TEST(LowerMatmul, GemmPackedB) {
   for (const Case& c :
        {Case{37, 33, 70, 16, false}, Case{40, 300, 128, 64, false}, Case{33, 200, 150, 64, false},
         Case{1, 9, 20, 8, false}, Case{5, 3, 3, 2, false}, Case{29, 17, 80, 64, true},
+        // few rows (row blocks that read the panels in place)
+        Case{16, 100, 200, 64, false}, Case{3, 40, 130, 64, true},
         // a single row in the wide panels of a matrix-vector product (AVX-512: 256, AVX2: 96)
         Case{1, 784, 512, 256, false}, Case{1, 37, 1000, 256, false}, Case{1, 50, 300, 96, true}}) {
     Tensor a = RandomOperand(DType::kFloat32, c.trans_a ? V{c.k, c.m} : V{c.m, c.k}, 1);
