@@ -152,30 +152,22 @@ void MatmulKernel(const Tensor& a, const Tensor& b, Tensor& out) {
   }
 }
 
-// B pre-packed into panels (b_panel = T > 0, set by PackConstantWeights): B is the 2-D [K, N]
+// A B pre-packed into panels (b_panel = T > 0, set by PackConstantWeights) is the [K, N]
 // matrix as [ceil(N / T), K, T], element (k, j) at [j // T, k, j % T], the columns past N zero;
-// the attribute n gives N. A has rank 2 or more (its batch dims all use the one B).
-Type PackedMatmulRel(TypeRelContext& ctx, const TensorTypeNode& a, const TensorTypeNode& b,
-                     int64_t panel) {
-  const int64_t n = ctx.attrs().GetInt("n");
-  if (panel < 2 || n < 1)
-    ctx.Fail(StrCat("b_panel = ", panel, " needs b_panel >= 2 and n >= 1, got n = ", n));
-  if (a.ndim() < 2 || b.ndim() != 3)
-    ctx.Fail(StrCat("A must have rank >= 2 and the packed B rank 3, got ", ShapeToString(a.shape),
-                    " x ", ShapeToString(b.shape)));
+// the attribute n gives N. Checks that the rank-3 `b` has that shape for A's reduction dim `k`
+// (`a_text` names A in the message).
+void AssertPackedB(TypeRelContext& ctx, const TensorTypeNode& b, const Dim& k,
+                   const std::string& a_text, int64_t n, int64_t panel) {
   const std::string what = StrCat("packed B ", ShapeToString(b.shape), " is not [",
                                   (n + panel - 1) / panel, ", K, ", panel, "] for n = ", n);
   ctx.AssertEqual(b.shape[0], Dim((n + panel - 1) / panel), what);
   ctx.AssertEqual(b.shape[2], Dim(panel), what);
-  ctx.AssertEqual(a.shape.back(), b.shape[1],
-                  StrCat("inner dimensions differ: ", ShapeToString(a.shape), " x packed ",
-                         ShapeToString(b.shape)));
-  Shape out(a.shape.begin(), a.shape.end() - 1);
-  out.push_back(Dim(n));
-  return TensorType(std::move(out), a.dtype);
+  ctx.AssertEqual(
+      k, b.shape[1],
+      StrCat("inner dimensions differ: ", a_text, " x packed ", ShapeToString(b.shape)));
 }
 
-// The [K, N] matrix a packed B (PackedMatmulRel) holds.
+// The [K, N] matrix a packed B (AssertPackedB) holds: the reference kernels compute with it.
 Tensor UnpackPanels(const Tensor& b, int64_t n) {
   const int64_t panels = b.shape()[0], k = b.shape()[1], panel = b.shape()[2];
   Tensor out = Tensor::Empty(b.dtype(), {k, n});
@@ -190,6 +182,21 @@ Tensor UnpackPanels(const Tensor& b, int64_t n) {
   return out;
 }
 
+// matmul with a packed B (AssertPackedB). A has rank 2 or more (its batch dims all use the one B).
+Type PackedMatmulRel(TypeRelContext& ctx, const TensorTypeNode& a, const TensorTypeNode& b,
+                     int64_t panel) {
+  const int64_t n = ctx.attrs().GetInt("n");
+  if (panel < 2 || n < 1)
+    ctx.Fail(StrCat("b_panel = ", panel, " needs b_panel >= 2 and n >= 1, got n = ", n));
+  if (a.ndim() < 2 || b.ndim() != 3)
+    ctx.Fail(StrCat("A must have rank >= 2 and the packed B rank 3, got ", ShapeToString(a.shape),
+                    " x ", ShapeToString(b.shape)));
+  AssertPackedB(ctx, b, a.shape.back(), ShapeToString(a.shape), n, panel);
+  Shape out(a.shape.begin(), a.shape.end() - 1);
+  out.push_back(Dim(n));
+  return TensorType(std::move(out), a.dtype);
+}
+
 // ---- gemm ----
 
 // Whole and within int64, so the integer kernel can use it exactly.
@@ -199,9 +206,7 @@ bool IsWholeInt64(double v) {
 
 Type GemmOut(TypeRelContext& ctx, const TensorTypeNode& a, Shape out);
 
-// gemm with B pre-packed into panels (b_panel = T > 0, set by PackConstantWeights): B is
-// [ceil(N / T), K, T], element (k, j) of the [K, N] matrix at [j // T, k, j % T], the columns
-// past N zero; the attribute n gives N. Only for an untransposed B.
+// gemm with a packed B (AssertPackedB). Only for an untransposed B.
 Type PackedGemmRel(TypeRelContext& ctx, const TensorTypeNode& a, const TensorTypeNode& b,
                    bool trans_a, bool trans_b, int64_t panel) {
   const int64_t n = ctx.attrs().GetInt("n");
@@ -211,13 +216,8 @@ Type PackedGemmRel(TypeRelContext& ctx, const TensorTypeNode& a, const TensorTyp
   if (a.ndim() != 2 || b.ndim() != 3)
     ctx.Fail(StrCat("A must be 2-D and the packed B 3-D, got ", ShapeToString(a.shape), " x ",
                     ShapeToString(b.shape)));
-  const std::string what = StrCat("packed B ", ShapeToString(b.shape), " is not [",
-                                  (n + panel - 1) / panel, ", K, ", panel, "] for n = ", n);
-  ctx.AssertEqual(b.shape[0], Dim((n + panel - 1) / panel), what);
-  ctx.AssertEqual(b.shape[2], Dim(panel), what);
-  ctx.AssertEqual(a.shape[trans_a ? 0 : 1], b.shape[1],
-                  StrCat("inner dimensions differ: ", ShapeToString(a.shape), trans_a ? "^T" : "",
-                         " x packed ", ShapeToString(b.shape)));
+  AssertPackedB(ctx, b, a.shape[trans_a ? 0 : 1],
+                StrCat(ShapeToString(a.shape), trans_a ? "^T" : ""), n, panel);
   return GemmOut(ctx, a, {a.shape[trans_a ? 1 : 0], Dim(n)});
 }
 
@@ -274,22 +274,18 @@ Type GemmOut(TypeRelContext& ctx, const TensorTypeNode& a, Shape out) {
 template <typename T>
 void GemmKernel(const std::vector<Tensor>& in, const Attrs& attrs, Tensor& out) {
   const Tensor& a = in[0];
-  const Tensor& b = in[1];
   const bool trans_a = attrs.GetBool("transA");
   const bool trans_b = attrs.GetBool("transB");
   const double alpha = attrs.GetFloat("alpha");
   const double beta = attrs.GetFloat("beta");
   const int64_t m = out.shape()[0], n = out.shape()[1];
   const int64_t k = a.shape()[trans_a ? 0 : 1];
-  const int64_t panel = attrs.GetInt("b_panel");
+  const Tensor b = attrs.GetInt("b_panel") > 0 ? UnpackPanels(in[1], n) : in[1];
   // Element (r, c) of a row-major [rows, cols] matrix, or of its transpose.
   auto at = [](const T* p, int64_t r, int64_t c, int64_t cols, bool trans, int64_t rows_t) {
     return trans ? p[c * rows_t + r] : p[r * cols + c];
   };
-  // Element (r, c) of B: packed into panels of `panel` columns, or as `at` reads it.
-  auto b_at = [&](const T* p, int64_t r, int64_t c) {
-    return panel > 0 ? p[(c / panel * k + r) * panel + c % panel] : at(p, r, c, n, trans_b, k);
-  };
+  auto b_at = [&](const T* p, int64_t r, int64_t c) { return at(p, r, c, n, trans_b, k); };
   const T* x = a.data<T>();
   const T* y = b.data<T>();
   T* z = out.data<T>();
