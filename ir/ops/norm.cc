@@ -361,12 +361,23 @@ loop::Expr ParamAt(const LTensor& param, const std::vector<loop::Expr>& idx, DTy
   return loop::Cast(c, param.at(lower::BroadcastIndex(param, idx)));
 }
 
-// Statistics over `axes` of x, computed as the references do: the mean, then a two-pass
-// variance, both accumulated in f64. The mean is materialized per group (the elements that
-// share their indices outside `axes`); x - mean is taken in f64 too, because it cancels when the
-// mean is large against the spread.
+// Statistics over `axes` of x: the mean, then a two-pass variance. The mean is materialized
+// per group (the elements that share their indices outside `axes`).
+//
+// f64 x, and groups of more than kF32StatsLimit elements (or a symbolic count), accumulate in
+// f64 as the references do, and take x - mean in f64 too, because it cancels when the mean is
+// large against the spread. Smaller f32 (f16, bf16) groups, a LayerNorm's rows, use the
+// corrected two-pass algorithm in f32, which needs no f64 for that accuracy: a first mean m~
+// (rounded to f32), then d = x - m~ (exact where the mean is large against the spread, the case
+// that cancels), S1 = sum d and S2 = sum d^2; the mean is m~ + S1 / n, the variance
+// S2 / n - (S1 / n)^2, and x - mean is d - S1 / n. S1 is a sum of terms of the spread's size,
+// so the mean comes out accurate where the first one lost digits, and S2's error is relative to
+// the variance itself. f32 lanes do a quarter of f64's work per element and need no
+// conversions (the SiLU -> LayerNorm chain at 1x128x768: ~30 % fewer instructions).
+constexpr int64_t kF32StatsLimit = 8192;
+
 struct LoweredStats {
-  LTensor centered;  // f64 x - mean, in x's shape
+  LTensor centered;  // x - mean (f64, or f32 for the f32 form), in x's shape
   LTensor var;       // f64, one per group, not materialized: each op folds it into its factor
   // The group (stats index) of an index of x: the indices outside `axes`.
   std::function<std::vector<loop::Expr>(const std::vector<loop::Expr>&)> group;
@@ -390,6 +401,46 @@ LoweredStats LowerStats(LowerContext& ctx, const LTensor& x_in, const std::vecto
       if (!reduced[i]) g.push_back(idx[i]);
     return g;
   };
+  int64_t count_value = 0;
+  if (x.dtype != f64 && loop::IsConstInt(n, &count_value) && count_value <= kF32StatsLimit) {
+    const DType f32 = DType::kFloat32;
+    LTensor xf = lower::Map(x, f32, [x](const std::vector<loop::Expr>& idx) {
+      return loop::Cast(DType::kFloat32, x.at(idx));
+    });
+    LTensor sum = lower::ReduceAxes(ctx, xf, axes, /*keepdims=*/false, loop::ReduceKind::kSum);
+    LTensor first = ctx.Materialize(
+        LTensor{f32, sum.shape,
+                [sum, count](const std::vector<loop::Expr>& idx) {
+                  return loop::Cast(DType::kFloat32,
+                                    loop::Div(loop::Cast(DType::kFloat64, sum.at(idx)), count));
+                }},
+        op + "_mean");
+    LTensor d = lower::Map(xf, f32, [xf, first, group](const std::vector<loop::Expr>& idx) {
+      return loop::Sub(xf.at(idx), first.at(group(idx)));
+    });
+    LTensor s1 = lower::ReduceAxes(ctx, d, axes, /*keepdims=*/false, loop::ReduceKind::kSum);
+    LTensor s2 = lower::ReduceAxes(ctx, d, axes, /*keepdims=*/false, loop::ReduceKind::kSum,
+                                   [](const loop::Expr& v) { return loop::Mul(v, v); });
+    // S1 / n, the first mean's error, in f64 (var reads it) and f32 (centered does).
+    LTensor shift =
+        ctx.Materialize(LTensor{f64, s1.shape,
+                                [s1, count](const std::vector<loop::Expr>& idx) {
+                                  return loop::Div(loop::Cast(DType::kFloat64, s1.at(idx)), count);
+                                }},
+                        op + "_shift");
+    LTensor centered = lower::Map(d, f32, [d, shift, group](const std::vector<loop::Expr>& idx) {
+      return loop::Sub(d.at(idx), loop::Cast(DType::kFloat32, shift.at(group(idx))));
+    });
+    // S2 / n - shift^2 >= 0 in exact arithmetic (Cauchy-Schwarz); rounding may cross zero.
+    LTensor var{
+        f64, s2.shape, [s2, shift, count](const std::vector<loop::Expr>& idx) {
+          loop::Expr c = shift.at(idx);
+          return loop::Max(
+              loop::Sub(loop::Div(loop::Cast(DType::kFloat64, s2.at(idx)), count), loop::Mul(c, c)),
+              lower::Const(0, DType::kFloat64));
+        }};
+    return {centered, var, group};
+  }
   LTensor x64 = lower::Map(x, f64, [x](const std::vector<loop::Expr>& idx) {
     return loop::Cast(DType::kFloat64, x.at(idx));
   });

@@ -137,6 +137,23 @@ TEST(LowerNorm, LayerNorm) {
   }
 }
 
+// Rows whose mean is 1e4 times their spread: a mean accumulated in f32 is off by about
+// 1e-2 there, and so would be every output. Rows of up to 8192 elements take the corrected
+// two-pass form in f32, longer ones accumulate in f64 (norm.cc, kF32StatsLimit); both must match
+// the double reference to f32's usual tolerance.
+TEST(LowerNorm, LayerNormLargeMeanSmallSpread) {
+  uint64_t seed = 7;
+  for (const std::vector<int64_t>& shape :
+       std::vector<std::vector<int64_t>>{{3, 768}, {2, 8192}, {2, 8193}, {1, 1}, {5, 33}}) {
+    const int64_t d = shape.back();
+    std::vector<Tensor> in{RandomTensor(DType::kFloat32, shape, seed++, 1e4 - 1, 1e4 + 1),
+                           RandomTensor(DType::kFloat32, {d}, seed++, -2, 2),
+                           RandomTensor(DType::kFloat32, {d}, seed++, -1, 1)};
+    SCOPED_TRACE(in[0].TypeString());
+    EXPECT_TRUE(CompiledMatchesReference("layer_norm", in, {{"epsilon", 1e-5}}, 1e-5, 1e-5));
+  }
+}
+
 // A constant row has variance 0, so the result is bias (x - mean is exactly 0); a NaN poisons
 // its row only.
 TEST(LowerNorm, LayerNormDegenerateRows) {
