@@ -457,7 +457,7 @@ llvm::Value* FunctionEmitter::EmitCall(const loop::CallNode* n) {
   auto libm = [this](const std::string& name, const std::vector<llvm::Value*>& a) {
     return CallLibm(name, a);
   };
-  if (llvm::Value* v = EmitInlineMath(b_, n->fn, args, libm)) return v;
+  if (llvm::Value* v = EmitInlineMath(b_, n->fn, args, libm, math_target_)) return v;
   switch (n->fn) {
     case Intrinsic::kExp:
       return b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, args[0]);

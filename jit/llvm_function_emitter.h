@@ -18,6 +18,7 @@
 #include "ir/error.h"
 #include "ir/loop/loop.h"
 #include "jit/kernel.h"
+#include "jit/llvm_vector_math.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
@@ -48,7 +49,8 @@ class FunctionEmitter {
         b_(ctx_),
         func_(func),
         kernel_(kernel),
-        reassociate_reductions_(options.reassociate_reductions) {
+        reassociate_reductions_(options.reassociate_reductions),
+        math_target_{.avx512f = VectorRegisterBits(options) >= 512} {
     if (options.fast_math || options.fp_contract) {
       // kernel.h's fast_math means reassociation and contraction only: NaN and infinity
       // keep their meaning, so maximum/minimum and comparisons still behave.
@@ -180,6 +182,7 @@ class FunctionEmitter {
   const loop::PrimFuncNode& func_;
   llvm::Function* kernel_;
   bool reassociate_reductions_;
+  InlineMathTarget math_target_;  // what the inline math may use (jit/llvm_vector_math.h)
   llvm::Function* fn_ = nullptr;  // the function statements are emitted into
   // Scopes, innermost last. Vectors rather than maps so that closures are built in a
   // deterministic order and shadowing is a reverse search.

@@ -14,6 +14,7 @@
 
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/Intrinsics.h"
+#include "llvm/IR/IntrinsicsX86.h"
 #include "llvm/IR/MDBuilder.h"
 
 namespace kiln {
@@ -58,11 +59,12 @@ double InvFactorial(int k) {
 // Emits lane-wise math on values of one float type (scalar or vector).
 class MathEmitter {
  public:
-  MathEmitter(llvm::IRBuilder<>& b, llvm::Type* type)
+  MathEmitter(llvm::IRBuilder<>& b, llvm::Type* type, const InlineMathTarget& target = {})
       : b_(b),
         type_(type),
         f64_(type->getScalarType()->isDoubleTy()),
-        int_(Like(f64_ ? b.getInt64Ty() : b.getInt32Ty())) {}
+        int_(Like(f64_ ? b.getInt64Ty() : b.getInt32Ty())),
+        target_(target) {}
 
   bool f64() const { return f64_; }
   llvm::Type* type() const { return type_; }
@@ -125,6 +127,20 @@ class MathEmitter {
     return FromBits(b_.CreateShl(biased, I(MantissaBits())));
   }
 
+  // p * 2^n rounded once (n a float holding an integer) with AVX-512F's VSCALEF on a 512-bit
+  // vector, or nullptr elsewhere. It overflows to inf and rounds into the denormals as the
+  // product of two powers in Exp does (the first factor exact), so vector body and scalar tail
+  // agree bit for bit.
+  llvm::Value* Scalef(llvm::Value* p, llvm::Value* n) {
+    auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(type_);
+    if (!target_.avx512f || !vt || vt->getNumElements() != (f64_ ? 8u : 16u)) return nullptr;
+    llvm::Intrinsic::ID id = f64_ ? llvm::Intrinsic::x86_avx512_mask_scalef_pd_512
+                                  : llvm::Intrinsic::x86_avx512_mask_scalef_ps_512;
+    // All lanes, no merge source, the current rounding mode (4: _MM_FROUND_CUR_DIRECTION).
+    llvm::Value* mask = f64_ ? b_.getInt8(0xff) : static_cast<llvm::Value*>(b_.getInt16(0xffff));
+    return b_.CreateIntrinsic(id, {}, {p, n, llvm::PoisonValue::get(type_), mask, b_.getInt32(4)});
+  }
+
   // x = n * ln2 + r, |r| <= ln2 / 2, for x already clamped to a finite range.
   void ReduceLn2(llvm::Value* x, llvm::Value** n, llvm::Value** r) {
     *n = Round(Mul(x, C(kLog2E)));
@@ -150,6 +166,7 @@ class MathEmitter {
     llvm::Value *n, *r;
     ReduceLn2(xc, &n, &r);
     llvm::Value* p = Add(C(1), Add(r, Expm1Tail(r)));
+    if (llvm::Value* y = Scalef(p, n)) return Select(IsNaN(x), x, y);
     // 2^n in two factors: n spans [-1076, 1024] (f64), beyond one normal exponent. The first
     // product is exact; the second rounds once, into the denormals where it must.
     llvm::Value* ni = ToInt(n);
@@ -278,6 +295,7 @@ class MathEmitter {
   llvm::Type* type_;
   bool f64_;
   llvm::Type* int_;
+  InlineMathTarget target_;
 };
 
 // `fast` where `bad` is false in every lane; otherwise a branch (marked unlikely) to a block
@@ -307,10 +325,11 @@ llvm::Value* WithLibmFallback(llvm::IRBuilder<>& b, llvm::Value* fast, llvm::Val
 }  // namespace
 
 llvm::Value* EmitInlineMath(llvm::IRBuilder<>& b, loop::Intrinsic fn,
-                            const std::vector<llvm::Value*>& args, const LibmCaller& libm) {
+                            const std::vector<llvm::Value*>& args, const LibmCaller& libm,
+                            const InlineMathTarget& target) {
   using loop::Intrinsic;
   llvm::Value* x = args[0];
-  MathEmitter m(b, x->getType());
+  MathEmitter m(b, x->getType(), target);
   bool f64 = m.f64();
   switch (fn) {
     case Intrinsic::kExp:
@@ -332,7 +351,7 @@ llvm::Value* EmitInlineMath(llvm::IRBuilder<>& b, loop::Intrinsic fn,
         y = m.SinCos(x, cos_shift, false);
       } else {
         llvm::Type* wide = m.Like(b.getDoubleTy());
-        MathEmitter d(b, wide);
+        MathEmitter d(b, wide, target);
         y = b.CreateFPTrunc(d.SinCos(b.CreateFPExt(x, wide), cos_shift, true), x->getType());
       }
       // NaN, inf and |x| beyond the inline reduction's range: libm.
@@ -344,7 +363,7 @@ llvm::Value* EmitInlineMath(llvm::IRBuilder<>& b, loop::Intrinsic fn,
       // x^y = e^(y log x) in f64: the product's error (< 2^-45 relative for |y log x| < 256) is
       // far below an f32 ulp; one rounding at the end.
       llvm::Type* wide = m.Like(b.getDoubleTy());
-      MathEmitter d(b, wide);
+      MathEmitter d(b, wide, target);
       llvm::Value* xw = b.CreateFPExt(x, wide);
       llvm::Value* yw = b.CreateFPExt(args[1], wide);
       llvm::Value* p = b.CreateFPTrunc(d.Exp(b.CreateFMul(yw, d.Log(xw))), x->getType());
