@@ -95,6 +95,12 @@ class MathEmitter {
     llvm::Value* m = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, a, C(lo));
     return b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, m, C(hi));
   }
+  // The same clamp, but a NaN comes out as NaN: `a < lo ? lo : a` and `a > hi ? hi : a` are
+  // one MAXPS and one MINPS with `a` as the operand they return for a NaN.
+  llvm::Value* ClampKeepNaN(llvm::Value* a, double lo, double hi) {
+    llvm::Value* m = Select(b_.CreateFCmpOLT(a, C(lo)), C(lo), a);
+    return Select(b_.CreateFCmpOGT(m, C(hi)), C(hi), m);
+  }
   llvm::Value* CopySign(llvm::Value* mag, llvm::Value* sign) {
     return b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, mag, sign);
   }
@@ -128,12 +134,14 @@ class MathEmitter {
   }
 
   // p * 2^n rounded once (n a float holding an integer) with AVX-512F's VSCALEF on a 512-bit
-  // vector, or nullptr elsewhere. It overflows to inf and rounds into the denormals as the
+  // vector (where CanScalef). It overflows to inf and rounds into the denormals as the
   // product of two powers in Exp does (the first factor exact), so vector body and scalar tail
   // agree bit for bit.
-  llvm::Value* Scalef(llvm::Value* p, llvm::Value* n) {
+  bool CanScalef() const {
     auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(type_);
-    if (!target_.avx512f || !vt || vt->getNumElements() != (f64_ ? 8u : 16u)) return nullptr;
+    return target_.avx512f && vt && vt->getNumElements() == (f64_ ? 8u : 16u);
+  }
+  llvm::Value* Scalef(llvm::Value* p, llvm::Value* n) {
     llvm::Intrinsic::ID id = f64_ ? llvm::Intrinsic::x86_avx512_mask_scalef_pd_512
                                   : llvm::Intrinsic::x86_avx512_mask_scalef_ps_512;
     // All lanes, no merge source, the current rounding mode (4: _MM_FROUND_CUR_DIRECTION).
@@ -162,11 +170,14 @@ class MathEmitter {
   llvm::Value* Exp(llvm::Value* x) {
     // Beyond these, exp is 0 or inf in the type (the smallest denormal is e^-103.97 in f32,
     // e^-745.13 in f64; the largest finite value e^88.72 and e^709.78).
-    llvm::Value* xc = f64_ ? Clamp(x, -746, 710) : Clamp(x, -104, 89);
+    const double lo = f64_ ? -746 : -104, hi = f64_ ? 710 : 89;
+    const bool scalef = CanScalef();
+    // With VSCALEF a NaN may go through: every step keeps it NaN, and the NaN check goes.
+    llvm::Value* xc = scalef ? ClampKeepNaN(x, lo, hi) : Clamp(x, lo, hi);
     llvm::Value *n, *r;
     ReduceLn2(xc, &n, &r);
     llvm::Value* p = Add(C(1), Add(r, Expm1Tail(r)));
-    if (llvm::Value* y = Scalef(p, n)) return Select(IsNaN(x), x, y);
+    if (scalef) return Scalef(p, n);
     // 2^n in two factors: n spans [-1076, 1024] (f64), beyond one normal exponent. The first
     // product is exact; the second rounds once, into the denormals where it must.
     llvm::Value* ni = ToInt(n);
