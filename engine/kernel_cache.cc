@@ -29,7 +29,7 @@ std::string CodegenFingerprint(const CodegenOptions& o) {
   return StrCat("mcpu=", o.mcpu, ";mattr=", o.mattr, ";O", o.opt_level, ";fast_math=", o.fast_math,
                 ";fp_contract=", o.fp_contract,
                 ";reassociate_reductions=", o.reassociate_reductions,
-                ";llvm_workarounds=", o.llvm_workarounds);
+                ";slp_vectorize=", o.slp_vectorize, ";llvm_workarounds=", o.llvm_workarounds);
 }
 
 KernelKey KernelKey::Make(Function group, std::string target, CodegenOptions codegen,

@@ -36,6 +36,13 @@ struct CodegenOptions {
   // A reduction's update `acc[i] = acc[i] + v` may reassociate, so the loop vectorizer keeps
   // per-lane partial sums: the sum's order then follows the vector width (within rounding).
   bool reassociate_reductions = true;
+  // LLVM's SLP vectorizer, which packs straight-line scalar code into vectors. Off by default:
+  // kiln's own passes vectorize the loops (VectorizeLoops, TileLoops' tiles), and what SLP
+  // packed there was mostly a register tile's one scalar column across its rows, which it
+  // built with a gather of the rows' weights every reduction step (a 1x1 conv 160 -> 960 at
+  // 7 x 7, 49 columns: 292 -> 136 us without it; the other kernels of the model set unchanged
+  // within noise).
+  bool slp_vectorize = false;
   // Narrow workarounds for miscompiles of the linked LLVM on some CPUs (LLVMWorkarounds in
   // jit/llvm_target.h). Turned off only by tests that check a workaround is still needed.
   bool llvm_workarounds = true;

@@ -68,11 +68,11 @@ class LLVMCompiledModule final : public CompiledModule {
   std::string object_;
 };
 
-void Optimize(llvm::Module& module, llvm::TargetMachine* tm, int opt_level,
+void Optimize(llvm::Module& module, llvm::TargetMachine* tm, int opt_level, bool slp_vectorize,
               const LLVMWorkarounds& workarounds) {
   llvm::PipelineTuningOptions tuning;
   tuning.LoopVectorization = opt_level >= 2;
-  tuning.SLPVectorization = opt_level >= 2 && !workarounds.no_slp_vectorizer;
+  tuning.SLPVectorization = opt_level >= 2 && slp_vectorize && !workarounds.no_slp_vectorizer;
   tuning.LoopUnrolling = opt_level >= 1;
   tuning.LoopInterleaving = opt_level >= 2;
   llvm::LoopAnalysisManager lam;
@@ -223,7 +223,7 @@ std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& fun
 
   // ---- opt ----
   auto t1 = std::chrono::steady_clock::now();
-  Optimize(*module, tm->get(), options.opt_level,
+  Optimize(*module, tm->get(), options.opt_level, options.slp_vectorize,
            WorkaroundsFor((*tm)->getTargetCPU().str(), options));
   result->timings_.opt_ms = MsSince(t1);
   {

@@ -32,6 +32,8 @@ CompiledKernel CompileKernel(const Function& fn, const std::string& name,
   opts.reassociate_reductions =
       opts.reassociate_reductions &&
       PassContext::Current().GetConfigBool("codegen.reassociate_reductions");
+  opts.slp_vectorize =
+      opts.slp_vectorize || PassContext::Current().GetConfigBool("codegen.slp_vectorize");
   k.module = GetCodegen("target.build.llvm")({k.lowered.func}, opts);
   k.fn = k.module->Lookup(name);
   k.timings = k.module->timings();

@@ -195,6 +195,9 @@ PassRegistry& PassRegistry::Global() {
     // (4 cycles an element); partial sums per vector lane run at its throughput.
     RegisterPassConfig("codegen.reassociate_reductions", AttrKind::kBool, true,
                        "let code generators vectorize float sums with partial sums per lane");
+    // Off by default (CodegenOptions::slp_vectorize says why).
+    RegisterPassConfig("codegen.slp_vectorize", AttrKind::kBool, false,
+                       "let LLVM pack straight-line scalar code into vectors (its SLP vectorizer)");
 #define KILN_PASS(P) Register##P##Pass(*reg);
 #include "passes/passes.def"
 #undef KILN_PASS
