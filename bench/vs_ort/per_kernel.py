@@ -54,9 +54,17 @@ def KilnRound(a):
 def Keep(best, rows):
     if best is None:
         return list(rows)
-    if [n for n, _ in best] != [n for n, _ in rows]:
+    if [n for n, _ in best] == [n for n, _ in rows]:
+        return [(n, min(x, y)) for (n, x), (_, y) in zip(best, rows)]
+    # ORT's profile leaves out a node now and then; its node names are unique, so rounds merge
+    # by name (kiln's kernel names repeat: its lists must match position by position).
+    names = [n for n, _ in best] + [n for n, _ in rows]
+    if len(set(n for n, _ in best)) != len(best) or len(set(n for n, _ in rows)) != len(rows):
         sys.exit("per_kernel: the kernel list changed between rounds")
-    return [(n, min(x, y)) for (n, x), (_, y) in zip(best, rows)]
+    merged = dict(best)
+    for n, us in rows:
+        merged[n] = min(merged.get(n, us), us)
+    return [(n, merged[n]) for n in dict.fromkeys(names)]
 
 
 def main():
