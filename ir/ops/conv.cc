@@ -145,6 +145,9 @@ std::vector<LTensor> LowerConv(LowerContext& ctx, const std::vector<LTensor>& in
   if (std::optional<std::vector<LTensor>> dw =
           ops::LowerDepthwiseConv(ctx, in, group, dims, out_shape))
     return *dw;
+  if (std::optional<std::vector<LTensor>> dw =
+          ops::LowerDepthwisePlanes(ctx, in, group, dims, out_shape))
+    return *dw;
   if (std::optional<std::vector<LTensor>> gemm =
           ops::LowerConvAsGemm(ctx, in, group, dims, out_shape))
     return *gemm;

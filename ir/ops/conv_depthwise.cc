@@ -19,6 +19,36 @@ Expr I64(int64_t v) {
   return loop::IntImm(v);
 }
 
+// Both forms below sum every tap of an output as one expression: at most this many terms.
+constexpr int64_t kMaxTaps = 64;
+
+// A depthwise conv (one input channel per output channel) of f32 with constant channel counts,
+// x and w plain reads, and at most kMaxTaps taps: what both forms below handle.
+bool PlainDepthwise(LowerContext& ctx, const std::vector<LTensor>& in, int64_t group,
+                    const std::vector<WindowDim>& dims) {
+  std::optional<ConvChannels> ch = ConstF32Channels(in[0], in[1]);
+  int64_t taps = 1;
+  for (const WindowDim& d : dims) taps *= d.kernel;
+  return ch && !dims.empty() && group >= 2 && group == ch->c && ch->m == ch->c && ch->cg == 1 &&
+         taps <= kMaxTaps && IsIdentityRead(ctx, in[0]) && IsIdentityRead(ctx, in[1]);
+}
+
+// Every combination of kernel indices of the first `count` dims, as constants, the last dim
+// fastest (the weight's row-major order).
+std::vector<std::vector<Expr>> TapIndices(const std::vector<WindowDim>& dims, size_t count) {
+  std::vector<std::vector<Expr>> taps = {{}};
+  for (size_t d = 0; d < count; ++d) {
+    std::vector<std::vector<Expr>> next;
+    for (const std::vector<Expr>& prefix : taps)
+      for (int64_t k = 0; k < dims[d].kernel; ++k) {
+        next.push_back(prefix);
+        next.back().push_back(I64(k));
+      }
+    taps = std::move(next);
+  }
+  return taps;
+}
+
 }  // namespace
 
 std::optional<std::vector<LTensor>> LowerDepthwiseConv(LowerContext& ctx,
@@ -29,25 +59,19 @@ std::optional<std::vector<LTensor>> LowerDepthwiseConv(LowerContext& ctx,
   const LTensor& x = in[0];
   const LTensor& w = in[1];
   const DType t = x.dtype;
-  std::optional<ConvChannels> ch = ConstF32Channels(x, w);
-  if (!ch || dims.empty() || group < 2 || group != ch->c || ch->m != ch->c || ch->cg != 1 ||
-      !IsIdentityRead(ctx, x) || !IsIdentityRead(ctx, w))
-    return std::nullopt;
+  if (!PlainDepthwise(ctx, in, group, dims)) return std::nullopt;
   // Strided convs, and stride-1 convs with rows of at least kMinRow outputs. A strided conv's
   // GEMM form copies its input into stride phases, which costs more than the scalar tails of
   // short rows here (MobileNet-like, 1 thread, us: 64 channels 112 -> 56 595 -> 205, 96
   // channels 56 -> 28 163 -> 128, 240 channels 28 -> 14 89 -> 89, 672 channels 14 -> 7 95 ->
-  // 90). A stride-1 conv's GEMM form vectorizes across the rows of its padded copy, which
-  // pays where rows are short (240 channels at 28 x 28: 161 there, 196 here; 480 at 14 x 14:
-  // 74 there, 145 here) and not where they are long (72 channels at 56 x 56: 220 there, 117
-  // here).
+  // 90); so does LowerDepthwisePlanes' per-channel copy (96 channels 56 -> 28: 64 here, 82
+  // there). Short stride-1 rows go to LowerDepthwisePlanes, which vectorizes across the rows
+  // of a padded copy of each channel (240 channels at 28 x 28: 95 there, 196 here; 480 at
+  // 14 x 14: 53 there, 145 here) and loses where rows are long (72 channels at 56 x 56: 135
+  // there, 115 here).
   constexpr int64_t kMinRow = 48;
   const size_t r = dims.size(), last = r - 1;
-  // The interior sums every tap as one expression: at most kMaxTaps terms.
-  constexpr int64_t kMaxTaps = 64;
-  int64_t taps = 1;
-  for (const WindowDim& d : dims) taps *= d.kernel;
-  if ((dims[last].stride < 2 && dims[last].out < kMinRow) || taps > kMaxTaps) return std::nullopt;
+  if (dims[last].stride < 2 && dims[last].out < kMinRow) return std::nullopt;
   std::optional<LTensor> bias;
   if (in.size() == 3) bias = in[2];
 
@@ -143,16 +167,7 @@ std::optional<std::vector<LTensor>> LowerDepthwiseConv(LowerContext& ctx,
       // A row whose outer taps are all inside x: the interior columns in registers, every tap
       // a term of one sum (a Reduce over the outer taps would keep its accumulator in memory
       // per column, and VectorizeLoops would leave the loop scalar).
-      std::vector<std::vector<Expr>> outer_taps = {{}};
-      for (size_t d = 0; d < last; ++d) {
-        std::vector<std::vector<Expr>> next;
-        for (const std::vector<Expr>& prefix : outer_taps)
-          for (int64_t kd = 0; kd < dims[d].kernel; ++kd) {
-            next.push_back(prefix);
-            next.back().push_back(I64(kd));
-          }
-        outer_taps = std::move(next);
-      }
+      const std::vector<std::vector<Expr>> outer_taps = TapIndices(dims, last);
       Stmt interior = fill(lo_all, hi_all, [&](const Expr& col) {
         Expr sum = bias_value;
         for (const std::vector<Expr>& k : outer_taps)
@@ -180,6 +195,45 @@ std::optional<std::vector<LTensor>> LowerDepthwiseConv(LowerContext& ctx,
     return loop::For(n, I64(0), x.shape[0], loop::ForKind::kSerial, nest);
   });
   return std::vector<LTensor>{out};
+}
+
+std::optional<std::vector<LTensor>> LowerDepthwisePlanes(LowerContext& ctx,
+                                                         const std::vector<LTensor>& in,
+                                                         int64_t group,
+                                                         const std::vector<WindowDim>& dims,
+                                                         const std::vector<Expr>& out_shape) {
+  const LTensor& x = in[0];
+  const LTensor& w = in[1];
+  const DType t = x.dtype;
+  if (!PlainDepthwise(ctx, in, group, dims)) return std::nullopt;
+  const std::vector<std::vector<Expr>> taps = TapIndices(dims, dims.size());
+  const PhaseSplit split = SplitPhases(ctx, x, dims, 0);
+  // The products along the plane's padded rows: columns j = sum o_d * q_stride[d], the
+  // Q_d - out_d past each row computed and dropped, so one loop runs whole vectors across rows
+  // (a 14 x 14 output with a 3 x 3 kernel is 14 rows of 16 columns: 14 vectors of 16 per tap,
+  // where row by row took 14 rows of 8 + 4 + 2 lanes).
+  const int64_t columns = dims[0].out * split.q_stride[0];
+  LTensor rows = ctx.Materialize(
+      LTensor{t,
+              {x.shape[0], x.shape[1], I64(columns)},
+              [w, split, taps](const std::vector<Expr>& idx) {
+                Expr sum;
+                for (const std::vector<Expr>& k : taps) {
+                  std::vector<Expr> wi = {idx[1], I64(0)};
+                  wi.insert(wi.end(), k.begin(), k.end());
+                  Expr term = loop::Mul(w.at(wi), split.ReadInChannel(idx[0], idx[1], k, idx[2]));
+                  sum = sum ? loop::Add(sum, term) : term;
+                }
+                return sum;
+              }},
+      "conv_dw_rows");
+  std::optional<LTensor> bias;
+  if (in.size() == 3) bias = in[2];
+  return std::vector<LTensor>{
+      LTensor{t, out_shape, [rows, split, bias](const std::vector<Expr>& idx) {
+                Expr v = rows.at({idx[0], idx[1], split.Column(idx)});
+                return bias ? loop::Add(v, bias->at({idx[1]})) : v;
+              }}};
 }
 
 }  // namespace kiln::ops

@@ -159,19 +159,33 @@ PhaseSplit SplitPhases(LowerContext& ctx, const LTensor& x, const std::vector<Wi
   return PhaseSplit{p, dims, q_stride, plane_extent, phases, direct};
 }
 
-Expr PhaseSplit::Read(const Expr& n, const Expr& channel, const std::vector<Expr>& taps,
-                      const Expr& j) const {
-  Expr phase = I64(0), offset = I64(0);
+void PhaseSplit::TapPlace(const std::vector<Expr>& taps, Expr* phase, Expr* offset) const {
+  *phase = I64(0);
+  *offset = I64(0);
   for (size_t d = 0; d < dims.size(); ++d) {
     const WindowDim& c = dims[d];
     Expr shift = loop::Mul(taps[d], I64(c.dilation));
-    phase = loop::Add(loop::Mul(phase, I64(c.stride)), loop::FloorMod(shift, I64(c.stride)));
-    offset = loop::Add(offset, loop::Mul(loop::FloorDiv(shift, I64(c.stride)), I64(q_stride[d])));
+    *phase = loop::Add(loop::Mul(*phase, I64(c.stride)), loop::FloorMod(shift, I64(c.stride)));
+    *offset = loop::Add(*offset, loop::Mul(loop::FloorDiv(shift, I64(c.stride)), I64(q_stride[d])));
   }
+}
+
+Expr PhaseSplit::Read(const Expr& n, const Expr& channel, const std::vector<Expr>& taps,
+                      const Expr& j) const {
+  Expr phase, offset;
+  TapPlace(taps, &phase, &offset);
   // P's block (n, channel, phase) starts at flat offset (channel * phases + phase) * extent;
   // x as P (no copy) has one phase.
   Expr block = loop::Add(loop::Mul(channel, I64(phases)), phase);
   return FlatRead(p, {n}, loop::Add(loop::Mul(block, I64(plane_extent)), loop::Add(j, offset)));
+}
+
+Expr PhaseSplit::ReadInChannel(const Expr& n, const Expr& channel, const std::vector<Expr>& taps,
+                               const Expr& j) const {
+  Expr phase, offset;
+  TapPlace(taps, &phase, &offset);
+  return FlatRead(p, {n, channel},
+                  loop::Add(loop::Mul(phase, I64(plane_extent)), loop::Add(j, offset)));
 }
 
 Expr PhaseSplit::Column(const std::vector<Expr>& out_idx) const {

@@ -52,8 +52,16 @@ struct PhaseSplit {
   // The element of P that tap `taps` (one kernel index per spatial dim) of column `j` reads.
   loop::Expr Read(const loop::Expr& n, const loop::Expr& channel,
                   const std::vector<loop::Expr>& taps, const loop::Expr& j) const;
+  // The same element, indexed as P[n, channel, 0, ..., flat offset within the channel]: an
+  // access whose dim 1 is the channel, as FuseLoops needs to fuse loops over channels.
+  loop::Expr ReadInChannel(const loop::Expr& n, const loop::Expr& channel,
+                           const std::vector<loop::Expr>& taps, const loop::Expr& j) const;
   // The column j of an output index [n, c, o_1, ..., o_r].
   loop::Expr Column(const std::vector<loop::Expr>& out_idx) const;
+
+ private:
+  // Tap `taps`'s stride phase (its block within a channel) and its offset from column j.
+  void TapPlace(const std::vector<loop::Expr>& taps, loop::Expr* phase, loop::Expr* offset) const;
 };
 PhaseSplit SplitPhases(LowerContext& ctx, const LTensor& x, const std::vector<WindowDim>& dims,
                        double fill);
@@ -91,6 +99,18 @@ std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
 // caller tries LowerConvAsGemm) for other convs, dtypes other than f32, symbolic channel
 // counts, more than 64 taps, or operands that are not plain reads (a fused producer would run
 // once per tap).
+// A depthwise conv channel by channel through its own padded, phase-split plane
+// (ir/ops/conv_depthwise.cc): the plane, each output's taps summed along the plane's padded rows
+// (columns past a row's end computed and dropped, as in the GEMM form), and the output, all
+// indexed by (n, c), so FuseLoops makes them one loop over the channels and the plane and the
+// products shrink to one channel's, in L1. For the convs LowerDepthwiseConv leaves (short
+// stride-1 rows); nullopt under the same conditions as that otherwise.
+std::optional<std::vector<LTensor>> LowerDepthwisePlanes(LowerContext& ctx,
+                                                         const std::vector<LTensor>& in,
+                                                         int64_t group,
+                                                         const std::vector<WindowDim>& dims,
+                                                         const std::vector<loop::Expr>& out_shape);
+
 std::optional<std::vector<LTensor>> LowerDepthwiseConv(LowerContext& ctx,
                                                        const std::vector<LTensor>& in,
                                                        int64_t group,

@@ -147,6 +147,24 @@ std::vector<ConvCase> ConvCases() {
        {2, 1, 2, 3, 3},
        false,
        {{"group", int64_t{2}}, {"strides", Ints{1, 1, 2}}, {"pads", Ints{0, 1, 1, 1, 0, 1}}}},
+      // Depthwise, stride 1, rows shorter than 48: each channel through its own padded plane,
+      // the taps summed across the plane's padded rows (LowerDepthwisePlanes): 28 x 28 and
+      // 14 x 14 as in MobileNets, odd sizes, size 1, asymmetric padding beyond the kernel, a
+      // dilation, a channel multiplier of 1 with 1-D and 3-D planes, and no padding at all.
+      {{1, 5, 28, 28}, {5, 1, 3, 3}, true, {{"group", int64_t{5}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{2, 3, 14, 14}, {3, 1, 3, 3}, false, {{"group", int64_t{3}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{1, 4, 1, 1}, {4, 1, 3, 3}, true, {{"group", int64_t{4}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{1, 3, 7, 9},
+       {3, 1, 5, 3},
+       true,
+       {{"group", int64_t{3}}, {"pads", Ints{3, 0, 1, 4}}, {"dilations", Ints{1, 2}}}},
+      {{1, 6, 13}, {6, 1, 3}, false, {{"group", int64_t{6}}, {"pads", Ints{2, 1}}}},
+      {{1, 2, 3, 5, 7},
+       {2, 1, 3, 3, 3},
+       true,
+       {{"group", int64_t{2}}, {"pads", Ints{1, 1, 1, 1, 1, 1}}}},
+      {{1, 3, 6, 6}, {3, 1, 3, 3}, false, {{"group", int64_t{3}}}},
+      {{1, 2, 5, 5}, {2, 1, 1, 1}, true, {{"group", int64_t{2}}}},
   };
 }
 
@@ -182,6 +200,12 @@ TEST(LowerConv, SymbolicBatch) {
                             RandomTensor(DType::kFloat32, {3}, 12)};
   EXPECT_TRUE(SymbolicBatchMatchesReference(
       "conv", dw, {{"group", int64_t{3}}, {"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}));
+  // Depthwise with short stride-1 rows: channel by channel through padded planes.
+  std::vector<Tensor> planes = {RandomTensor(DType::kFloat32, {3, 4, 9, 11}, 13),
+                                RandomTensor(DType::kFloat32, {4, 1, 3, 3}, 14),
+                                RandomTensor(DType::kFloat32, {4}, 15)};
+  EXPECT_TRUE(SymbolicBatchMatchesReference("conv", planes,
+                                            {{"group", int64_t{4}}, {"pads", Ints{1, 1, 1, 1}}}));
 }
 
 // The weight is [C, M/group, *kernel]. conv_transpose's reference scatters and its lowering
