@@ -99,12 +99,12 @@ std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
 // caller tries LowerConvAsGemm) for other convs, dtypes other than f32, symbolic channel
 // counts, more than 64 taps, or operands that are not plain reads (a fused producer would run
 // once per tap).
-// A depthwise conv channel by channel through its own padded, phase-split plane
-// (ir/ops/conv_depthwise.cc): the plane, each output's taps summed along the plane's padded rows
-// (columns past a row's end computed and dropped, as in the GEMM form), and the output, all
-// indexed by (n, c), so FuseLoops makes them one loop over the channels and the plane and the
-// products shrink to one channel's, in L1. For the convs LowerDepthwiseConv leaves (short
-// stride-1 rows); nullopt under the same conditions as that otherwise.
+// A depthwise conv channel by channel through its own padded plane (ir/ops/conv_depthwise.cc):
+// the plane, each output's taps summed along the plane's padded rows (columns past a row's end
+// computed and dropped, as in the GEMM form) at stride 1 (a strided conv keeps every stride-th
+// one), and the output, all indexed by (n, c), so FuseLoops makes them one loop over the
+// channels and the plane and the products shrink to one channel's, in L1. For the convs
+// LowerDepthwiseConv leaves (short rows); nullopt under the same conditions as that otherwise.
 std::optional<std::vector<LTensor>> LowerDepthwisePlanes(LowerContext& ctx,
                                                          const std::vector<LTensor>& in,
                                                          int64_t group,

@@ -115,10 +115,10 @@ std::vector<ConvCase> ConvCases() {
       {{1, 2, 7, 20}, {4, 2, 3, 3}, false, {{"dilations", Ints{2, 2}}}},
       {{1, 2, 3, 4, 16}, {3, 2, 2, 3, 3}, true, {{"pads", Ints{0, 1, 1, 0, 1, 1}}}},
       {{1, 5, 3, 48}, {7, 5, 3, 3}, true, {{"pads", Ints{1, 1, 1, 1}}}},
-      // Depthwise, strided or along rows of 48 or more outputs: read in place, tap by tap where
-      // a tap reads padding (first and last rows and columns, more padding than the kernel
-      // spans, dilation), all taps in one sum elsewhere; in 1-D, 2-D and 3-D, short strided
-      // rows (8 outputs) and stride 1 (50).
+      // Depthwise, strided along rows of 16 or more outputs or stride 1 along 48 or more: read
+      // in place, tap by tap where a tap reads padding (first and last rows and columns, more
+      // padding than the kernel spans, dilation), all taps in one sum elsewhere; in 1-D, 2-D
+      // and 3-D, and stride 1 (50). The first (8 strided outputs a row) goes through planes.
       {{1, 4, 9, 15},
        {4, 1, 3, 3},
        true,
@@ -165,6 +165,33 @@ std::vector<ConvCase> ConvCases() {
        {{"group", int64_t{2}}, {"pads", Ints{1, 1, 1, 1, 1, 1}}}},
       {{1, 3, 6, 6}, {3, 1, 3, 3}, false, {{"group", int64_t{3}}}},
       {{1, 2, 5, 5}, {2, 1, 1, 1}, true, {{"group", int64_t{2}}}},
+      // Depthwise, strided, rows shorter than 16: computed at stride 1 over the plane, every
+      // stride-th output kept: 14 -> 7 and 28 -> 14 as in MobileNets, odd sizes, a stride along
+      // one dim only, stride 3 with a dilation, 1-D, and a window past the input's end.
+      {{1, 4, 14, 14},
+       {4, 1, 3, 3},
+       true,
+       {{"group", int64_t{4}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{2, 3, 28, 28},
+       {3, 1, 3, 3},
+       false,
+       {{"group", int64_t{3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{1, 3, 9, 11},
+       {3, 1, 3, 2},
+       true,
+       {{"group", int64_t{3}}, {"strides", Ints{1, 2}}, {"pads", Ints{0, 1, 2, 0}}}},
+      {{1, 2, 13, 10},
+       {2, 1, 3, 3},
+       false,
+       {{"group", int64_t{2}}, {"strides", Ints{3, 3}}, {"dilations", Ints{2, 1}}}},
+      {{1, 5, 9},
+       {5, 1, 3},
+       true,
+       {{"group", int64_t{5}}, {"strides", Ints{2}}, {"pads", Ints{1, 1}}}},
+      {{1, 2, 5, 5},
+       {2, 1, 3, 3},
+       true,
+       {{"group", int64_t{2}}, {"strides", Ints{2, 2}}, {"pads", Ints{0, 0, 4, 4}}}},
   };
 }
 
