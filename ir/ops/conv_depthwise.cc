@@ -60,21 +60,21 @@ std::optional<std::vector<LTensor>> LowerDepthwiseConv(LowerContext& ctx,
   const LTensor& w = in[1];
   const DType t = x.dtype;
   if (!PlainDepthwise(ctx, in, group, dims)) return std::nullopt;
-  // Strided convs, and stride-1 convs with rows of at least kMinRow outputs. A strided conv's
-  // GEMM form copies its input into stride phases, which costs more than the scalar tails of
-  // short rows here (MobileNet-like, 1 thread, us: 64 channels 112 -> 56 595 -> 205, 96
-  // channels 56 -> 28 163 -> 128, 240 channels 28 -> 14 89 -> 89, 672 channels 14 -> 7 95 ->
-  // 90); so does LowerDepthwisePlanes' per-channel copy (96 channels 56 -> 28: 64 here, 82
-  // there). Short stride-1 rows go to LowerDepthwisePlanes, which vectorizes across the rows
+  // Strided rows of at least kMinStridedRow outputs, stride-1 rows of at least kMinRow. A
+  // strided conv's GEMM form copies its input into stride phases, which costs more than the
+  // scalar tails of short rows here (MobileNet-like, 1 thread, us: 64 channels 112 -> 56 595 ->
+  // 205, 96 channels 56 -> 28 163 -> 128, 240 channels 28 -> 14 89 -> 89, 672 channels 14 -> 7
+  // 95 -> 90); so does LowerDepthwisePlanes' per-channel copy (96 channels 56 -> 28: 64 here,
+  // 82 there). Short stride-1 rows go to LowerDepthwisePlanes, which vectorizes across the rows
   // of a padded copy of each channel (240 channels at 28 x 28: 95 there, 196 here; 480 at
   // 14 x 14: 53 there, 145 here) and loses where rows are long (72 channels at 56 x 56: 135
   // there, 115 here).
   constexpr int64_t kMinRow = 48;
-  // Strided rows shorter than a vector go to LowerDepthwisePlanes too, which computes them at
-  // stride 1 and keeps every stride-th output: four times the products for a stride of 2, in
-  // whole vectors across a plane that sits in L1, where row by row took three partial vectors
-  // of strided loads per tap (672 channels 14 -> 7: 99 -> 61 us; 240 channels 28 -> 14: 83 ->
-  // 77).
+  // Strided rows shorter than 16 (an AVX-512 vector) go to LowerDepthwisePlanes too, which
+  // computes them at stride 1 and keeps every stride-th output: four times the products for a
+  // stride of 2, in whole vectors across a plane that sits in L1, where row by row took three
+  // partial vectors of strided loads per tap (672 channels 14 -> 7: 99 -> 61 us; 240 channels
+  // 28 -> 14: 83 -> 77).
   constexpr int64_t kMinStridedRow = 16;
   const size_t r = dims.size(), last = r - 1;
   if (dims[last].stride < 2 && dims[last].out < kMinRow) return std::nullopt;

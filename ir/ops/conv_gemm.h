@@ -95,10 +95,16 @@ std::optional<std::vector<LTensor>> LowerConvAsGemm(LowerContext& ctx,
 // A depthwise conv (group = C = M, one input channel per output channel) read in place, row by
 // row of the output, padding taps skipped (ir/ops/conv_depthwise.cc): no copy of the input and
 // no stored product, which are most of the GEMM form's traffic when each output sums only the
-// kernel's taps. For strided convs and stride-1 rows of 48 or more outputs; nullopt (the
-// caller tries LowerConvAsGemm) for other convs, dtypes other than f32, symbolic channel
-// counts, more than 64 taps, or operands that are not plain reads (a fused producer would run
-// once per tap).
+// kernel's taps. For strided rows of 16 or more outputs and stride-1 rows of 48 or more;
+// nullopt (the caller tries LowerDepthwisePlanes, then LowerConvAsGemm) for other convs, dtypes
+// other than f32, symbolic channel counts, more than 64 taps, or operands that are not plain
+// reads (a fused producer would run once per tap).
+std::optional<std::vector<LTensor>> LowerDepthwiseConv(LowerContext& ctx,
+                                                       const std::vector<LTensor>& in,
+                                                       int64_t group,
+                                                       const std::vector<WindowDim>& dims,
+                                                       const std::vector<loop::Expr>& out_shape);
+
 // A depthwise conv channel by channel through its own padded plane (ir/ops/conv_depthwise.cc):
 // the plane, each output's taps summed along the plane's padded rows (columns past a row's end
 // computed and dropped, as in the GEMM form) at stride 1 (a strided conv keeps every stride-th
@@ -110,11 +116,5 @@ std::optional<std::vector<LTensor>> LowerDepthwisePlanes(LowerContext& ctx,
                                                          int64_t group,
                                                          const std::vector<WindowDim>& dims,
                                                          const std::vector<loop::Expr>& out_shape);
-
-std::optional<std::vector<LTensor>> LowerDepthwiseConv(LowerContext& ctx,
-                                                       const std::vector<LTensor>& in,
-                                                       int64_t group,
-                                                       const std::vector<WindowDim>& dims,
-                                                       const std::vector<loop::Expr>& out_shape);
 
 }  // namespace kiln::ops

@@ -367,13 +367,15 @@ loop::Expr ParamAt(const LTensor& param, const std::vector<loop::Expr>& idx, DTy
 // f64 x, and groups of more than kF32StatsLimit elements (or a symbolic count), accumulate in
 // f64 as the references do, and take x - mean in f64 too, because it cancels when the mean is
 // large against the spread. Smaller f32 (f16, bf16) groups, a LayerNorm's rows, use the
-// corrected two-pass algorithm in f32, which needs no f64 for that accuracy: a first mean m~
-// (rounded to f32), then d = x - m~ (exact where the mean is large against the spread, the case
-// that cancels), S1 = sum d and S2 = sum d^2; the mean is m~ + S1 / n, the variance
-// S2 / n - (S1 / n)^2, and x - mean is d - S1 / n. S1 is a sum of terms of the spread's size,
-// so the mean comes out accurate where the first one lost digits, and S2's error is relative to
+// corrected two-pass algorithm with its second pass in f32: a first mean m~ (summed in f64,
+// rounded to f32), then d = x - m~ (exact where the mean is large against the spread, the case
+// that cancels), S1 = sum d and S2 = sum d^2 in f32; the mean is m~ + S1 / n, the variance
+// S2 / n - (S1 / n)^2, and x - mean is d - S1 / n. m~ is within half an f32 ulp of the mean, so
+// d is of the spread's size, S1 corrects what rounding m~ lost, and S2's error is relative to
 // the variance itself. f32 lanes do a quarter of f64's work per element and need no
-// conversions (the SiLU -> LayerNorm chain at 1x128x768: ~30 % fewer instructions).
+// conversions in those passes (the SiLU -> LayerNorm chain at 1x128x768: ~30 % fewer
+// instructions). S2 overflows f32 where |x - mean| passes ~1.8e19 (the variance is then inf and
+// the output the bias), which the f64 form would still have summed.
 constexpr int64_t kF32StatsLimit = 8192;
 
 struct LoweredStats {
@@ -407,14 +409,17 @@ LoweredStats LowerStats(LowerContext& ctx, const LTensor& x_in, const std::vecto
     LTensor xf = lower::Map(x, f32, [x](const std::vector<loop::Expr>& idx) {
       return loop::Cast(DType::kFloat32, x.at(idx));
     });
-    LTensor sum = lower::ReduceAxes(ctx, xf, axes, /*keepdims=*/false, loop::ReduceKind::kSum);
-    LTensor first = ctx.Materialize(
-        LTensor{f32, sum.shape,
-                [sum, count](const std::vector<loop::Expr>& idx) {
-                  return loop::Cast(DType::kFloat32,
-                                    loop::Div(loop::Cast(DType::kFloat64, sum.at(idx)), count));
-                }},
-        op + "_mean");
+    // The first sum in f64: its mean is then within half an f32 ulp whatever the summation
+    // order (an f32 sum added one element at a time, codegen.reassociate_reductions off, was
+    // off by 19 spreads at a mean of 1e5 over 8192 elements) and cannot overflow.
+    LTensor sum = lower::ReduceAxes(ctx, xf, axes, /*keepdims=*/false, loop::ReduceKind::kSum,
+                                    [](const loop::Expr& v) { return loop::Cast(f64, v); });
+    LTensor first =
+        ctx.Materialize(LTensor{f32, sum.shape,
+                                [sum, count](const std::vector<loop::Expr>& idx) {
+                                  return loop::Cast(DType::kFloat32, loop::Div(sum.at(idx), count));
+                                }},
+                        op + "_mean");
     LTensor d = lower::Map(xf, f32, [xf, first, group](const std::vector<loop::Expr>& idx) {
       return loop::Sub(xf.at(idx), first.at(group(idx)));
     });
