@@ -47,6 +47,14 @@ struct TileShape {
   int64_t columns;
   int64_t rows;
   int64_t single_row_columns;
+  // Where > 0 (AVX-512, keys unset): a block of `narrow_rows` rows of `narrow_columns` (24
+  // accumulators) for operands pre-packed in panels that wide; PanelColumns picks it per matrix.
+  int64_t narrow_columns = 0;
+  int64_t narrow_rows = 0;
+
+  // The panel width for a B of `n` columns read by more than one row: narrow_columns where
+  // that leaves no tail or one of two vectors or more, else `columns`.
+  int64_t PanelColumns(int64_t n) const;
 };
 TileShape TileLoopsShape(const PassContext& ctx);
 

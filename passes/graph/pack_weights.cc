@@ -11,7 +11,10 @@
 // weight matrix larger than L2 it is a stream from L3 that the rows wait on (the MLP at batch
 // 32: about a sixth of its first layer). Here B becomes [ceil(N / T), K, T] (column j of row k
 // at [j // T, k, j % T], the columns past N zero), which the gemm reads through its b_panel
-// attribute and TileLoops reads in place.
+// attribute and TileLoops reads in place. On AVX-512 with TileLoops' keys unset, T is 48
+// where N is a multiple of 48 or leaves a tail of two vectors or more (TileShape::PanelColumns:
+// 512 columns are 10 panels of 48 and one of 32), which TileLoops runs 8 rows at a time; 64
+// otherwise.
 //
 // A single row (M = 1: a matrix-vector product) is packed too, in panels of TileLoops'
 // single-row tile (256 columns on AVX-512): its column tiles are what the threads split, and
@@ -45,8 +48,7 @@ namespace {
 
 class WeightPacker : public ExprMutator {
  public:
-  WeightPacker(int64_t panel, int64_t single_row_panel)
-      : panel_(panel), single_row_panel_(single_row_panel) {}
+  explicit WeightPacker(const TileShape& shape) : shape_(shape) {}
 
  protected:
   Expr MutateCall(const CallNode* n, const Expr& self) override {
@@ -65,7 +67,7 @@ class WeightPacker : public ExprMutator {
     const Dim& m = a->shape[c->attrs.GetBool("transA") ? 1 : 0];
     const int64_t k = b->value.shape()[0], cols = b->value.shape()[1];
     if (!m.is_const()) return out;
-    const int64_t panel = m.value() == 1 ? single_row_panel_ : panel_;
+    const int64_t panel = m.value() == 1 ? shape_.single_row_columns : shape_.PanelColumns(cols);
     if (panel < 2 || cols < panel) return out;
     Attrs attrs = c->attrs;
     attrs.Set("b_panel", panel);
@@ -91,7 +93,7 @@ class WeightPacker : public ExprMutator {
       rows *= a->shape[d].value();
     }
     const int64_t k = b->value.shape()[0], cols = b->value.shape()[1];
-    const int64_t panel = rows == 1 ? single_row_panel_ : panel_;
+    const int64_t panel = rows == 1 ? shape_.single_row_columns : shape_.PanelColumns(cols);
     if (panel < 2 || cols < panel) return out;
     Attrs attrs = c->attrs;
     attrs.Set("b_panel", panel);
@@ -132,8 +134,7 @@ class WeightPacker : public ExprMutator {
     return out;
   }
 
-  int64_t panel_;
-  int64_t single_row_panel_;
+  TileShape shape_;
 };
 
 }  // namespace
@@ -153,7 +154,7 @@ void RegisterPackConstantWeightsPass(PassRegistry& r) {
                 [](const Function& f, const IRModule&, const PassContext& ctx) {
                   const TileShape shape = TileLoopsShape(ctx);
                   if (ctx.GetConfigInt("target.vector_bits") <= 0 || shape.columns < 2) return f;
-                  WeightPacker packer(shape.columns, shape.single_row_columns);
+                  WeightPacker packer(shape);
                   return std::static_pointer_cast<const FunctionNode>(packer.Mutate(f));
                 },
                 o);

@@ -895,6 +895,33 @@ TEST(TileLoops, PrepackedOperandIsReadInPlace) {
   }
 }
 
+// On a 512-bit target with the tile keys unset, panels 48 columns wide (TileShape's narrow
+// panels, which PackConstantWeights makes where they fit the column count) run in blocks of 8
+// rows (3 vectors each, 24 accumulators); 64-column panels keep 4 rows.
+TEST(TileLoops, NarrowPrepackedPanelsGetEightRows) {
+  test::PassConfig avx512 = {{"target.vector_bits", int64_t{512}}};
+  auto f = PrepackedMatmul(32, 128, 19, 48);
+  auto g = test::RunLoopPipeline("TileLoops", f, avx512);
+  std::string text = BodyText(g);
+  EXPECT_THAT(text, HasSubstr("i_row in [0, 8) unrolled")) << text;
+  EXPECT_THAT(text, HasSubstr("j_inner in [0, 48)")) << text;
+  EXPECT_THAT(text, HasSubstr("j_inner in [0, 32)")) << text;  // 128 = 2 x 48 + 32
+  EXPECT_THAT(text, HasSubstr("bp[2, k, j_inner]")) << text;
+  ExpectSameResults(f, g);
+  auto wide = PrepackedMatmul(32, 128, 19, 64);
+  std::string kept = BodyText(test::RunLoopPipeline("TileLoops", wide, avx512));
+  EXPECT_THAT(kept, HasSubstr("i_row in [0, 4) unrolled")) << kept;
+  EXPECT_THAT(kept, HasSubstr("j_inner in [0, 64)")) << kept;
+  // Through the pipeline to scalar code, rows not a multiple of 8 and a symbolic-free tail.
+  const std::string pipeline =
+      "TileLoops,ParallelizeLoops,VectorizeLoops,UnrollLoops,FlattenBuffers,LoopSimplify,"
+      "PlanStorage";
+  for (auto [m, n] : {std::pair{1, 48}, {13, 130}, {30, 96}}) {
+    auto h = PrepackedMatmul(m, n, 23, 48);
+    ExpectSameResults(h, test::RunLoopPipeline(pipeline, h, avx512));
+  }
+}
+
 // A load of b that also depends on the row is not a panel shared by the rows: nothing packs.
 TEST(TileLoops, OperandsThatDependOnTheRowAreNotPacked) {
   Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");

@@ -91,6 +91,35 @@ TEST(PackConstantWeights, TileShapeFollowsTheTarget) {
   EXPECT_EQ(Print(Pack(with("16", 63), 512, {})), Printed(with("16", 63)));
 }
 
+// On AVX-512 with the keys unset, a B read by more than one row is packed in panels of 48
+// columns (TileLoops runs them 8 rows at a time) where its columns are a multiple of 48 or
+// leave a tail of at least 32 (two vectors); a tail of one vector keeps 64-column panels. A
+// single row keeps its own tile, and so does a set tile.j.
+TEST(PackConstantWeights, NarrowPanelsWhereTheColumnsFit) {
+  auto with = [&](const char* rows, int64_t cols) {
+    return std::string("def @main(%x: f32[") + rows + ", 3]) { gemm(%x, " + Const(3, cols) + ") }";
+  };
+  auto panel = [&](const char* rows, int64_t cols, const std::map<std::string, int64_t>& config) {
+    std::string text = Print(Pack(with(rows, cols), 512, config));
+    size_t at = text.find("b_panel=");
+    return at == std::string::npos ? std::string("none") : text.substr(at, text.find(',', at) - at);
+  };
+  EXPECT_EQ(panel("32", 96, {}), "b_panel=48");
+  EXPECT_EQ(panel("32", 512, {}), "b_panel=48");  // 10 x 48 + 32
+  EXPECT_EQ(panel("2", 48, {}), "b_panel=48");
+  EXPECT_EQ(panel("32", 256, {}), "b_panel=64");  // 5 x 48 + 16
+  EXPECT_EQ(panel("32", 1024, {}), "b_panel=64");
+  EXPECT_EQ(panel("32", 47, {}), "none");
+  EXPECT_EQ(panel("1", 512, {}), "b_panel=256");
+  EXPECT_EQ(panel("32", 96, {{"tile.j", 32}}), "b_panel=32");
+  EXPECT_EQ(panel("32", 96, {{"tile.i", 6}}), "b_panel=64");
+  // The same values, through the reference interpreter.
+  IRModule before = InferTypes(ParseModule(with("5", 80)));
+  std::vector<Tensor> x = {test::RandomTensor(DType::kFloat32, {5, 3}, 4)};
+  EXPECT_TRUE(test::TensorsNear(Interpret(Pack(with("5", 80), 512, {}).Lookup("main"), x)[0],
+                                Interpret(before.Lookup("main"), x)[0], 0, 0));
+}
+
 // A single row (a matrix-vector product) is packed in the panels of TileLoops' single-row
 // tile, so each thread's columns are one contiguous stream (the batch-1 MLP at 2 threads: its
 // hardware prefetch pulled the other thread's half of every weight row into the L2 too): 256
