@@ -154,8 +154,19 @@ int VectorRegisterBits(const CodegenOptions& options) {
     for (const std::string& f : SplitFeatures(options.mattr))
       if (f.size() >= 2 && f[0] == '-') features.erase(f.substr(1));
   }
-  if (features.count("avx512f")) return 512;
-  if (features.count("avx")) return 256;
+  // With what each feature implies: LLVM lists a named CPU's features as it adds them to its
+  // base, so x86-64-v3 names avx2 but not avx, and x86-64-v4 avx512bw but not avx512f (both were
+  // taken for 128-bit targets). A feature mattr removes takes what needs it along.
+  llvm::StringMap<bool> on;
+  for (const std::string& f : features) llvm::X86::updateImpliedFeatures(f, true, on);
+  for (const std::string& f : SplitFeatures(options.mattr))
+    if (f.size() >= 2 && f[0] == '-') llvm::X86::updateImpliedFeatures(f.substr(1), false, on);
+  auto has = [&on, &features](const char* f) {
+    auto it = on.find(f);
+    return it != on.end() ? it->second : features.count(f) > 0;
+  };
+  if (has("avx512f")) return 512;
+  if (has("avx")) return 256;
   return 128;
 }
 

@@ -69,5 +69,28 @@ TEST(CrossCpu, HostCannotRunNamesWhatIsMissing) {
   EXPECT_EQ(HostCannotRun(o).empty(), HostCannotRun(avx512).empty());
 }
 
+// The vector width kernels are tiled for, from the named CPU and mattr, counting what each
+// feature implies (LLVM lists x86-64-v3's avx2 without avx, x86-64-v4's avx512bw without
+// avx512f).
+TEST(CrossCpu, VectorRegisterBitsOfNamedCpus) {
+  auto bits = [](const std::string& cpu, const std::string& attrs = "") {
+    CodegenOptions o;
+    o.mcpu = cpu;
+    o.mattr = attrs;
+    return VectorRegisterBits(o);
+  };
+  EXPECT_EQ(bits("x86-64"), 128);
+  EXPECT_EQ(bits("x86-64-v2"), 128);
+  EXPECT_EQ(bits("x86-64-v3"), 256);
+  EXPECT_EQ(bits("x86-64-v4"), 512);
+  EXPECT_EQ(bits("haswell"), 256);
+  EXPECT_EQ(bits("znver1"), 256);
+  EXPECT_EQ(bits("skylake-avx512"), 512);
+  EXPECT_EQ(bits("znver5"), 512);
+  EXPECT_EQ(bits("x86-64", "+avx2"), 256);
+  EXPECT_EQ(bits("x86-64-v4", "-avx512f"), 256);
+  EXPECT_EQ(bits("x86-64-v3", "-avx"), 128);
+}
+
 }  // namespace
 }  // namespace kiln
