@@ -46,6 +46,9 @@ PassPtr DefaultLoopPipeline() {
   // After fusing (which matches loops by their row variables), so short image rows run as
   // one long loop for VectorizeLoops.
   p.push_back(r.Create("CollapseLoops"));
+  // After collapsing (a transpose's pixel loops are one loop), before parallelizing (which then
+  // hands out the blocks).
+  p.push_back(r.Create("BlockTransposes"));
   p.push_back(r.Create("ParallelizeLoops"));
   p.push_back(r.Create("VectorizeLoops"));
   p.push_back(r.Create("UnrollLoops"));
