@@ -19,21 +19,14 @@
 #include "ir/ops/window.h"
 
 namespace kiln::ops {
-namespace {
 
-using loop::Expr;
-
-// ---- conv ----
-
-// `layout` names the weight's dims for the messages: conv's "[M, C/group, *kernel]".
 std::vector<int64_t> ConvKernel(TypeRelContext& ctx, const TensorTypeNode& x,
-                                const TensorTypeNode& w,
-                                const char* layout = "[M, C/group, *kernel]") {
+                                const TensorTypeNode& w, const char* layout, int first) {
   if (w.ndim() != x.ndim())
     ctx.Fail(StrCat("weight ", ShapeToString(w.shape), " must have the input's rank ", x.ndim(),
                     " (", layout, ")"));
   std::vector<int64_t> kernel;
-  for (int i = 2; i < w.ndim(); ++i) {
+  for (int i = first; i < first + x.ndim() - 2; ++i) {
     if (!w.shape[i].is_const())
       ctx.Fail(StrCat("kernel dims of the weight must be constants, got ", ShapeToString(w.shape)));
     kernel.push_back(w.shape[i].value());
@@ -45,8 +38,6 @@ std::vector<int64_t> ConvKernel(TypeRelContext& ctx, const TensorTypeNode& x,
   return kernel;
 }
 
-// The optional bias (argument 2) of conv and conv_transpose: [m] of the input's dtype. `what`
-// says where m comes from, for the message.
 void CheckBias(TypeRelContext& ctx, const TensorTypeNode& x, const Dim& m,
                const std::string& what) {
   if (ctx.num_args() != 3) return;
@@ -57,15 +48,25 @@ void CheckBias(TypeRelContext& ctx, const TensorTypeNode& x, const Dim& m,
   ctx.AssertEqual(b.shape[0], m, StrCat("bias ", ShapeToString(b.shape), " must have ", what));
 }
 
+void CheckWeightDtype(TypeRelContext& ctx, const TensorTypeNode& x, const TensorTypeNode& w) {
+  if (w.dtype != x.dtype)
+    ctx.Fail(StrCat("weight dtype ", DTypeName(w.dtype), " differs from the input's ",
+                    DTypeName(x.dtype)));
+}
+
+namespace {
+
+using loop::Expr;
+
+// ---- conv ----
+
 Type ConvRel(TypeRelContext& ctx) {
   const TensorTypeNode& x = ctx.tensor(0);
   const TensorTypeNode& w = ctx.tensor(1);
   RequireFloat(ctx, x, "input");
-  if (w.dtype != x.dtype)
-    ctx.Fail(StrCat("weight dtype ", DTypeName(w.dtype), " differs from the input's ",
-                    DTypeName(x.dtype)));
+  CheckWeightDtype(ctx, x, w);
   CheckWindowRank(ctx, x);
-  std::vector<int64_t> kernel = ConvKernel(ctx, x, w);
+  std::vector<int64_t> kernel = ConvKernel(ctx, x, w, "[M, C/group, *kernel]", 2);
   const int64_t group = ctx.attrs().GetInt("group");
   const Dim& m = w.shape[0];
   ctx.AssertEqual(w.shape[1] * Dim(group), x.shape[1],
@@ -285,11 +286,9 @@ Type ConvTransposeRel(TypeRelContext& ctx) {
   const TensorTypeNode& x = ctx.tensor(0);
   const TensorTypeNode& w = ctx.tensor(1);
   RequireFloat(ctx, x, "input");
-  if (w.dtype != x.dtype)
-    ctx.Fail(StrCat("weight dtype ", DTypeName(w.dtype), " differs from the input's ",
-                    DTypeName(x.dtype)));
+  CheckWeightDtype(ctx, x, w);
   CheckWindowRank(ctx, x);
-  std::vector<int64_t> kernel = ConvKernel(ctx, x, w, "[C, M/group, *kernel]");
+  std::vector<int64_t> kernel = ConvKernel(ctx, x, w, "[C, M/group, *kernel]", 2);
   const int64_t group = ctx.attrs().GetInt("group");
   ctx.AssertEqual(
       w.shape[0], x.shape[1],
@@ -425,6 +424,11 @@ std::vector<LTensor> LowerConvTranspose(LowerContext& ctx, const std::vector<LTe
 }
 
 }  // namespace
+
+void ConvReference(const std::vector<Tensor>& in, const Attrs& attrs, Tensor& out) {
+  DispatchFloat(in[0].dtype(), [&]<typename T>() { ConvKernelRef<T>(in, attrs, out); });
+}
+
 }  // namespace kiln::ops
 
 namespace kiln {
@@ -447,11 +451,8 @@ void RegisterConvOps(OpRegistry& r) {
       .attrs = conv_attrs,
       .pattern = OpPattern::kOutputFusable,
       .type_rel = ops::ConvRel,
-      .ref_kernel =
-          [](const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
-            ops::DispatchFloat(in[0].dtype(),
-                               [&]<typename T>() { ops::ConvKernelRef<T>(in, attrs, out[0]); });
-          },
+      .ref_kernel = [](const std::vector<Tensor>& in, const Attrs& attrs,
+                       std::vector<Tensor>& out) { ops::ConvReference(in, attrs, out[0]); },
       .lower = ops::LowerConv,
   });
 

@@ -92,6 +92,19 @@ Shape WindowOutShape(const Dim& n, const Dim& c, const std::vector<WindowDim>& d
 Shape WindowOutShapeOf(TypeRelContext& ctx, const TensorTypeNode& x, const Dim& c,
                        const std::vector<int64_t>& kernel);
 
+// The type relation pieces conv, conv_transpose and conv_nhwc share (conv.cc).
+// The weight's kernel dims, w's dims [first, first + spatial rank), constants that kernel_shape
+// (when set) must match; `layout` names the weight's dims for the messages.
+std::vector<int64_t> ConvKernel(TypeRelContext& ctx, const TensorTypeNode& x,
+                                const TensorTypeNode& w, const char* layout, int first);
+// The optional bias (argument 2): [m] of the input's dtype. `what` says where m comes from.
+void CheckBias(TypeRelContext& ctx, const TensorTypeNode& x, const Dim& m, const std::string& what);
+void CheckWeightDtype(TypeRelContext& ctx, const TensorTypeNode& x, const TensorTypeNode& w);
+
+// conv's reference kernel (x NCHW, w [M, C/group, *kernel], optional bias; conv's attributes),
+// for the ops that compute a conv in another layout (conv_layout.cc) to check against.
+void ConvReference(const std::vector<Tensor>& in, const Attrs& attrs, Tensor& out);
+
 // Reference kernels see up to 3 spatial dims; missing ones are size-1 dims of a size-1 kernel.
 inline constexpr int kMaxSpatial = 3;
 std::vector<WindowDim> PadTo3(std::vector<WindowDim> dims);

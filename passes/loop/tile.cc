@@ -117,6 +117,15 @@ constexpr int64_t kStreamedOperandBytes = 512 << 10;
 constexpr int64_t kNarrowPanelColumns = 48;
 constexpr int64_t kNarrowPanelRows = 8;
 
+// A product narrower than one tile (conv_nhwc's output channels, 16 to 48 on AVX-512) takes
+// more rows, up to 16 accumulators (12 with AVX2's 16 registers): with tile.i's 4 rows, 32 channels
+// were 8 accumulators, too few to hide the FMA latency. dynamic_conv channels-last at 224 x 224, 1
+// thread, kernel minima: 3x3 conv 16 -> 32 at 112 x 112 802 -> 712 us, stride-2 32 -> 32 500 -> 456
+// us, 3 -> 16 148 -> 128 us (cap 8: 779 / 504 / 137; 24 accumulators: 792 / 587, spills). MLP and
+// encoder unchanged within noise.
+constexpr int64_t kNarrowProductAccumulators = 16;
+constexpr int64_t kNarrowProductRows = 12;
+
 // The row block of a tile whose column operand is read off vector boundaries (Tiler's
 // UnalignedTile): rows x vectors accumulators, 24 of AVX-512's 32 registers.
 constexpr int64_t kUnalignedTileRows = 8;
@@ -857,6 +866,8 @@ class Tiler : public loop::Mutator {
           } else if (body->prepacked == 0 && HalfTileFitsL1(n, j, *body, tile)) {
             tile /= 2;
             rows *= 2;
+          } else if (int64_t narrow = NarrowRows(j); narrow > rows) {
+            rows = narrow;
           }
           return TileRows(n, j, *body, tile, rows, pack_, pack_set_, KBlock(tile));
         }
@@ -875,6 +886,18 @@ class Tiler : public loop::Mutator {
   int64_t single_row_;
   int64_t lanes_;
   int64_t k_block_;  // tile.k: 0 sizes K blocks to the panel budget, 1 turns them off
+
+  // Rows for a product narrower than one tile (N < tile.j: a conv_nhwc's output channels):
+  // enough to keep kNarrowProductAccumulators accumulators, at most kNarrowProductRows.
+  int64_t NarrowRows(const loop::ForNode* j) const {
+    int64_t columns = 0;
+    if (lanes_ < 1 || tile_set_ || !loop::IsConstInt(j->extent, &columns) || columns >= tile_)
+      return 0;
+    const int64_t vectors = (columns + lanes_ - 1) / lanes_;
+    // AVX-512's 32 registers hold 16 accumulators and the operands; AVX2's 16 hold 12.
+    const int64_t accumulators = lanes_ >= 16 ? kNarrowProductAccumulators : 12;
+    return std::min<int64_t>(kNarrowProductRows, accumulators / vectors);
+  }
 
   // Whether a column tile of the operand read in place along j overflows L1 (kL1Bytes) while
   // one half as wide fits in two thirds of it, with the tile at least 4 vectors wide and its

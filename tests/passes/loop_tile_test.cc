@@ -922,6 +922,44 @@ TEST(TileLoops, NarrowPrepackedPanelsGetEightRows) {
   }
 }
 
+// On a 512-bit target with the tile keys unset, a product narrower than one 64-column tile
+// (conv_nhwc's output channels) takes rows for 16 accumulators, at most 12: 32 columns (two
+// vectors) 8 rows, 16 columns 12; a full tile keeps 4. Same results through to scalar code.
+TEST(TileLoops, NarrowProductsTakeMoreRows) {
+  test::PassConfig avx512 = {{"target.vector_bits", int64_t{512}}};
+  for (auto [n, rows] : {std::pair{32, 8}, {16, 12}, {24, 8}, {40, 5}, {128, 4}}) {
+    auto f = Matmul(I(50), I(n), I(9), {});
+    auto g = test::RunLoopPipeline("TileLoops", f, avx512);
+    std::string text = BodyText(g);
+    EXPECT_THAT(text, HasSubstr("i_row in [0, " + std::to_string(rows) + ") unrolled"))
+        << n << " columns\n"
+        << text;
+    ExpectSameResults(f, g);
+  }
+  // AVX2 (16 registers, 16-column tiles): 8 columns take 12 rows, 12 columns (two vectors)
+  // keep tile.i's 6 (12 accumulators).
+  test::PassConfig avx2 = {{"target.vector_bits", int64_t{256}}};
+  for (auto [n, rows] : {std::pair{8, 12}, {12, 6}}) {
+    auto f = Matmul(I(50), I(n), I(9), {});
+    std::string text = BodyText(test::RunLoopPipeline("TileLoops", f, avx2));
+    EXPECT_THAT(text, HasSubstr("i_row in [0, " + std::to_string(rows) + ") unrolled"))
+        << n << " columns\n"
+        << text;
+  }
+  // tile.i given: the block is what it says.
+  auto f = Matmul(I(50), I(32), I(9), {});
+  std::string set = BodyText(test::RunLoopPipeline(
+      "TileLoops", f, {{"target.vector_bits", int64_t{512}}, {"tile.i", int64_t{3}}}));
+  EXPECT_THAT(set, HasSubstr("i_row in [0, 3) unrolled")) << set;
+  const std::string pipeline =
+      "TileLoops,ParallelizeLoops,VectorizeLoops,UnrollLoops,FlattenBuffers,LoopSimplify,"
+      "PlanStorage";
+  for (auto [m, n] : {std::pair{1, 16}, {13, 32}, {29, 47}}) {
+    auto h = Matmul(I(m), I(n), I(7), {});
+    ExpectSameResults(h, test::RunLoopPipeline(pipeline, h, avx512));
+  }
+}
+
 // A load of b that also depends on the row is not a panel shared by the rows: nothing packs.
 TEST(TileLoops, OperandsThatDependOnTheRowAreNotPacked) {
   Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");

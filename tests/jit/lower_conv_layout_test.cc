@@ -1,0 +1,165 @@
+// conv_nhwc (ir/ops/conv_layout.cc): compiled and compared with its reference kernel (conv's,
+// on permuted copies) on random data, both input layouts, over size-1, odd and larger shapes,
+// output channel counts around the vector widths (1, 5, 16, 24, 32, 48, 67), strides,
+// dilations, asymmetric and automatic pads, and f32 / f64 / f16; and the type relation's
+// errors, each naming what is at fault.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/kernel_test_util.h"
+
+namespace kiln {
+namespace {
+
+using test::AttrsText;
+using test::CompiledMatchesReference;
+using test::RandomTensor;
+
+using Ints = std::vector<int64_t>;
+
+struct Case {
+  Ints x;  // in the layout input_nhwc says
+  Ints w;  // [KH, KW, C, M]
+  bool nhwc;
+  bool bias;
+  Attrs attrs;
+};
+
+std::vector<Case> Cases() {
+  const Attrs pad1 = {{"pads", Ints{1, 1, 1, 1}}};
+  const Attrs s2 = {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}};
+  return {
+      // The shapes of a small vision net, both layouts, strided and not.
+      {{1, 28, 28, 32}, {3, 3, 32, 32}, true, true, pad1},
+      {{1, 3, 30, 30}, {3, 3, 3, 16}, false, true, s2},
+      {{1, 29, 31, 16}, {3, 3, 16, 32}, true, true, s2},
+      {{2, 14, 14, 32}, {3, 3, 32, 64}, true, false, pad1},
+      {{1, 16, 15, 15}, {3, 3, 16, 48}, false, true, pad1},
+      // Output channels off the vector width, one channel, one pixel.
+      {{1, 9, 7, 5}, {3, 3, 5, 67}, true, true, pad1},
+      {{1, 5, 6, 7}, {3, 3, 7, 1}, true, true, pad1},
+      {{1, 4, 5, 3}, {2, 2, 3, 24}, true, false, {}},
+      {{1, 1, 1, 4}, {3, 3, 4, 16}, true, true, pad1},
+      {{1, 1, 1, 1}, {1, 1, 1, 5}, true, true, {}},
+      // 1x1, stride 2 without padding, a window past the input's end, dilation, one stride.
+      {{1, 7, 9, 12}, {1, 1, 12, 32}, true, true, {}},
+      {{1, 12, 7, 9}, {1, 1, 12, 16}, false, false, {{"strides", Ints{2, 2}}}},
+      {{1, 5, 5, 2},
+       {3, 3, 2, 16},
+       true,
+       true,
+       {{"strides", Ints{2, 2}}, {"pads", Ints{0, 0, 4, 4}}}},
+      {{1, 13, 10, 3},
+       {3, 3, 3, 32},
+       true,
+       true,
+       {{"dilations", Ints{2, 1}}, {"pads", Ints{2, 0, 1, 3}}}},
+      {{1, 4, 9, 11},
+       {3, 2, 4, 16},
+       false,
+       true,
+       {{"strides", Ints{1, 3}}, {"pads", Ints{0, 1, 2, 0}}}},
+      {{1, 10, 11, 8},
+       {3, 3, 8, 16},
+       true,
+       true,
+       {{"auto_pad", std::string("SAME_UPPER")}, {"strides", Ints{2, 2}}}},
+      {{1, 8, 10, 11}, {5, 3, 8, 32}, false, false, {{"auto_pad", std::string("SAME_LOWER")}}},
+  };
+}
+
+std::vector<Tensor> Inputs(DType t, const Case& c, uint64_t* seed) {
+  Attrs attrs = c.attrs;
+  std::vector<Tensor> in = {RandomTensor(t, c.x, (*seed)++), RandomTensor(t, c.w, (*seed)++)};
+  if (c.bias) in.push_back(RandomTensor(t, {c.w[3]}, (*seed)++));
+  return in;
+}
+
+Attrs WithLayout(const Case& c) {
+  Attrs attrs = c.attrs;
+  attrs.Set("input_nhwc", c.nhwc);
+  return attrs;
+}
+
+TEST(LowerConvNhwc, MatchesReference) {
+  uint64_t seed = 1;
+  for (const Case& c : Cases()) {
+    for (DType t : {DType::kFloat32, DType::kFloat64}) {
+      const Attrs attrs = WithLayout(c);
+      EXPECT_TRUE(
+          CompiledMatchesReference("conv_nhwc", Inputs(t, c, &seed), attrs, 1e-5, 1e-5, false))
+          << DTypeName(t) << AttrsText(attrs);
+    }
+  }
+}
+
+// Larger than the caches' first level, 64 channels: TileLoops' blocks and their tails.
+TEST(LowerConvNhwc, Larger) {
+  uint64_t seed = 100;
+  const Case big = {{1, 56, 56, 32}, {3, 3, 32, 64}, true, true, {{"pads", Ints{1, 1, 1, 1}}}};
+  EXPECT_TRUE(CompiledMatchesReference("conv_nhwc", Inputs(DType::kFloat32, big, &seed),
+                                       WithLayout(big), 1e-4, 1e-4, false));
+  const Case strided = {{1, 32, 57, 57},
+                        {3, 3, 32, 32},
+                        false,
+                        true,
+                        {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}};
+  EXPECT_TRUE(CompiledMatchesReference("conv_nhwc", Inputs(DType::kFloat32, strided, &seed),
+                                       WithLayout(strided), 1e-4, 1e-4, false));
+}
+
+TEST(LowerConvNhwc, Float16) {
+  uint64_t seed = 200;
+  const Case c = {{1, 6, 5, 3}, {3, 3, 3, 16}, true, true, {{"pads", Ints{1, 1, 1, 1}}}};
+  EXPECT_TRUE(CompiledMatchesReference("conv_nhwc", Inputs(DType::kFloat16, c, &seed),
+                                       WithLayout(c), 1e-2, 1e-2, false));
+}
+
+// The type relation: the output shape, then each misuse named.
+std::string TypeError(const std::vector<Type>& args, const Attrs& attrs) {
+  std::vector<Expr> params;
+  for (size_t i = 0; i < args.size(); ++i) params.push_back(MakeVar(StrCat("a", i), args[i]));
+  try {
+    InferTypes(MakeFunction({}, MakeCall("conv_nhwc", params, attrs)));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ConvNhwcType, OutputShapeAndErrors) {
+  const DType f = DType::kFloat32;
+  Expr call = MakeCall(
+      "conv_nhwc",
+      {MakeVar("x", TensorType({2, 9, 11, 3}, f)), MakeVar("w", TensorType({3, 3, 3, 8}, f))},
+      {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}});
+  Function fn = InferTypes(MakeFunction({}, call));
+  EXPECT_EQ(TypeToString(fn->body->type), "f32[2, 5, 6, 8]");
+  Expr nchw = MakeCall(
+      "conv_nhwc",
+      {MakeVar("x", TensorType({1, 3, 9, 11}, f)), MakeVar("w", TensorType({3, 3, 3, 8}, f))},
+      {{"input_nhwc", false}});
+  EXPECT_EQ(TypeToString(InferTypes(MakeFunction({}, nchw))->body->type), "f32[1, 7, 9, 8]");
+
+  EXPECT_NE(
+      TypeError({TensorType({1, 9, 11}, f), TensorType({3, 3, 3, 8}, f)}, {}).find("must be 4-D"),
+      std::string::npos);
+  EXPECT_NE(TypeError({TensorType({1, 9, 11, 4}, f), TensorType({3, 3, 3, 8}, f)}, {})
+                .find("input channels"),
+            std::string::npos);
+  EXPECT_NE(
+      TypeError({TensorType({1, 9, 11, 3}, f), TensorType({3, 3, 3, 8}, f), TensorType({7}, f)}, {})
+          .find("bias"),
+      std::string::npos);
+  EXPECT_NE(TypeError({TensorType({1, 9, 11, 3}, f), TensorType({3, 3, 3, 8}, DType::kFloat64)}, {})
+                .find("weight dtype"),
+            std::string::npos);
+  EXPECT_NE(
+      TypeError({TensorType({1, 2, 2, 3}, f), TensorType({3, 3, 3, 8}, f)}, {}).find("kernel"),
+      std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,127 @@
+// ChannelsLastConvs: which convs it moves channels-last (chains of two or more windowed convs
+// through elementwise ops), where it transposes back, the weights' [KH, KW, C, M] layout, and
+// the reference interpreter computing the same values before and after.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "common/kernel_test_util.h"
+#include "common/pass_test_util.h"
+#include "ir/interpreter.h"
+
+namespace kiln {
+namespace {
+
+using Ints = std::vector<int64_t>;
+using test::RandomTensor;
+
+IRModule ChannelsLastOf(const Function& fn) {
+  IRModule m({{"main", InferTypes(fn)}});
+  auto ctx = std::make_shared<PassContext>();
+  ctx->SetConfig("testing.check_immutable", true);
+  PassContextScope scope(ctx);
+  return (*ParsePipeline("ChannelsLastConvs"))(m);
+}
+
+// conv(x, w[m, c, k, k] random, bias) with pads k / 2 and the stride given.
+Expr Conv(const Expr& x, int64_t c, int64_t m, int64_t k, int64_t stride, uint64_t seed) {
+  Expr w = MakeConstant(RandomTensor(DType::kFloat32, {m, c, k, k}, seed));
+  Expr b = MakeConstant(RandomTensor(DType::kFloat32, {m}, seed + 1));
+  const int64_t p = k / 2;
+  return MakeCall("conv", {x, w, b},
+                  {{"pads", Ints{p, p, p, p}}, {"strides", Ints{stride, stride}}});
+}
+
+// The calls of `fn`'s body by op name, in order.
+std::vector<const CallNode*> Calls(const Function& fn, const std::string& op) {
+  std::vector<const CallNode*> out;
+  for (const Expr& e : PostOrder(fn->body))
+    if (const CallNode* c = AsCall(e); c && c->op && c->op->name == op) out.push_back(c);
+  return out;
+}
+
+void ExpectSameValues(const Function& before, const Function& after, const Ints& shape) {
+  std::vector<Tensor> in = {RandomTensor(DType::kFloat32, shape, 7)};
+  std::vector<Tensor> want = Interpret(before, in), got = Interpret(after, in);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TRUE(test::TensorsNear(got[i], want[i], 1e-5, 1e-5)) << "output " << i;
+}
+
+// Three windowed convs with relus between them, the last a 1x1 with a sigmoid: all go
+// channels-last, the first reading NCHW, and one transpose brings the result back.
+TEST(ChannelsLastConvs, ChainRunsChannelsLastAndTransposesOnceAtTheEnd) {
+  Var x = MakeVar("x", TensorType({1, 3, 17, 15}, DType::kFloat32));
+  Expr c1 = MakeCall("relu", {Conv(x, 3, 16, 3, 2, 1)});
+  Expr c2 = MakeCall("relu", {Conv(c1, 16, 32, 3, 1, 3)});
+  Expr c3 = MakeCall("sigmoid", {Conv(c2, 32, 8, 1, 1, 5)});
+  Function before = InferTypes(MakeFunction({x}, c3));
+  Function after = ChannelsLastOf(before).Lookup("main");
+  std::vector<const CallNode*> convs = Calls(after, "conv_nhwc");
+  ASSERT_EQ(convs.size(), 3u);
+  EXPECT_TRUE(Calls(after, "conv").empty());
+  EXPECT_FALSE(convs[0]->attrs.GetBool("input_nhwc"));
+  EXPECT_TRUE(convs[1]->attrs.GetBool("input_nhwc"));
+  EXPECT_TRUE(convs[2]->attrs.GetBool("input_nhwc"));
+  EXPECT_EQ(convs[1]->attrs.GetInts("pads"), (Ints{1, 1, 1, 1}));
+  EXPECT_EQ(convs[0]->attrs.GetInts("strides"), (Ints{2, 2}));
+  // HWIO weights: w'[ky, kx, c, m] = w[m, c, ky, kx].
+  const Tensor& hwio = AsConstant(convs[1]->args[1])->value;
+  EXPECT_EQ(hwio.shape(), (Ints{3, 3, 16, 32}));
+  const CallNode* orig = AsCall(AsCall(c2)->args[0]);
+  const Tensor& oihw = AsConstant(orig->args[1])->value;
+  EXPECT_EQ(hwio.data<float>()[((2 * 3 + 1) * 16 + 5) * 32 + 7],
+            oihw.data<float>()[((7 * 16 + 5) * 3 + 2) * 3 + 1]);
+  std::vector<const CallNode*> transposes = Calls(after, "transpose");
+  ASSERT_EQ(transposes.size(), 1u);
+  EXPECT_EQ(transposes[0]->attrs.GetInts("perm"), (Ints{0, 3, 1, 2}));
+  EXPECT_EQ(TypeToString(InferTypes(after)->body->type), "f32[1, 8, 9, 8]");
+  ExpectSameValues(before, after, {1, 3, 17, 15});
+}
+
+// A value the chain makes that something NCHW also reads (a residual add of the block's
+// input) is transposed back for it, and the add stays NCHW; the chain itself is unchanged.
+TEST(ChannelsLastConvs, ValuesLeavingTheChainAreTransposedBack) {
+  Var x = MakeVar("x", TensorType({1, 8, 9, 9}, DType::kFloat32));
+  Expr c1 = MakeCall("relu", {Conv(x, 8, 8, 3, 1, 1)});
+  Expr c2 = Conv(c1, 8, 8, 3, 1, 3);
+  Expr sum = MakeCall("add", {c2, x});
+  Expr out = MakeTuple({sum, c1});
+  Function before = InferTypes(MakeFunction({x}, out));
+  Function after = ChannelsLastOf(before).Lookup("main");
+  EXPECT_EQ(Calls(after, "conv_nhwc").size(), 2u);
+  // c2 for the add, c1 for the tuple.
+  EXPECT_EQ(Calls(after, "transpose").size(), 2u);
+  ASSERT_EQ(Calls(after, "add").size(), 1u);
+  const CallNode* add = Calls(after, "add")[0];
+  EXPECT_EQ(add->args[1].get(), x.get());
+  ASSERT_NE(AsCall(add->args[0]), nullptr);
+  EXPECT_EQ(AsCall(add->args[0])->op->name, "transpose");
+  ExpectSameValues(before, after, {1, 8, 9, 9});
+}
+
+// What stays NCHW: a lone conv, a chain with one windowed conv (the other 1x1), a grouped
+// conv, a conv whose weight is not a constant, and convs linked through a pool.
+TEST(ChannelsLastConvs, LeavesConvsWithoutAChainAlone) {
+  Var x = MakeVar("x", TensorType({1, 8, 10, 10}, DType::kFloat32));
+  auto unchanged = [](const Function& before) {
+    Function after = ChannelsLastOf(before).Lookup("main");
+    EXPECT_TRUE(Calls(after, "conv_nhwc").empty());
+    EXPECT_TRUE(Calls(after, "transpose").empty());
+  };
+  unchanged(InferTypes(MakeFunction({x}, MakeCall("relu", {Conv(x, 8, 16, 3, 1, 1)}))));
+  unchanged(InferTypes(
+      MakeFunction({x}, Conv(MakeCall("relu", {Conv(x, 8, 16, 3, 1, 1)}), 16, 16, 1, 1, 3))));
+  Expr grouped = MakeCall("conv", {x, MakeConstant(RandomTensor(DType::kFloat32, {8, 4, 3, 3}, 5))},
+                          {{"group", int64_t{2}}, {"pads", Ints{1, 1, 1, 1}}});
+  unchanged(InferTypes(MakeFunction({x}, Conv(grouped, 8, 8, 3, 1, 6))));
+  Var w = MakeVar("w", TensorType({8, 8, 3, 3}, DType::kFloat32));
+  Expr variable = MakeCall("conv", {x, w}, {{"pads", Ints{1, 1, 1, 1}}});
+  unchanged(InferTypes(MakeFunction({x, w}, Conv(variable, 8, 8, 3, 1, 8))));
+  Expr pooled = MakeCall("max_pool", {Conv(x, 8, 8, 3, 1, 9)}, {{"kernel_shape", Ints{2, 2}}});
+  unchanged(InferTypes(MakeFunction({x}, Conv(pooled, 8, 8, 3, 1, 11))));
+}
+
+}  // namespace
+}  // namespace kiln
