@@ -126,4 +126,34 @@ std::string Tensor::TypeString() const {
   return std::string(DTypeName(dtype_)) + IntsToString(shape_);
 }
 
+Tensor PermuteAxes(const Tensor& x, const std::vector<int>& perm) {
+  const std::vector<int64_t>& in_shape = x.shape();
+  KILN_CHECK(perm.size() == in_shape.size(), "PermuteAxes: perm has ", perm.size(),
+             " entries for rank ", in_shape.size());
+  const std::vector<int64_t> in_strides = x.strides();
+  const size_t rank = perm.size();
+  std::vector<int64_t> shape(rank), from(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    shape[i] = in_shape[perm[i]];
+    from[i] = in_strides[perm[i]];
+  }
+  Tensor out = Tensor::Empty(x.dtype(), shape);
+  const size_t bytes = DTypeSize(x.dtype());
+  const auto* src = static_cast<const char*>(x.raw_data());
+  auto* dst = static_cast<char*>(out.raw_data());
+  // An odometer over the result's index; `at` is the element of x it reads.
+  std::vector<int64_t> idx(rank, 0);
+  int64_t at = 0;
+  for (int64_t o = 0; o < out.numel(); ++o) {
+    std::memcpy(dst + o * bytes, src + at * bytes, bytes);
+    for (size_t d = rank; d-- > 0;) {
+      at += from[d];
+      if (++idx[d] < shape[d]) break;
+      at -= from[d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
 }  // namespace kiln

@@ -78,6 +78,9 @@ class Tensor {
 
 // Checked product of dims; throws kInvalidArgument naming `what` on a negative dim or overflow.
 int64_t CheckedNumel(const std::vector<int64_t>& shape, const std::string& what);
+// A new tensor holding `x` with its axes permuted: axis i of the result is axis perm[i] of x
+// (perm a permutation of x's axes; any dtype).
+Tensor PermuteAxes(const Tensor& x, const std::vector<int>& perm);
 std::string IntsToString(const std::vector<int64_t>& v);  // `[2, 3]`
 
 }  // namespace kiln

@@ -56,47 +56,27 @@ Type ConvNhwcRel(TypeRelContext& ctx) {
                          " must be the weight's dim 2 ", ShapeToString(w.shape)));
   const Dim& m = w.shape[3];
   CheckBias(ctx, x, m, StrCat("the weight's M ", ShapeToString(w.shape)));
+  // The lowering needs the input channels and the window's sizes (as conv's GEMM form does).
+  for (const Dim& d : {nchw[1], nchw[2], nchw[3]})
+    if (!d.is_const())
+      ctx.Fail(StrCat("input channels and spatial dims must be constants, got ",
+                      ShapeToString(x.shape)));
   const Type view = TensorType(nchw, x.dtype);
   const Shape out = WindowOutShapeOf(ctx, *AsTensor(view), m, kernel);
   return TensorType({out[0], out[2], out[3], out[1]}, x.dtype);
 }
 
-// `t` with its dims permuted: out dim i is t's dim perm[i] (any dtype, rank 4).
-Tensor Permute4(const Tensor& t, const std::vector<int>& perm) {
-  const std::vector<int64_t>& s = t.shape();
-  std::vector<int64_t> shape(4), src_stride(4), stride(4, 1);
-  for (int i = 3; i >= 0; --i) stride[i] = i == 3 ? 1 : stride[i + 1] * s[i + 1];
-  for (int i = 0; i < 4; ++i) {
-    shape[i] = s[perm[i]];
-    src_stride[i] = stride[perm[i]];
-  }
-  Tensor out = Tensor::Empty(t.dtype(), shape);
-  const size_t bytes = DTypeSize(t.dtype());
-  const auto* src = static_cast<const std::byte*>(t.raw_data());
-  auto* dst = static_cast<std::byte*>(out.raw_data());
-  int64_t o = 0;
-  for (int64_t a = 0; a < shape[0]; ++a)
-    for (int64_t b = 0; b < shape[1]; ++b)
-      for (int64_t c = 0; c < shape[2]; ++c)
-        for (int64_t d = 0; d < shape[3]; ++d, ++o) {
-          const int64_t i =
-              a * src_stride[0] + b * src_stride[1] + c * src_stride[2] + d * src_stride[3];
-          std::memcpy(dst + o * bytes, src + i * bytes, bytes);
-        }
-  return out;
-}
-
 // The reference: conv's own reference kernel on NCHW / OIHW copies, its output made NHWC.
 void ConvNhwcRef(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
-  std::vector<Tensor> args = {in[0], Permute4(in[1], {3, 2, 0, 1})};
-  if (attrs.GetBool(kInputNhwc)) args[0] = Permute4(in[0], {0, 3, 1, 2});
+  std::vector<Tensor> args = {in[0], PermuteAxes(in[1], {3, 2, 0, 1})};
+  if (attrs.GetBool(kInputNhwc)) args[0] = PermuteAxes(in[0], {0, 3, 1, 2});
   if (in.size() == 3) args.push_back(in[2]);
   const std::vector<int64_t>& y = out[0].shape();
   std::vector<Tensor> nchw = {Tensor::Empty(out[0].dtype(), {y[0], y[3], y[1], y[2]})};
   Attrs conv_attrs = attrs;
   conv_attrs.Set("group", int64_t{1});
   ConvReference(args, conv_attrs, nchw[0]);
-  Tensor t = Permute4(nchw[0], {0, 2, 3, 1});
+  Tensor t = PermuteAxes(nchw[0], {0, 2, 3, 1});
   std::memcpy(out[0].raw_data(), t.raw_data(), t.nbytes());
 }
 
@@ -107,14 +87,13 @@ std::vector<LTensor> LowerConvNhwc(LowerContext& ctx, const std::vector<LTensor>
   const bool nhwc = attrs.GetBool(kInputNhwc);
   const std::vector<int> axes = NchwAxes(nhwc);
   std::vector<int64_t> kernel(2), spatial(2);
-  int64_t channels = 0, m_count = 0;
+  int64_t channels = 0;
   for (int i = 0; i < 2; ++i) {
     KILN_CHECK(loop::IsConstInt(w.shape[i], &kernel[i]), "conv_nhwc with a symbolic kernel");
     KILN_CHECK(loop::IsConstInt(x.shape[axes[2 + i]], &spatial[i]),
                "conv_nhwc with a symbolic spatial extent");
   }
-  KILN_CHECK(loop::IsConstInt(w.shape[2], &channels) && loop::IsConstInt(w.shape[3], &m_count),
-             "conv_nhwc with symbolic channel counts");
+  KILN_CHECK(loop::IsConstInt(w.shape[2], &channels), "conv_nhwc with symbolic channels");
   std::string error;
   const std::vector<WindowDim> dims = ComputeWindow(spatial, kernel, attrs, &error);
   KILN_CHECK(error.empty(), error);
@@ -180,7 +159,6 @@ std::vector<LTensor> LowerConvNhwc(LowerContext& ctx, const std::vector<LTensor>
       sum = loop::Add(sum, acc != t ? loop::Cast(acc, bias->at({idx[3]})) : bias->at({idx[3]}));
     return acc != t ? loop::Cast(t, sum) : sum;
   };
-  (void)m_count;
   return {LTensor{t, ctx.ShapeExpr(AsTensor(out_types[0])->shape), at}};
 }
 

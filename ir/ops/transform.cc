@@ -111,13 +111,8 @@ Type TransposeRel(TypeRelContext& ctx) {
 
 void TransposeKernel(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
   const Tensor& x = in[0];
-  std::vector<int> p = TransposePerm(attrs.GetInts("perm"), x.ndim());
-  std::vector<int64_t> in_strides = x.strides();
-  ops::CopyByIndex(x, out[0], [&](const std::vector<int64_t>& idx) {
-    int64_t src = 0;
-    for (size_t k = 0; k < p.size(); ++k) src += idx[k] * in_strides[p[k]];
-    return src;
-  });
+  const Tensor t = PermuteAxes(x, TransposePerm(attrs.GetInts("perm"), x.ndim()));
+  ops::CopyElements(t, 0, out[0], 0, t.numel());
 }
 
 Type SqueezeRel(TypeRelContext& ctx) {

@@ -63,7 +63,10 @@ bool HasWindow(const CallNode* c) {
 // An elementwise op that can run on a chain's channels-last value unchanged: every operand a
 // tensor of the result's shape (the chain value, permuted alike) or a scalar.
 bool LayoutBlindElementwise(const CallNode* c) {
-  if (!c->op || c->op->pattern != OpPattern::kElementwise) return false;
+  // Binary ops are kBroadcast; operands of the result's shape (checked below) do not broadcast.
+  if (!c->op ||
+      (c->op->pattern != OpPattern::kElementwise && c->op->pattern != OpPattern::kBroadcast))
+    return false;
   const TensorTypeNode* out = AsTensor(c->type);
   if (!out || out->ndim() != 4) return false;
   for (const Expr& a : c->args) {
@@ -96,9 +99,11 @@ class ChainFinder : public ExprVisitor {
       const ExprNode* x = static_cast<const CallNode*>(conv)->args[0].get();
       if (!able_.count(x)) continue;
       std::vector<const ExprNode*> stack = {x};
+      std::unordered_set<const ExprNode*> seen;  // a diamond (x * sigmoid(x)) is walked once
       while (!stack.empty()) {
         const ExprNode* e = stack.back();
         stack.pop_back();
+        if (!seen.insert(e).second) continue;
         if (convs_.count(e)) {
           parent[root(e)] = root(conv);
           continue;
@@ -206,17 +211,8 @@ class ChannelsLast : public ExprMutator {
     if (auto it = cache.find(w.get()); it != cache.end())
       if (Expr hit = it->second.out.lock(); hit && it->second.src.lock() == w) return hit;
     std::erase_if(cache, [](const auto& e) { return e.second.out.expired(); });
-    const Tensor& src = AsConstant(w)->value;
-    const std::vector<int64_t>& s = src.shape();
-    const int64_t m = s[0], c = s[1], kh = s[2], kw = s[3];
-    Tensor t = Tensor::Empty(DType::kFloat32, {kh, kw, c, m});
-    const float* from = src.data<float>();
-    float* to = t.data<float>();
-    for (int64_t o = 0; o < m; ++o)
-      for (int64_t i = 0; i < c; ++i)
-        for (int64_t y = 0; y < kh; ++y)
-          for (int64_t x = 0; x < kw; ++x)
-            to[((y * kw + x) * c + i) * m + o] = from[((o * c + i) * kh + y) * kw + x];
+    // [M, C, KH, KW] -> [KH, KW, C, M].
+    Tensor t = PermuteAxes(AsConstant(w)->value, {2, 3, 1, 0});
     Expr out = MakeConstant(std::move(t));
     cache[w.get()] = {w, out};
     return out;

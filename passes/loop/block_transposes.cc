@@ -20,14 +20,16 @@
 // (16 KiB) is read once from memory and then from L1 for every c. The inner loop still writes
 // along a row, so VectorizeLoops vectorizes it as before (a gather from the block).
 //
-// The pattern: a loop over c (constant extent >= 2) whose body is one loop over p (constant
-// extent, a multiple of 16) whose body is one store, with
+// The pattern: a serial loop over c (constant extent >= 2) whose body is one serial loop over p
+// (from 0, constant extent, a multiple of 16) whose body is one store, with
 //  - the store's flat index p + a * c + r: along p, rows of at least p's extent apart, so every
 //    (c, p) writes its own element and the order does not matter;
-//  - a load of another buffer whose flat index is b * p + c + r with b >= 16: down a column.
-// The block is the largest multiple of 16 dividing p's extent with block x b floats <= 16 KiB
+//  - a load whose flat index is b * p + c + r with b >= 16: down a column; and no load of the
+//    stored buffer.
+// The block is the largest multiple of 16 dividing p's extent with block x b elements <= 16 KiB
 // (at least 16), and smaller than the extent.
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 
 #include "ir/loop/loop_visitor.h"
@@ -43,10 +45,6 @@ using loop::Stmt;
 constexpr int64_t kBlockBytes = 16 << 10;
 constexpr int64_t kMinStride = 16;
 
-std::optional<Expr> Flat(const loop::BufferNode& b, const std::vector<Expr>& idx) {
-  return loop::FlatIndex(b, idx);
-}
-
 Stmt BlockTranspose(const Stmt& s) {
   const loop::ForNode* outer = loop::AsFor(s);
   if (!outer) return s;
@@ -61,26 +59,29 @@ Stmt BlockTranspose(const Stmt& s) {
   if (!store || !loop::IsConstInt(inner->min, &p_min) || p_min != 0) return s;
   const loop::VarNode* c = outer->var.get();
   const loop::VarNode* p = inner->var.get();
-  std::optional<Expr> out = Flat(*store->buffer, store->indices);
+  std::optional<Expr> out = loop::FlatIndex(*store->buffer, store->indices);
   if (!out || loop::AffineCoefficient(*out, p) != 1) return s;
   std::optional<int64_t> row = loop::AffineCoefficient(*out, c);
   if (!row || std::abs(*row) < p_extent) return s;
 
   loop::AccessScanner scan;
   scan.VisitExpr(store->value);
-  int64_t column = 0;
+  int64_t column = 0, column_bytes = 0;  // the widest column read, and its bytes per row
   for (const loop::Access& a : scan.accesses) {
     if (a.buffer == store->buffer.get()) return s;
-    std::optional<Expr> in = Flat(*a.buffer, *a.indices);
+    std::optional<Expr> in = loop::FlatIndex(*a.buffer, *a.indices);
     if (!in) continue;
     std::optional<int64_t> along_p = loop::AffineCoefficient(*in, p);
-    if (along_p && *along_p >= kMinStride && loop::AffineCoefficient(*in, c) == 1)
-      column = std::max(column, *along_p);
+    if (along_p && *along_p >= kMinStride && loop::AffineCoefficient(*in, c) == 1 &&
+        *along_p * DTypeSize(a.buffer->dtype) > column_bytes) {
+      column = *along_p;
+      column_bytes = *along_p * DTypeSize(a.buffer->dtype);
+    }
   }
   if (column == 0) return s;
 
   int64_t block = 16;
-  for (int64_t b = 32; b < p_extent && b * column * 4 <= kBlockBytes; b += 16)
+  for (int64_t b = 32; b < p_extent && b * column_bytes <= kBlockBytes; b += 16)
     if (p_extent % b == 0) block = b;
   if (block >= p_extent) return s;
   loop::Var outer_p = loop::MakeVar(p->name + "_block");

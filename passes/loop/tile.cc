@@ -124,6 +124,7 @@ constexpr int64_t kNarrowPanelRows = 8;
 // us, 3 -> 16 148 -> 128 us (cap 8: 779 / 504 / 137; 24 accumulators: 792 / 587, spills). MLP and
 // encoder unchanged within noise.
 constexpr int64_t kNarrowProductAccumulators = 16;
+constexpr int64_t kNarrowProductAccumulatorsAvx2 = 12;  // of 16 registers
 constexpr int64_t kNarrowProductRows = 12;
 
 // The row block of a tile whose column operand is read off vector boundaries (Tiler's
@@ -866,7 +867,7 @@ class Tiler : public loop::Mutator {
           } else if (body->prepacked == 0 && HalfTileFitsL1(n, j, *body, tile)) {
             tile /= 2;
             rows *= 2;
-          } else if (int64_t narrow = NarrowRows(j); narrow > rows) {
+          } else if (int64_t narrow = NarrowRows(j, *body); narrow > rows) {
             rows = narrow;
           }
           return TileRows(n, j, *body, tile, rows, pack_, pack_set_, KBlock(tile));
@@ -889,13 +890,18 @@ class Tiler : public loop::Mutator {
 
   // Rows for a product narrower than one tile (N < tile.j: a conv_nhwc's output channels):
   // enough to keep kNarrowProductAccumulators accumulators, at most kNarrowProductRows.
-  int64_t NarrowRows(const loop::ForNode* j) const {
+  int64_t NarrowRows(const loop::ForNode* j, const ReductionBody& body) const {
     int64_t columns = 0;
     if (lanes_ < 1 || tile_set_ || !loop::IsConstInt(j->extent, &columns) || columns >= tile_)
       return 0;
-    const int64_t vectors = (columns + lanes_ - 1) / lanes_;
+    // lanes_ counts f32 lanes: an f64 product's vectors hold half as many.
+    int64_t lanes = lanes_;
+    for (const Buffer& acc : body.accumulators)
+      lanes = std::min<int64_t>(lanes, lanes_ * 4 / std::max<int64_t>(1, DTypeSize(acc->dtype)));
+    const int64_t vectors = (columns + lanes - 1) / std::max<int64_t>(lanes, 1);
     // AVX-512's 32 registers hold 16 accumulators and the operands; AVX2's 16 hold 12.
-    const int64_t accumulators = lanes_ >= 16 ? kNarrowProductAccumulators : 12;
+    const int64_t accumulators =
+        lanes_ >= 16 ? kNarrowProductAccumulators : kNarrowProductAccumulatorsAvx2;
     return std::min<int64_t>(kNarrowProductRows, accumulators / vectors);
   }
 

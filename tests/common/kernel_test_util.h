@@ -134,4 +134,40 @@ inline ::testing::AssertionResult CompiledMatchesReference(const std::string& op
   return ::testing::AssertionSuccess();
 }
 
+// `op` compiled with dim 0 of its first `batched` inputs (the batch) symbolic and every other dim
+// constant, against the reference, to `tol` (0: exactly): for the ops that need constant
+// spatial dims (the windowed ones), whose shape-generic form is a symbolic batch.
+inline ::testing::AssertionResult SymbolicBatchMatchesReference(const std::string& op,
+                                                                const std::vector<Tensor>& inputs,
+                                                                const Attrs& attrs,
+                                                                double tol = 1e-5,
+                                                                size_t batched = 1) {
+  std::vector<Var> params;
+  std::vector<Expr> args;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Shape shape;
+    for (size_t d = 0; d < inputs[i].shape().size(); ++d)
+      shape.push_back(i < batched && d == 0 ? Dim::Symbol("batch") : Dim(inputs[i].shape()[d]));
+    params.push_back(MakeVar(StrCat("x", i), TensorType(shape, inputs[i].dtype())));
+    args.push_back(params.back());
+  }
+  Function fn = InferTypes(
+      MakeFunction(params, MakeCall(op, args, attrs), nullptr, Attrs{{"primitive", true}}));
+  std::vector<Tensor> want = RunOpReference(op, inputs, attrs);
+  std::vector<Tensor> got;
+  try {
+    got = RunCompiled(fn, inputs, "k_" + op + "_batch");
+  } catch (const Error& e) {
+    return ::testing::AssertionFailure() << op << " (symbolic batch): " << e.what();
+  }
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure()
+           << op << ": " << got.size() << " outputs, want " << want.size();
+  for (size_t i = 0; i < want.size(); ++i) {
+    ::testing::AssertionResult r = TensorsNear(got[i], want[i], tol, tol);
+    if (!r) return ::testing::AssertionFailure() << op << " output " << i << ": " << r.message();
+  }
+  return ::testing::AssertionSuccess();
+}
+
 }  // namespace kiln::test

@@ -16,6 +16,7 @@ namespace {
 using test::AttrsText;
 using test::CompiledMatchesReference;
 using test::RandomTensor;
+using test::SymbolicBatchMatchesReference;
 
 using Ints = std::vector<int64_t>;
 
@@ -110,6 +111,19 @@ TEST(LowerConvNhwc, Larger) {
                                        WithLayout(strided), 1e-4, 1e-4, false));
 }
 
+// The batch symbolic (the spatial dims and channels must be constants), both layouts.
+TEST(LowerConvNhwc, SymbolicBatch) {
+  uint64_t seed = 300;
+  for (const Case& c : {Case{{3, 9, 7, 5}, {3, 3, 5, 24}, true, true, {{"pads", Ints{1, 1, 1, 1}}}},
+                        Case{{2, 4, 9, 11},
+                             {3, 3, 4, 16},
+                             false,
+                             false,
+                             {{"strides", Ints{2, 2}}, {"pads", Ints{0, 1, 2, 0}}}}})
+    EXPECT_TRUE(SymbolicBatchMatchesReference("conv_nhwc", Inputs(DType::kFloat32, c, &seed),
+                                              WithLayout(c)));
+}
+
 TEST(LowerConvNhwc, Float16) {
   uint64_t seed = 200;
   const Case c = {{1, 6, 5, 3}, {3, 3, 3, 16}, true, true, {{"pads", Ints{1, 1, 1, 1}}}};
@@ -158,6 +172,11 @@ TEST(ConvNhwcType, OutputShapeAndErrors) {
             std::string::npos);
   EXPECT_NE(
       TypeError({TensorType({1, 2, 2, 3}, f), TensorType({3, 3, 3, 8}, f)}, {}).find("kernel"),
+      std::string::npos);
+  // Symbolic spatial dims or channels: the lowering needs them, so the type says so first.
+  EXPECT_NE(
+      TypeError({TensorType({1, Dim::Symbol("h"), 11, 3}, f), TensorType({3, 3, 3, 8}, f)}, {})
+          .find("must be constants"),
       std::string::npos);
 }
 

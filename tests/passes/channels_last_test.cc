@@ -101,6 +101,23 @@ TEST(ChannelsLastConvs, ValuesLeavingTheChainAreTransposedBack) {
   ExpectSameValues(before, after, {1, 8, 9, 9});
 }
 
+// Binary ops join a chain when every tensor operand is in it (a residual add of two chain
+// values) or a scalar; x * sigmoid(x) walks its diamond once.
+TEST(ChannelsLastConvs, BinaryOpsOfChainValuesAndScalarsJoin) {
+  Var x = MakeVar("x", TensorType({1, 8, 9, 9}, DType::kFloat32));
+  Expr c1 = Conv(x, 8, 8, 3, 1, 1);
+  Expr swish = MakeCall("mul", {c1, MakeCall("sigmoid", {c1})});
+  Expr c2 = Conv(swish, 8, 8, 3, 1, 3);
+  Expr sum = MakeCall("add", {c2, swish});
+  Expr scaled = MakeCall("mul", {sum, MakeConstant(Tensor::Scalar(0.5f))});
+  Expr c3 = Conv(scaled, 8, 4, 3, 2, 5);
+  Function before = InferTypes(MakeFunction({x}, c3));
+  Function after = ChannelsLastOf(before).Lookup("main");
+  EXPECT_EQ(Calls(after, "conv_nhwc").size(), 3u);
+  ASSERT_EQ(Calls(after, "transpose").size(), 1u);  // only the result goes back
+  ExpectSameValues(before, after, {1, 8, 9, 9});
+}
+
 // What stays NCHW: a lone conv, a chain with one windowed conv (the other 1x1), a grouped
 // conv, a conv whose weight is not a constant, and convs linked through a pool.
 TEST(ChannelsLastConvs, LeavesConvsWithoutAChainAlone) {

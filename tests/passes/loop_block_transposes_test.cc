@@ -80,5 +80,35 @@ TEST(BlockTransposes, LeavesOtherCopiesAlone) {
   EXPECT_EQ(Print(Blocked(shared)->body), Print(shared->body));
 }
 
+// More that stays: the row loop not starting at 0, the copy reading the buffer it writes,
+// rows closer than the row loop's extent (two (c, p) could share an element), a parallel loop;
+// and one that is blocked: the column loop starting past 0, its min kept.
+TEST(BlockTransposes, LegalityRules) {
+  Var c = MakeVar("c"), p = MakeVar("p");
+  Buffer x = F32("x", {I(64), I(32)}), out = F32("out", {I(32), I(64)});
+  Stmt copy = Store(out, {c, p}, Load(x, {p, c}));
+  PrimFunc from_one =
+      MakePrimFunc({x, out}, {}, Loop(c, I(32), For(p, I(1), I(48), ForKind::kSerial, copy)));
+  EXPECT_EQ(Print(Blocked(from_one)->body), Print(from_one->body));
+  Buffer sq = F32("sq", {I(64), I(64)});
+  PrimFunc in_place =
+      MakePrimFunc({sq}, {}, Loop(c, I(64), Loop(p, I(64), Store(sq, {c, p}, Load(sq, {p, c})))));
+  EXPECT_EQ(Print(Blocked(in_place)->body), Print(in_place->body));
+  Buffer flat = F32("flat", {I(32 * 64)});
+  PrimFunc close = MakePrimFunc(
+      {x, flat}, {},
+      Loop(c, I(32), Loop(p, I(64), Store(flat, {Add(Mul(c, I(32)), p)}, Load(x, {p, c})))));
+  EXPECT_EQ(Print(Blocked(close)->body), Print(close->body));
+  PrimFunc parallel =
+      MakePrimFunc({x, out}, {}, For(c, I(0), I(32), ForKind::kParallel, Loop(p, I(64), copy)));
+  EXPECT_EQ(Print(Blocked(parallel)->body), Print(parallel->body));
+  PrimFunc offset =
+      MakePrimFunc({x, out}, {}, For(c, I(2), I(30), ForKind::kSerial, Loop(p, I(64), copy)));
+  PrimFunc g = Blocked(offset);
+  EXPECT_NE(Print(g->body).find("for c in [2, 32)"), std::string::npos) << Print(g->body);
+  EXPECT_NE(Print(g->body).find("p_block in [0, 2)"), std::string::npos) << Print(g->body);
+  test::ExpectSameResults(offset, g, {3, -2, 2});
+}
+
 }  // namespace
 }  // namespace kiln::loop
