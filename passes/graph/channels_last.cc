@@ -25,15 +25,13 @@
 // Rules: conv with group 1, a 4-D f32 input whose channel and spatial dims are constants, and a
 // 4-D f32 constant weight (laid out [KH, KW, C, M] here, once per specialization, shared by the
 // model's specializations as PackConstantWeights shares its panels).
-#include <map>
-#include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "ir/visitor.h"
+#include "passes/graph/derived_constant.h"
 #include "passes/pass.h"
 
 namespace kiln {
@@ -199,23 +197,11 @@ class ChannelsLast : public ExprMutator {
     return back;
   }
 
-  // The weight [M, C, KH, KW] as [KH, KW, C, M]. Every specialization of a model shares the
-  // model's constant nodes, so the permuted copy is shared too (a weak entry per source node).
+  // The weight [M, C, KH, KW] as [KH, KW, C, M], shared by the model's specializations.
   static Expr Hwio(const Expr& w) {
-    struct Entry {
-      std::weak_ptr<const ExprNode> src, out;
-    };
-    static std::mutex mu;
-    static std::map<const ExprNode*, Entry> cache;
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = cache.find(w.get()); it != cache.end())
-      if (Expr hit = it->second.out.lock(); hit && it->second.src.lock() == w) return hit;
-    std::erase_if(cache, [](const auto& e) { return e.second.out.expired(); });
-    // [M, C, KH, KW] -> [KH, KW, C, M].
-    Tensor t = PermuteAxes(AsConstant(w)->value, {2, 3, 1, 0});
-    Expr out = MakeConstant(std::move(t));
-    cache[w.get()] = {w, out};
-    return out;
+    return DerivedConstant(w, "hwio", [&w] {
+      return PermuteAxes(AsConstant(w)->value, {2, 3, 1, 0});
+    });
   }
 
   std::unordered_set<const ExprNode*> chained_;  // original conv nodes to convert

@@ -34,12 +34,10 @@
 // with A of rank 2 or more (its rows: all its dims but the last, constant). Anything else is
 // left as it is.
 #include <algorithm>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <utility>
 
 #include "ir/visitor.h"
+#include "passes/graph/derived_constant.h"
 #include "passes/loop_pass.h"
 #include "passes/pass.h"
 
@@ -102,36 +100,22 @@ class WeightPacker : public ExprMutator {
                     c->name);
   }
 
-  // The packed constant for the 2-D f32 constant `b` ([k, cols]). Every specialization of a
-  // model shares the model's constant nodes, so the packed copy is shared too: made once and
-  // kept as long as some graph holds it (a weak entry per source node and panel width), rather
-  // than one more copy of the weights per input shape.
-  Expr Packed(const Expr& b, int64_t k, int64_t cols, int64_t panel) const {
-    struct Entry {
-      std::weak_ptr<const ExprNode> src, packed;
-    };
-    static std::mutex mu;
-    static std::map<std::pair<const ExprNode*, int64_t>, Entry> cache;
-    std::lock_guard<std::mutex> lock(mu);
-    const auto key = std::make_pair(b.get(), panel);
-    if (auto it = cache.find(key); it != cache.end())
-      if (Expr packed = it->second.packed.lock(); packed && it->second.src.lock() == b)
-        return packed;
-    std::erase_if(cache, [](const auto& e) { return e.second.packed.expired(); });
-
-    const int64_t panels = (cols + panel - 1) / panel;
-    Tensor packed = Tensor::Empty(DType::kFloat32, {panels, k, panel});
-    const float* src = AsConstant(b)->value.data<float>();
-    float* dst = packed.data<float>();
-    for (int64_t p = 0; p < panels; ++p)
-      for (int64_t r = 0; r < k; ++r)
-        for (int64_t t = 0; t < panel; ++t) {
-          const int64_t col = p * panel + t;
-          dst[(p * k + r) * panel + t] = col < cols ? src[r * cols + col] : 0.0f;
-        }
-    Expr out = MakeConstant(std::move(packed));
-    cache[key] = {b, out};
-    return out;
+  // The packed constant for the 2-D f32 constant `b` ([k, cols]), shared by the model's
+  // specializations (DerivedConstant).
+  static Expr Packed(const Expr& b, int64_t k, int64_t cols, int64_t panel) {
+    return DerivedConstant(b, StrCat("panel", panel), [&b, k, cols, panel] {
+      const int64_t panels = (cols + panel - 1) / panel;
+      Tensor packed = Tensor::Empty(DType::kFloat32, {panels, k, panel});
+      const float* src = AsConstant(b)->value.data<float>();
+      float* dst = packed.data<float>();
+      for (int64_t p = 0; p < panels; ++p)
+        for (int64_t r = 0; r < k; ++r)
+          for (int64_t t = 0; t < panel; ++t) {
+            const int64_t col = p * panel + t;
+            dst[(p * k + r) * panel + t] = col < cols ? src[r * cols + col] : 0.0f;
+          }
+      return packed;
+    });
   }
 
   TileShape shape_;
