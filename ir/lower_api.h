@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,11 +22,25 @@
 
 namespace kiln {
 
+struct BoxedTensor;
+
 struct LTensor {
   DType dtype;
   std::vector<loop::Expr> shape;  // i64 expressions: constants or symbolic extents
   std::function<loop::Expr(const std::vector<loop::Expr>& index)> at;
+  // Set by a constant pad that crops nothing: the tensor is box->fill outside a box of
+  // box->inner's shape at offset box->lo, and box->inner inside. Whoever stores the whole
+  // tensor (a kernel's result, a local buffer) writes the border and the box in separate loop
+  // nests, so the box's nest has no select and the reductions in box->inner tile as they would
+  // unpadded. `at` stays right for any other reader. Null for every other tensor.
+  std::shared_ptr<const BoxedTensor> box = nullptr;
   int ndim() const { return static_cast<int>(shape.size()); }
+};
+
+struct BoxedTensor {
+  LTensor inner;
+  std::vector<int64_t> lo;  // the box's first index along each dim
+  loop::Expr fill;          // the value outside the box, of the tensor's dtype
 };
 
 class LowerContext {

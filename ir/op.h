@@ -109,6 +109,11 @@ struct OpDef {
   RefKernelFn ref_kernel;
   // How the op becomes loop IR (ir/lower_api.h); null for ops that cannot be compiled yet.
   LowerFn lower = nullptr;
+  // For an op that, with these attributes, places its one tensor operand in a box of a larger
+  // result and fills the rest with a constant (a constant pad that crops nothing): true. FuseOps
+  // lets such a call end an anchor's group, whose result is then stored straight into the box
+  // (its lowering sets LTensor::box), where a pad of its own would copy it.
+  std::function<bool(const Attrs&)> boxes_operand = nullptr;
 
   // Ops whose result depends on the argument types alone (shape, size): the value, computed
   // from concrete argument types without reading any argument. Folded as soon as the types

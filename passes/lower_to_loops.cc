@@ -46,6 +46,7 @@ class GroupLowerer : public LowerContext {
     }
     out.num_params = static_cast<int>(fn->params.size());
 
+    body_ = fn->body.get();
     std::vector<Expr> order = PostOrder(fn->body);
     for (const Expr& e : order) CountUses(e);
 
@@ -92,10 +93,7 @@ class GroupLowerer : public LowerContext {
       if (!tt) Throw(ErrorCode::kUnsupported, "@", name_, ": result ", i, " is not a tensor");
       Buffer ob = loop::MakeBuffer(StrCat("out", i), tt->dtype, ShapeExpr(tt->shape));
       func->buffer_params.push_back(ob);
-      const LTensor& t = results[i].t;
-      body.push_back(LoopNest(t.shape, [&](const std::vector<loop::Expr>& idx) {
-        return loop::Store(ob, idx, loop::Cast(tt->dtype, t.at(idx)));
-      }));
+      body.push_back(StoreAll(ob, results[i].t));
     }
     std::vector<loop::Stmt> full;
     for (const Buffer& b : locals_) full.push_back(loop::Alloc(b));
@@ -121,9 +119,7 @@ class GroupLowerer : public LowerContext {
   LTensor Materialize(const LTensor& t, const std::string& name) override {
     Buffer b = loop::MakeBuffer(name, t.dtype, t.shape, BufferNode::Scope::kLocal);
     locals_.push_back(b);
-    stmts_.push_back(LoopNest(t.shape, [&](const std::vector<loop::Expr>& idx) {
-      return loop::Store(b, idx, loop::Cast(t.dtype, t.at(idx)));
-    }));
+    stmts_.push_back(StoreAll(b, t));
     return LoadFrom(b);
   }
 
@@ -144,6 +140,67 @@ class GroupLowerer : public LowerContext {
   static LTensor LoadFrom(const Buffer& b) {
     return LTensor{b->dtype, b->shape,
                    [b](const std::vector<loop::Expr>& idx) { return loop::Load(b, idx); }};
+  }
+
+  // Stores every element of `t` into `b` (of t's shape and b's dtype). A boxed tensor
+  // (LTensor::box) takes one nest for the box, storing its inner tensor at an offset, and up to
+  // two per dim for the border: the slabs before and after the box along dim d, over the box's
+  // range in the dims before d and the whole range in the dims after it (each border element
+  // once; all of `b` when the box is empty).
+  loop::Stmt StoreAll(const Buffer& b, const LTensor& t) {
+    const DType dtype = b->dtype;
+    if (!t.box) {
+      return LoopNest(t.shape, [&](const std::vector<loop::Expr>& idx) {
+        return loop::Store(b, idx, loop::Cast(dtype, t.at(idx)));
+      });
+    }
+    const BoxedTensor& box = *t.box;
+    const int rank = t.ndim();
+    std::vector<loop::Expr> begin(rank), end(rank);  // the box's range along each dim
+    for (int d = 0; d < rank; ++d) {
+      begin[d] = loop::IntImm(box.lo[d]);
+      end[d] = loop::Add(begin[d], box.inner.shape[d]);
+    }
+    std::vector<loop::Stmt> nests;
+    for (int d = 0; d < rank; ++d) {
+      for (auto [from, to] :
+           {std::pair{loop::IntImm(0), begin[d]}, std::pair{end[d], t.shape[d]}}) {
+        int64_t width = -1;
+        if (loop::IsConstInt(loop::Sub(to, from), &width) && width == 0) continue;
+        std::vector<loop::Expr> first(rank), extent(rank);
+        for (int e = 0; e < rank; ++e) {
+          if (e < d) {
+            first[e] = begin[e];
+            extent[e] = box.inner.shape[e];
+          } else if (e == d) {
+            first[e] = from;
+            extent[e] = loop::Sub(to, from);
+          } else {
+            first[e] = loop::IntImm(0);
+            extent[e] = t.shape[e];
+          }
+        }
+        nests.push_back(OffsetNest(first, extent, [&](const std::vector<loop::Expr>& idx) {
+          return loop::Store(b, idx, loop::Cast(dtype, box.fill));
+        }));
+      }
+    }
+    nests.push_back(LoopNest(box.inner.shape, [&](const std::vector<loop::Expr>& idx) {
+      std::vector<loop::Expr> at(rank);
+      for (int d = 0; d < rank; ++d) at[d] = loop::Add(idx[d], begin[d]);
+      return loop::Store(b, at, loop::Cast(dtype, box.inner.at(idx)));
+    }));
+    return loop::Seq(std::move(nests));
+  }
+
+  // A nest over the box of `extent` at `first`; `body` gets the absolute indices.
+  loop::Stmt OffsetNest(const std::vector<loop::Expr>& first, const std::vector<loop::Expr>& extent,
+                        const std::function<loop::Stmt(const std::vector<loop::Expr>&)>& body) {
+    return LoopNest(extent, [&](const std::vector<loop::Expr>& idx) {
+      std::vector<loop::Expr> at(idx.size());
+      for (size_t d = 0; d < idx.size(); ++d) at[d] = loop::Add(idx[d], first[d]);
+      return body(at);
+    });
   }
 
   loop::Stmt LoopNest(const std::vector<loop::Expr>& shape,
@@ -216,8 +273,12 @@ class GroupLowerer : public LowerContext {
         // shape; anything else would recompute a reduction per element read.
         const TensorTypeNode* in_tt = AsTensor(a->type);
         bool same_shape = out_tt && in_tt && out_tt->shape == in_tt->shape;
-        bool inline_ok =
-            uses_[a.get()].size() == 1 && c->op->pattern <= OpPattern::kBroadcast && same_shape;
+        // A boxing op (a constant pad) that is the kernel's result stores the value straight
+        // into its box (StoreAll), at the value's own indices.
+        const bool boxes_result =
+            e.get() == body_ && c->op->boxes_operand && c->op->boxes_operand(c->attrs);
+        bool inline_ok = uses_[a.get()].size() == 1 &&
+                         ((c->op->pattern <= OpPattern::kBroadcast && same_shape) || boxes_result);
         if (!inline_ok) {
           in = Lowered{Materialize(in.t, StrCat("t", locals_.size())), false};
         } else {
@@ -244,6 +305,7 @@ class GroupLowerer : public LowerContext {
   }
 
   std::string name_;
+  const ExprNode* body_ = nullptr;  // the function's result
   std::map<std::string, loop::Var> symbols_;
   std::vector<Buffer> locals_;
   std::vector<loop::Stmt> stmts_;

@@ -18,7 +18,9 @@
 // whole vectors of y. On an AVX-512 Xeon the 3x3 stride-2 conv 32 -> 32 at 112 x 112 ran its
 // product in 0.6 of the NCHW form's time. Reading the input is layout-blind (one broadcast per
 // value), so a chain's first conv reads ONNX's NCHW input as it is.
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -80,6 +82,24 @@ void ConvNhwcRef(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<
   std::memcpy(out[0].raw_data(), t.raw_data(), t.nbytes());
 }
 
+// x as the box of its padded copy (LTensor::box), which keeps rows and columns [0, extent) of
+// the padding: the copy's border and interior are then stored by separate nests, the interior
+// a plain copy (no select or clamped loads). x's rows past the kept extent are cut off.
+std::shared_ptr<const BoxedTensor> Boxed(const LTensor& x, const std::vector<int>& axes,
+                                         const std::vector<int64_t>& lo,
+                                         const std::vector<int64_t>& extent) {
+  LTensor inner = x;
+  std::vector<int64_t> at(x.ndim(), 0);
+  for (int i = 0; i < 2; ++i) {
+    const int a = axes[2 + i];
+    int64_t in = 0;
+    KILN_CHECK(loop::IsConstInt(x.shape[a], &in), "conv_nhwc with a symbolic spatial extent");
+    inner.shape[a] = I64(std::max<int64_t>(0, std::min(in, extent[i] - lo[i])));
+    at[a] = lo[i];
+  }
+  return std::make_shared<BoxedTensor>(BoxedTensor{inner, at, lower::Const(0, x.dtype)});
+}
+
 std::vector<LTensor> LowerConvNhwc(LowerContext& ctx, const std::vector<LTensor>& in,
                                    const Attrs& attrs, const std::vector<Type>& out_types) {
   const LTensor& x = in[0];
@@ -130,7 +150,8 @@ std::vector<LTensor> LowerConvNhwc(LowerContext& ctx, const std::vector<LTensor>
                                     xi[a] = loop::Max(I64(0), loop::Min(pos, I64(dims[i].in - 1)));
                                   }
                                   return loop::Select(inside, x.at(xi), lower::Const(0, x.dtype));
-                                }},
+                                },
+                                Boxed(x, axes, lo, extent)},
                         "conv_padded");
   }
   std::optional<LTensor> bias;

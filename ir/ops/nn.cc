@@ -5,6 +5,7 @@
 // lanes), so a padded position reads the input at its index clamped into range and the select
 // then discards the value.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,17 @@ void PadKernelRef(const Tensor& x, const Attrs& attrs, Tensor& out) {
   }
 }
 
+// Constant mode, nothing cropped, something padded: the result is x in a box.
+bool PadBoxesOperand(const Attrs& attrs) {
+  if (attrs.GetString("mode") != "constant") return false;
+  bool any = false;
+  for (int64_t p : attrs.GetInts("pads")) {
+    if (p < 0) return false;
+    any = any || p > 0;
+  }
+  return any;
+}
+
 std::vector<LTensor> LowerPad(LowerContext& ctx, const std::vector<LTensor>& in, const Attrs& attrs,
                               const std::vector<Type>& out_types) {
   const LTensor x = in[0];
@@ -142,7 +154,13 @@ std::vector<LTensor> LowerPad(LowerContext& ctx, const std::vector<LTensor>& in,
     Expr v = x.at(src);
     return inside ? loop::Select(inside, v, value) : v;
   };
-  return {LTensor{x.dtype, shape, at}};
+  LTensor out{x.dtype, shape, at};
+  // The box needs no empty-input guard: its nest runs zero times when x is empty, and the
+  // border nests then cover the whole result.
+  if (PadBoxesOperand(attrs))
+    out.box = std::make_shared<BoxedTensor>(
+        BoxedTensor{x, std::vector<int64_t>(pads.begin(), pads.begin() + x.ndim()), value});
+  return {out};
 }
 
 }  // namespace
@@ -163,6 +181,7 @@ void RegisterNnOps(OpRegistry& r) {
       .ref_kernel = [](const std::vector<Tensor>& in, const Attrs& attrs,
                        std::vector<Tensor>& out) { ops::PadKernelRef(in[0], attrs, out[0]); },
       .lower = ops::LowerPad,
+      .boxes_operand = ops::PadBoxesOperand,
   });
 }
 

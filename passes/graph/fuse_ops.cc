@@ -54,7 +54,10 @@
 // with a residual add it reads one input instead of two. Injective ops (reshape, transpose) are not
 // part of an epilogue: an epilogue runs in the anchor's own index space as its results are stored,
 // and a layout change there would turn those stores into scatters; `matmul -> add -> reshape ->
-// transpose` gives {matmul, add} and {reshape, transpose}.
+// transpose` gives {matmul, add} and {reshape, transpose}. One injective op may end an anchor's
+// group: a constant pad that crops nothing, whose result is its operand in a box (OpDef::
+// boxes_operand); the epilogue's stores then go into the box, and the border is filled apart.
+// `conv -> relu -> pad -> conv` gives {conv, relu, pad} and {conv}, with no copy for the pad.
 //
 // Group functions: parameters are the group's distinct external inputs in order of first use;
 // constants of at most one element are copied into the group (they become immediates in the
@@ -195,7 +198,8 @@ class Fuser {
     if (s.anchor >= 0 && p.anchor >= 0) return false;
     int anchor = s.anchor >= 0 ? s.anchor : p.anchor;
     if (anchor < 0) return true;
-    if (std::max(s.max_other, p.max_other) > OpPattern::kBroadcast) return false;
+    if (std::max(s.max_other, p.max_other) > OpPattern::kBroadcast && !EndsAnchorGroup(s, p))
+      return false;
     if (AsOpCall(anchor)->op->pattern == OpPattern::kOutputFusable) {
       // No member may feed the anchor. Groups are convex, so a member that reaches it inside
       // the merged group is one of its operands.
@@ -205,6 +209,16 @@ class Fuser {
       }
     }
     return true;
+  }
+
+  // A lone boxing op (a constant pad that crops nothing, OpDef::boxes_operand) consuming an
+  // anchor's group whose other members are elementwise or broadcast: it ends that group, and
+  // the anchor's result is stored straight into its box (LowerToLoops), where a group of its own
+  // would copy it. The merged group's max_other is then injective, so nothing joins it later.
+  bool EndsAnchorGroup(const Group& s, const Group& p) const {
+    if (s.members.size() != 1 || p.anchor < 0 || p.max_other > OpPattern::kBroadcast) return false;
+    const CallNode* c = AsOpCall(s.members[0]);
+    return c->op->boxes_operand && c->op->boxes_operand(c->attrs);
   }
 
   // Merges the two groups (the smaller one's members move) and returns the merged group's id.

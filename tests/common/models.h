@@ -92,4 +92,32 @@ inline Function SharedAndDeadModel(uint64_t seed = 300) {
   return MakeFunction({x}, MakeCall("add", {pick, c}, {}, "out"));
 }
 
+// A conv net with a symbolic image size, x[batch, 3, height, width]: windowed convs in a
+// chain (ChannelsLastConvs runs it channels-last), with strides 1 and 2, asymmetric pads, a
+// dilation, a residual add of two chain values, and a 1x1 conv at the end.
+inline Function ConvChainModel(uint64_t seed = 400) {
+  using Ints = std::vector<int64_t>;
+  Var x = MakeVar("x",
+                  TensorType({Dim::Symbol("batch"), 3, Dim::Symbol("height"), Dim::Symbol("width")},
+                             DType::kFloat32));
+  auto conv = [&](const Expr& in, int64_t c, int64_t m, int64_t k, Ints pads, int64_t stride,
+                  int64_t dilation, const std::string& name) {
+    // Scaled by the fan-in, so activations stay near 1 (rounding is compared in absolute terms).
+    Expr w = Weight({m, c, k, k}, seed++, name + ".w", 1.5 / std::sqrt(double(c * k * k)));
+    Expr b = Weight({m}, seed++, name + ".b");
+    return MakeCall("conv", {in, w, b},
+                    {{"pads", std::move(pads)},
+                     {"strides", Ints{stride, stride}},
+                     {"dilations", Ints{dilation, dilation}}},
+                    name);
+  };
+  Expr h = MakeCall("relu", {conv(x, 3, 16, 3, {1, 1, 1, 1}, 2, 1, "c1")});
+  Expr a = MakeCall("relu", {conv(h, 16, 16, 3, {1, 1, 1, 1}, 1, 1, "c2")});
+  Expr r =
+      MakeCall("add", {a, MakeCall("sigmoid", {conv(a, 16, 16, 3, {2, 0, 0, 2}, 1, 1, "c3")})});
+  Expr d = MakeCall("relu", {conv(r, 16, 24, 3, {2, 2, 2, 2}, 1, 2, "c4")});
+  Expr s = MakeCall("relu", {conv(d, 24, 32, 3, {1, 1, 1, 1}, 2, 1, "c5")});
+  return MakeFunction({x}, conv(s, 32, 8, 1, {0, 0, 0, 0}, 1, 1, "c6"));
+}
+
 }  // namespace kiln::test

@@ -83,6 +83,15 @@ TEST(Engine, EncoderLayerTwentyShapesMatchInterpreter) {
   RunShapesTwice(test::EncoderLayerModel(), shapes);
 }
 
+// Image sizes odd and even (a stride-2 conv then reads one padded row fewer), down to 1x1.
+TEST(Engine, ConvChainShapesMatchInterpreter) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (auto [h, w] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {2, 3}, {7, 9}, {16, 16}, {17, 12}, {33, 20}, {40, 57}})
+    shapes.push_back({h == 16 ? 2 : 1, 3, h, w});
+  RunShapesTwice(test::ConvChainModel(), shapes);
+}
+
 TEST(Engine, RunIntoPreallocatedOutputs) {
   Engine engine;
   ModelPtr model = Model::Create(test::MlpModel(), "mlp");

@@ -540,6 +540,15 @@ TEST(LowerPad, EmptyInput) {
   Tensor x = RandomTensor(DType::kFloat32, {0, 3}, 1);
   EXPECT_TRUE(CompiledMatchesReference("pad", {x}, {{"pads", Ints{1, 0, 1, 1}}, {"value", 3.0}}, 0,
                                        0, false));
+  // Shape-generic, the extent is 0 only at run time: the box's nest runs zero times, and the
+  // border nests fill the whole result.
+  const Attrs attrs = {{"pads", Ints{1, 0, 1, 1}}, {"value", 3.0}};
+  Var v = MakeVar("x", TensorType({Dim::Symbol("n"), 3}, DType::kFloat32));
+  Function generic = InferTypes(
+      MakeFunction({v}, MakeCall("pad", {v}, attrs), nullptr, Attrs{{"primitive", true}}));
+  std::vector<Tensor> got = test::RunCompiled(generic, {x});
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(test::TensorsNear(got[0], RunOpReference("pad", {x}, attrs)[0], 0, 0));
 }
 
 }  // namespace

@@ -64,7 +64,15 @@ TEST(ChannelsLastConvs, ChainRunsChannelsLastAndTransposesOnceAtTheEnd) {
   EXPECT_FALSE(convs[0]->attrs.GetBool("input_nhwc"));
   EXPECT_TRUE(convs[1]->attrs.GetBool("input_nhwc"));
   EXPECT_TRUE(convs[2]->attrs.GetBool("input_nhwc"));
-  EXPECT_EQ(convs[1]->attrs.GetInts("pads"), (Ints{1, 1, 1, 1}));
+  // A chain value read with padding is padded by a pad op (which FuseOps puts at the end of
+  // its producer's group); the conv then pads nothing. The first conv pads its NCHW input
+  // itself, and the 1x1 conv reads its input as it is.
+  EXPECT_EQ(convs[0]->attrs.GetInts("pads"), (Ints{1, 1, 1, 1}));
+  EXPECT_EQ(convs[1]->attrs.GetInts("pads"), (Ints{0, 0, 0, 0}));
+  const CallNode* pad = AsCall(convs[1]->args[0]);
+  ASSERT_TRUE(pad && pad->op && pad->op->name == "pad");
+  EXPECT_EQ(pad->attrs.GetInts("pads"), (Ints{0, 1, 1, 0, 0, 1, 1, 0}));
+  EXPECT_EQ(Calls(after, "pad").size(), 1u);
   EXPECT_EQ(convs[0]->attrs.GetInts("strides"), (Ints{2, 2}));
   // HWIO weights: w'[ky, kx, c, m] = w[m, c, ky, kx].
   const Tensor& hwio = AsConstant(convs[1]->args[1])->value;

@@ -208,6 +208,42 @@ def @main(%x: f32[2, 8]) {
 })");
 }
 
+// A constant pad that crops nothing ends the anchor's group (its result is the epilogue's,
+// stored into a box of the padded buffer); nothing joins the group after it, and a pad that
+// crops, or one after an injective op, does not.
+TEST(FuseOps, APadThatCropsNothingEndsAnAnchorsGroup) {
+  ExpectPassOutput("FuseOps", R"(
+def @main(%x: f32[4, 4], %w: f32[4, 4]) {
+  %1 = matmul(%x, %w)
+  %2 = relu(%1)
+  %3 = pad(%2, pads=[1, 0, 1, 2])
+  %4 = exp(%3)
+  %5 = matmul(%x, %w)
+  %6 = pad(%5, pads=[2, -1, 0, 3])
+  add(%4, %6)
+})",
+                   R"(
+def @main(%x: f32[4, 4], %w: f32[4, 4]) {
+  %0 = fn(%1: f32[4, 4], %2: f32[4, 4]) attrs{primitive=true} {
+    %3 = matmul(%1, %2)
+    %4 = relu(%3)
+    pad(%4, pads=[1, 0, 1, 2])
+  }
+  %fused_matmul_relu_pad = %0(%x, %w)
+  %5 = fn(%6: f32[4, 4], %7: f32[4, 4]) attrs{primitive=true} {
+    matmul(%6, %7)
+  }
+  %fused_matmul = %5(%x, %w)
+  %8 = fn(%9: f32[6, 6], %10: f32[4, 4]) attrs{primitive=true} {
+    %11 = exp(%9)
+    %12 = pad(%10, pads=[2, -1, 0, 3])
+    add(%11, %12)
+  }
+  %fused_exp_pad_add = %8(%fused_matmul_relu_pad, %fused_matmul)
+  %fused_exp_pad_add
+})");
+}
+
 TEST(FuseOps, TwoReductionsInARowAreTwoGroups) {
   // The exp between them is the first reduction's epilogue: producers are placed first.
   ExpectPassOutput("FuseOps", R"(
