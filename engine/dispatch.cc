@@ -14,6 +14,7 @@
 #include "engine/segments.h"
 #include "ir/dynamic.h"
 #include "ir/error.h"
+#include "jit/runtime.h"
 
 namespace kiln {
 
@@ -411,8 +412,15 @@ void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor*
       std::memcpy(outputs[c.output].raw_data(), resolve(c.from), c.nbytes);
   };
   // Kernels without a parallel loop never touch oneTBB: entering the arena would only cost.
+  // A team keeps the arena's threads awake between the run's parallel loops (jit/runtime.h):
+  // at 2 threads, min of 5-10 alternating runs, the MLP at batch 1 21.8 -> 20.4 us, the
+  // encoder at 1x16 195 -> 188 us, the MobileNet-style net 2448 -> 2314 us, dynamic_conv at
+  // 224x224 1497 -> 1454 us, the small CNN at batch 1 134 -> 130 us.
   if (exe.parallel)
-    arena_.execute(run_all);
+    arena_.execute([&] {
+      ParallelTeam team(teams_, arena_.max_concurrency());
+      run_all();
+    });
   else
     run_all();
   if (scratch) scratch_.Release(scratch);

@@ -33,6 +33,7 @@
 #include "engine/kernel_cache.h"
 #include "engine/model.h"
 #include "ir/attrs.h"
+#include "jit/runtime.h"
 #include "passes/instrument.h"
 #include "passes/pass.h"
 
@@ -218,6 +219,8 @@ class Engine {
   PassPtr fuse_ops_;
   uint64_t pipeline_hash_ = 0;  // pass configuration, part of every kernel key
   mutable tbb::task_arena arena_;
+  // Thread teams for runs with parallel loops (jit/runtime.h), reused so hits allocate nothing.
+  mutable ParallelTeamPool teams_;
   ScratchPool scratch_;
   KernelCache kernels_;
 
