@@ -41,7 +41,8 @@ struct ParallelTeam::State {
   int64_t size = 0, rest = 0;
   void (*body)(int64_t, int64_t, void*) = nullptr;
   void* closure = nullptr;
-  std::thread::id owner;
+  // Atomic: a helper of an earlier team of this state may read it while a new team sets it.
+  std::atomic<std::thread::id> owner;
   uint64_t epoch = 0;  // the owner's; handed over with the state through the pool's mutex
 
   // Member `me` runs its own chunk of the current job, then any unclaimed one; false if it
@@ -91,7 +92,7 @@ struct ParallelTeam::State {
   // that a oneTBB wait on the owner's own thread picks up returns at once (it would keep the
   // owner spinning forever).
   static void Help(const std::shared_ptr<State>& s, int me) {
-    if (std::this_thread::get_id() == s->owner) return;
+    if (std::this_thread::get_id() == s->owner.load(std::memory_order_acquire)) return;
     while (!s->ended.load(std::memory_order_acquire))
       if (!s->Work(me)) Pause();
   }
@@ -129,7 +130,7 @@ void ParallelTeamPool::Release(std::shared_ptr<ParallelTeam::State> s) {
 
 ParallelTeam::ParallelTeam(ParallelTeamPool& pool, int threads)
     : pool_(pool), state_(pool.Acquire(std::max(1, threads))), previous_(current_team) {
-  state_->owner = std::this_thread::get_id();
+  state_->owner.store(std::this_thread::get_id(), std::memory_order_release);
   state_->ended.store(false, std::memory_order_release);
   for (int i = 1; i < state_->threads; ++i)
     tbb::this_task_arena::enqueue([s = state_, i] { State::Help(s, i); });
