@@ -129,7 +129,7 @@ std::vector<LTensor> LowerConvNhwc(LowerContext& ctx, const std::vector<LTensor>
   for (int i = 0; i < 2; ++i) {
     const WindowDim& d = dims[i];
     lo[i] = d.pad_begin;
-    extent[i] = (d.out - 1) * d.stride + (d.kernel - 1) * d.dilation + 1;
+    extent[i] = WindowSpan(d);
     padded = padded || d.pad_begin > 0 || extent[i] > d.in;
   }
   LTensor p = x;

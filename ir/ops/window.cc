@@ -13,7 +13,7 @@ using loop::Expr;
 
 // Whether every window of `d` lies inside the input, so no position needs a bounds check.
 bool NeverPadded(const WindowDim& d) {
-  return d.pad_begin == 0 && (d.out - 1) * d.stride + (d.kernel - 1) * d.dilation < d.in;
+  return d.pad_begin == 0 && WindowSpan(d) <= d.in;
 }
 
 std::string CheckAutoPad(const AttrValue& v) {
@@ -23,6 +23,10 @@ std::string CheckAutoPad(const AttrValue& v) {
 }
 
 }  // namespace
+
+int64_t WindowSpan(const WindowDim& d) {
+  return (d.out - 1) * d.stride + (d.kernel - 1) * d.dilation + 1;
+}
 
 std::string JoinInts(const std::vector<int64_t>& v) {
   std::string s = "[";

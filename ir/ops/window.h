@@ -38,6 +38,10 @@ namespace kiln::ops {
 
 std::string JoinInts(const std::vector<int64_t>& v);
 
+// How many positions of the padded input the windows of `d` read, from the first window's
+// first tap to the last window's last: (out - 1) * stride + (kernel - 1) * dilation + 1.
+int64_t WindowSpan(const WindowDim& d);
+
 // `attr` as a list of `n` values, `def` each when empty; a wrong length is an error message.
 std::vector<int64_t> PerDim(const Attrs& attrs, const char* attr, size_t n, int64_t def,
                             std::string* error);

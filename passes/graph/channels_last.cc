@@ -224,9 +224,8 @@ class ChannelsLast : public ExprMutator {
     bool any = false;
     for (int i = 0; i < 2; ++i) {
       const ops::WindowDim& d = dims[i];
-      const int64_t read = (d.out - 1) * d.stride + (d.kernel - 1) * d.dilation + 1;
       pads[1 + i] = d.pad_begin;
-      pads[5 + i] = std::max<int64_t>(0, read - d.in - d.pad_begin);
+      pads[5 + i] = std::max<int64_t>(0, ops::WindowSpan(d) - d.in - d.pad_begin);
       any = any || pads[1 + i] > 0 || pads[5 + i] > 0;
     }
     if (!any) return x;
