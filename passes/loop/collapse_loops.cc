@@ -81,6 +81,18 @@ class OtherUses : public loop::Visitor {
   const VarNode* b_;
 };
 
+// The variables of the loops inside a statement.
+class InnerLoopVars : public loop::Visitor {
+ public:
+  std::vector<const VarNode*> vars;
+
+ protected:
+  void VisitFor(const loop::ForNode* n, const Stmt& self) override {
+    vars.push_back(n->var.get());
+    loop::Visitor::VisitFor(n, self);
+  }
+};
+
 class Collapser : public loop::Mutator {
  public:
   explicit Collapser(bool column_walks_only) : column_walks_only_(column_walks_only) {}
@@ -118,6 +130,8 @@ class Collapser : public loop::Mutator {
     if (other.found) return nullptr;
     loop::AccessScanner scan;
     scan.VisitStmt(inner->body);
+    InnerLoopVars inner_loops;
+    inner_loops.VisitStmt(inner->body);
     bool column_walk = false;
     for (const loop::Access& acc : scan.accesses) {
       if (!MentionsAny(*acc.indices, a, b)) continue;
@@ -126,7 +140,13 @@ class Collapser : public loop::Mutator {
       std::optional<int64_t> ca = loop::AffineCoefficient(*flat, a);
       std::optional<int64_t> cb = loop::AffineCoefficient(*flat, b);
       if (!ca || !cb) return nullptr;
-      const bool walk = !acc.store && acc.loop_depth > 0 && *cb == 1;
+      // A walk moves along b and along a loop inside (a 1x1 conv's x[k, p] under the k of its
+      // reduction); a value the inner loops only re-read (a layer norm's row mean, read in
+      // each term of its variance) is no column walk, and collapsing its row loops early
+      // would keep FuseLoops from fusing them with the row's other loops.
+      bool moves = false;
+      for (const VarNode* v : inner_loops.vars) moves = moves || loop::Mentions(*flat, v);
+      const bool walk = !acc.store && acc.loop_depth > 0 && *cb == 1 && moves;
       // A column walk over rows that lie further apart than B (a padded input's rows) may
       // read through p // B and p % B, see the file comment.
       if (*ca != b_extent * *cb &&

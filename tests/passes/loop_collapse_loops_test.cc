@@ -137,6 +137,17 @@ TEST(CollapseLoops, ColumnWalksOnly) {
   EXPECT_EQ(Print(Collapsed(rows, true)->body), Print(rows->body));
   // Without the restriction the row loops do collapse.
   EXPECT_NE(Print(Collapsed(rows)->body).find("for i_j in [0, 12) {"), std::string::npos);
+
+  // A layer norm's variance re-reads the row's mean in every term: mean[i, j] walks j with
+  // coefficient 1 inside the reduction but does not move with k2, so it is no column walk
+  // (collapsing here kept FuseLoops from fusing the row loops of an 8 x 512 x 768 layer norm).
+  Buffer mean = F32("mean", {I(3), I(4)});
+  Expr centered = Sub(Load(y, {i, j, k2}), Load(mean, {i, j}));
+  Expr variance = Reduce(ReduceKind::kSum, Mul(centered, centered), {{k2, I(6)}});
+  PrimFunc var_rows = LowerReductions(MakePrimFunc(
+      {y, mean, sums}, {}, Loop(i, I(3), Loop(j, I(4), Store(sums, {i, j}, variance)))));
+  EXPECT_EQ(Print(Collapsed(var_rows, true)->body), Print(var_rows->body));
+  EXPECT_NE(Print(Collapsed(var_rows)->body).find("for i_j in [0, 12) {"), std::string::npos);
 }
 
 // A 3x3 conv over a zero-padded input: x's rows are 18 apart, the output's 16. Before TileLoops
