@@ -537,7 +537,9 @@ TEST(TileLoops, ColumnTileThatOverflowsL1IsHalvedWithTwiceTheRows) {
   ExpectSameResults(wide, g);
   std::string narrow = BodyText(test::RunLoopPipeline("TileLoops", taps(9), avx512));
   EXPECT_THAT(narrow, HasSubstr("j_outer in [0, 2)"));
-  EXPECT_THAT(narrow, HasSubstr("i_outer in [0, 8)"));
+  // Not halved: a full 4-vector tile, in blocks of kWideTileRows (32 = 5 x 6 + 2).
+  EXPECT_THAT(narrow, HasSubstr("i_row in [0, 6) unrolled"));
+  EXPECT_THAT(narrow, HasSubstr("i_outer in [0, 5)"));
 }
 
 // On a 512-bit target with the tile keys unset, a row block whose column operand is read at
@@ -583,7 +585,7 @@ TEST(TileLoops, UnalignedColumnReadsGetEightRowsOfThreeVectors) {
                                               std::tuple{int64_t{32}, int64_t{48}, int64_t{16}}}) {
     std::string kept =
         BodyText(test::RunLoopPipeline("TileLoops", conv(rows, row_stride, tap_stride), avx512));
-    EXPECT_THAT(kept, HasSubstr("i_row in [0, 4) unrolled")) << rows << " " << row_stride;
+    EXPECT_THAT(kept, HasSubstr("i_row in [0, 6) unrolled")) << rows << " " << row_stride;
     EXPECT_THAT(kept, HasSubstr("j_inner in [0, 64)")) << rows << " " << row_stride;
   }
   // One reduction loop over rows 34 floats apart (a matmul's operand): FindPackedLoads may copy
@@ -600,7 +602,7 @@ TEST(TileLoops, UnalignedColumnReadsGetEightRowsOfThreeVectors) {
                loop::Store(out, {i, j},
                            Sum(loop::Mul(loop::Load(w, {i, k}), loop::Load(x, {row})), k, I(9))))));
   EXPECT_THAT(BodyText(test::RunLoopPipeline("TileLoops", rows, avx512)),
-              HasSubstr("i_row in [0, 4) unrolled"));
+              HasSubstr("i_row in [0, 6) unrolled"));
   test::PassConfig explicit_rows = {{"target.vector_bits", int64_t{512}}, {"tile.i", int64_t{4}}};
   EXPECT_THAT(BodyText(test::RunLoopPipeline("TileLoops", f, explicit_rows)),
               HasSubstr("i_row in [0, 4) unrolled"));
@@ -924,11 +926,17 @@ TEST(TileLoops, NarrowPrepackedPanelsGetEightRows) {
 
 // On a 512-bit target with the tile keys unset, a product narrower than one 64-column tile
 // (conv_nhwc's output channels) takes rows for 16 accumulators, at most 12: 32 columns (two
-// vectors) 8 rows, 16 columns 12; a full tile keeps 4. Same results through to scalar code.
+// vectors) 8 rows, 16 columns 12; a full tile over 24 rows or more takes 6 (WideRowBlock), over
+// fewer keeps tile.i's 4. Same results through to scalar code.
 TEST(TileLoops, NarrowProductsTakeMoreRows) {
   test::PassConfig avx512 = {{"target.vector_bits", int64_t{512}}};
-  for (auto [n, rows] : {std::pair{32, 8}, {16, 12}, {24, 8}, {40, 5}, {128, 4}}) {
-    auto f = Matmul(I(50), I(n), I(9), {});
+  for (auto [m, n, rows] : {std::tuple{50, 32, 8},
+                            {50, 16, 12},
+                            {50, 24, 8},
+                            {50, 40, 5},
+                            {50, 128, 6},
+                            {20, 128, 4}}) {
+    auto f = Matmul(I(m), I(n), I(9), {});
     auto g = test::RunLoopPipeline("TileLoops", f, avx512);
     std::string text = BodyText(g);
     EXPECT_THAT(text, HasSubstr("i_row in [0, " + std::to_string(rows) + ") unrolled"))
