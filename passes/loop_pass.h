@@ -52,9 +52,14 @@ struct TileShape {
   int64_t narrow_columns = 0;
   int64_t narrow_rows = 0;
 
-  // The panel width for a B of `n` columns read by more than one row: narrow_columns where
-  // that leaves no tail or one of two vectors or more, else `columns`.
-  int64_t PanelColumns(int64_t n) const;
+  // The panel width for a B of `n` columns read by `m` rows (m > 1): narrow_columns where that
+  // leaves no tail or one of two vectors or more, or where m is at most kNarrowPanelAnyTailRows
+  // and n makes kNarrowPanelAnyTailPanels panels or more (few row blocks: each weight vector
+  // feeding 8 FMAs pays more than the narrow tail costs, and the threads' shares of the panels
+  // stay even), else `columns`.
+  int64_t PanelColumns(int64_t n, int64_t m) const;
+  static constexpr int64_t kNarrowPanelAnyTailRows = 64;
+  static constexpr int64_t kNarrowPanelAnyTailPanels = 16;
 };
 TileShape TileLoopsShape(const PassContext& ctx);
 

@@ -13,8 +13,8 @@
 // at [j // T, k, j % T], the columns past N zero), which the gemm reads through its b_panel
 // attribute and TileLoops reads in place. On AVX-512 with TileLoops' keys unset, T is 48
 // where N is a multiple of 48 or leaves a tail of two vectors or more (TileShape::PanelColumns:
-// 512 columns are 10 panels of 48 and one of 32), which TileLoops runs 8 rows at a time; 64
-// otherwise.
+// 512 columns are 10 panels of 48 and one of 32) or M is 64 or less (few row blocks), which
+// TileLoops runs 8 rows at a time; 64 otherwise.
 //
 // A single row (M = 1: a matrix-vector product) is packed too, in panels of TileLoops'
 // single-row tile (256 columns on AVX-512): its column tiles are what the threads split, and
@@ -65,7 +65,8 @@ class WeightPacker : public ExprMutator {
     const Dim& m = a->shape[c->attrs.GetBool("transA") ? 1 : 0];
     const int64_t k = b->value.shape()[0], cols = b->value.shape()[1];
     if (!m.is_const()) return out;
-    const int64_t panel = m.value() == 1 ? shape_.single_row_columns : shape_.PanelColumns(cols);
+    const int64_t panel =
+        m.value() == 1 ? shape_.single_row_columns : shape_.PanelColumns(cols, m.value());
     if (panel < 2 || cols < panel) return out;
     Attrs attrs = c->attrs;
     attrs.Set("b_panel", panel);
@@ -91,7 +92,7 @@ class WeightPacker : public ExprMutator {
       rows *= a->shape[d].value();
     }
     const int64_t k = b->value.shape()[0], cols = b->value.shape()[1];
-    const int64_t panel = rows == 1 ? shape_.single_row_columns : shape_.PanelColumns(cols);
+    const int64_t panel = rows == 1 ? shape_.single_row_columns : shape_.PanelColumns(cols, rows);
     if (panel < 2 || cols < panel) return out;
     Attrs attrs = c->attrs;
     attrs.Set("b_panel", panel);

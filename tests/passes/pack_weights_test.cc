@@ -93,8 +93,9 @@ TEST(PackConstantWeights, TileShapeFollowsTheTarget) {
 
 // On AVX-512 with the keys unset, a B read by more than one row is packed in panels of 48
 // columns (TileLoops runs them 8 rows at a time) where its columns are a multiple of 48 or
-// leave a tail of at least 32 (two vectors); a tail of one vector keeps 64-column panels. A
-// single row keeps its own tile, and so does a set tile.j.
+// leave a tail of at least 32 (two vectors); a tail of one vector keeps 64-column panels,
+// unless at most 64 rows read a B of 16 panels or more. A single row keeps its own tile, and so
+// does a set tile.j.
 TEST(PackConstantWeights, NarrowPanelsWhereTheColumnsFit) {
   auto with = [&](const char* rows, int64_t cols) {
     return std::string("def @main(%x: f32[") + rows + ", 3]) { gemm(%x, " + Const(3, cols) + ") }";
@@ -107,8 +108,11 @@ TEST(PackConstantWeights, NarrowPanelsWhereTheColumnsFit) {
   EXPECT_EQ(panel("32", 96, {}), "b_panel=48");
   EXPECT_EQ(panel("32", 512, {}), "b_panel=48");  // 10 x 48 + 32
   EXPECT_EQ(panel("2", 48, {}), "b_panel=48");
-  EXPECT_EQ(panel("32", 256, {}), "b_panel=64");  // 5 x 48 + 16
-  EXPECT_EQ(panel("32", 1024, {}), "b_panel=64");
+  EXPECT_EQ(panel("32", 256, {}), "b_panel=64");   // 5 x 48 + 16
+  EXPECT_EQ(panel("32", 1024, {}), "b_panel=48");  // 21 x 48 + 16, few rows
+  EXPECT_EQ(panel("64", 768, {}), "b_panel=48");
+  EXPECT_EQ(panel("65", 1024, {}), "b_panel=64");
+  EXPECT_EQ(panel("32", 740, {}), "b_panel=64");  // 15 x 48 + 20: under 16 panels
   EXPECT_EQ(panel("32", 47, {}), "none");
   EXPECT_EQ(panel("1", 512, {}), "b_panel=256");
   EXPECT_EQ(panel("32", 96, {{"tile.j", 32}}), "b_panel=32");
