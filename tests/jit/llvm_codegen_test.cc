@@ -801,6 +801,43 @@ TEST(LLVMCodegen, VectorizedAndUnrolledLoops) {
   }
 }
 
+// A serial loop that carries two sums gets interleaving and no-unroll hints (a loop of one sum
+// or one that stores along its variable gets none); the sums come out right either way.
+TEST(LLVMCodegen, LoopsOfTwoSumsAreInterleaved) {
+  Var k = loop::MakeVar("k");
+  const int64_t len = 300;
+  Buffer a = Buf("a", DType::kFloat32, {I(len)}), out = Buf("out", DType::kFloat32, {I(2)});
+  auto sums = [&](bool two) {
+    Stmt update0 = loop::Store(out, {I(0)}, loop::Add(loop::Load(out, {I(0)}), loop::Load(a, {k})));
+    Stmt update1 = loop::Store(
+        out, {I(1)},
+        loop::Add(loop::Load(out, {I(1)}), loop::Mul(loop::Load(a, {k}), loop::Load(a, {k}))));
+    Stmt body = loop::Seq({loop::Store(out, {I(0)}, loop::FloatImm(0)),
+                           loop::Store(out, {I(1)}, loop::FloatImm(0)),
+                           loop::For(k, I(0), I(len), ForKind::kSerial,
+                                     two ? loop::Seq({update0, update1}) : update0)});
+    return MakeFunc(two ? "two_sums" : "one_sum", {a, out}, 1, {}, body);
+  };
+  for (bool two : {false, true}) {
+    CodegenOptions o0;
+    o0.opt_level = 0;
+    std::string source = BuildLLVM({sums(two)}, o0)->source();
+    EXPECT_EQ(source.find("llvm.loop.interleave.count") != std::string::npos, two) << source;
+    EXPECT_EQ(source.find("llvm.loop.unroll.disable") != std::string::npos, two) << source;
+    auto mod = BuildLLVM({sums(two)}, CodegenOptions{});
+    std::vector<float> x(len), y(2, -1);
+    double s = 0, s2 = 0;
+    for (int e = 0; e < len; ++e) {
+      x[e] = static_cast<float>((e * 37) % 101) / 50.0f - 1.0f;
+      s += x[e];
+      s2 += static_cast<double>(x[e]) * x[e];
+    }
+    Call(mod->Lookup(two ? "two_sums" : "one_sum"), {x.data(), y.data()});
+    EXPECT_NEAR(y[0], s, 1e-4);
+    if (two) EXPECT_NEAR(y[1], s2, 1e-3);
+  }
+}
+
 // ---- schedule blocks ----
 
 // out[i] = sum_k in[i, k] as a block with a reduction iter_var and an init.

@@ -183,6 +183,71 @@ TEST(FuseLoops, LoopsThatMustStayApart) {
   }
 }
 
+// Two sums over one row (a layer norm's S1 and S2), each a loop with its accumulator's set-up
+// before it and its result after: the statements between the loops move out of the way (the
+// first sum's result below the fused loop, the second's set-up above it) and the sums share one
+// pass. A loop that stores along its variable (an elementwise row) keeps its own loop, and a
+// statement that the second loop reads but that needs the first's result holds both in place.
+PrimFunc TwoSums(bool second_reads_first) {
+  Var k = MakeVar("k"), k2 = MakeVar("k2");
+  Buffer x = F32("x", {I(9)}), out = F32("out", {I(2)});
+  Buffer s1 = Local("s1", {I(1)}), s2 = Local("s2", {I(1)});
+  Expr second = second_reads_first ? Mul(Load(x, {k2}), Load(out, {I(0)})) : Load(x, {k2});
+  Stmt body = Seq({
+      Alloc(s1),
+      Store(s1, {I(0)}, FloatImm(0)),
+      Loop(k, I(9), Store(s1, {I(0)}, Add(Load(s1, {I(0)}), Load(x, {k})))),
+      Store(out, {I(0)}, Load(s1, {I(0)})),
+      Free(s1),
+      Alloc(s2),
+      Store(s2, {I(0)}, FloatImm(0)),
+      Loop(k2, I(9), Store(s2, {I(0)}, Add(Load(s2, {I(0)}), Mul(second, Load(x, {k2}))))),
+      Store(out, {I(1)}, Load(s2, {I(0)})),
+      Free(s2),
+  });
+  return MakePrimFunc({x, out}, {}, body);
+}
+
+TEST(FuseLoops, SumsOverOneRowShareAPass) {
+  PrimFunc f = TwoSums(false);
+  PrimFunc g = Fused(f);
+  EXPECT_EQ(Print(g->body), R"(alloc s1: f32[1] local
+s1[0] = 0.0f
+alloc s2: f32[1] local
+s2[0] = 0.0f
+for k in [0, 9) {
+  s1[0] = s1[0] + x[k]
+  s2[0] = s2[0] + x[k] * x[k]
+}
+out[0] = s1[0]
+free s1
+out[1] = s2[0]
+free s2
+)");
+  ExpectSameResults(f, g);
+
+  // The second sum reads out[0], which is written from the first sum between them.
+  PrimFunc dependent = TwoSums(true);
+  EXPECT_EQ(Print(Fused(dependent)->body), Print(dependent->body));
+
+  // A row stored along the loop, then a sum of it: the two stay apart.
+  Var k = MakeVar("k"), k2 = MakeVar("k2");
+  Buffer x = F32("x", {I(9)}), t = Local("t", {I(9)}), out = F32("out", {I(1)});
+  Buffer s = Local("s", {I(1)});
+  Stmt body = Seq({
+      Alloc(t),
+      Loop(k, I(9), Store(t, {k}, Mul(Load(x, {k}), FloatImm(2)))),
+      Alloc(s),
+      Store(s, {I(0)}, FloatImm(0)),
+      Loop(k2, I(9), Store(s, {I(0)}, Add(Load(s, {I(0)}), Load(t, {k2})))),
+      Store(out, {I(0)}, Load(s, {I(0)})),
+      Free(s),
+      Free(t),
+  });
+  PrimFunc row = MakePrimFunc({x, out}, {}, body);
+  EXPECT_EQ(Print(Fused(row)->body), Print(row->body));
+}
+
 // A buffer that a later statement reads keeps its rows, though the loops fuse.
 TEST(FuseLoops, ABufferUsedLaterKeepsItsRows) {
   Var i = MakeVar("i"), i2 = MakeVar("i2"), j = MakeVar("j");
