@@ -295,6 +295,10 @@ T Libm(loop::Intrinsic fn, T x) {
       return std::erf(x);
     case loop::Intrinsic::kSin:
       return std::sin(x);
+    case loop::Intrinsic::kAtan:
+      return std::atan(x);
+    case loop::Intrinsic::kAsin:
+      return std::asin(x);
     default:
       return std::cos(x);
   }
@@ -357,6 +361,8 @@ void RegisterVectorMath(double lo, double hi) {
   RegisterVectorMath<loop::Intrinsic::kErf>(-5, 5);
   RegisterVectorMath<loop::Intrinsic::kSin>(-10, 10);
   RegisterVectorMath<loop::Intrinsic::kCos>(-10, 10);
+  RegisterVectorMath<loop::Intrinsic::kAtan>(-10, 10);
+  RegisterVectorMath<loop::Intrinsic::kAsin>(-1, 1);
   return true;
 }();
 

@@ -37,6 +37,14 @@ constexpr double kTwoOverPi = 0x1.45f306dc9c883p-1;
 // go to libm, which does the full Payne-Hanek reduction.
 constexpr double kTrigInlineLimit = 0x1p20;
 
+// pi/2 and pi/4 as a hi part (pi/2 rounded to f64) plus the rest, so pi/2 - r adds the lost bits
+// after the subtraction that cancels.
+constexpr double kPio2Hi = 0x1.921fb54442d18p+0;
+constexpr double kPio2Lo = 0x1.1a62633145c07p-54;
+constexpr double kPio4Hi = 0x1.921fb54442d18p-1;
+constexpr double kPio4Lo = 0x1.1a62633145c07p-55;
+constexpr double kTanHalf = 0.54630248984379051326;  // tan(1/2)
+
 // erf(x) for f32, fitted by scripts/fit_erf_f32.py (least squares on Chebyshev nodes, relative
 // weight, against double-precision erf and erfc):
 //   |x| < 1:  erf(x) = x + x * P(x^2)
@@ -266,6 +274,46 @@ class MathEmitter {
     return Select(IsNaN(x), x, CopySign(y, x));
   }
 
+  // atan(x): |x| > 1 maps to pi/2 - atan(1/|x|), then u > tan(1/2) to pi/4 + atan((u - 1) /
+  // (u + 1)) (u - 1 exact there, and results of 1/2 or more, so the quotient's rounding stays
+  // within an ulp; with tan(pi/8) as the bound, results in [0.39, 0.5) erred by 2.2 ulp). The
+  // series atan v = v - v^3/3 + v^5/5 - ... then runs on |v| <= tan(1/2), alternating, its
+  // error below the first omitted term v^(2k+1) / (2k+1): 28 terms past v leave < 2^-56
+  // relative (f64), 14 leave < 2^-30 (`f32_accuracy`: an f64 evaluation that only has to round
+  // correctly to f32). The constants' lost bits are added back after the addition or the
+  // subtraction that cancels. atan(+-inf) = +-pi/2, atan(+-0) = +-0, NaN propagates.
+  llvm::Value* Atan(llvm::Value* x, bool f32_accuracy) {
+    llvm::Value* a = Abs(x);
+    llvm::Value* big = b_.CreateFCmpOGT(a, C(1));
+    llvm::Value* u = Select(big, Div(C(1), a), a);
+    llvm::Value* mid = b_.CreateFCmpOGT(u, C(kTanHalf));
+    llvm::Value* v = Select(mid, Div(Sub(u, C(1)), Add(u, C(1))), u);
+    llvm::Value* z = Mul(v, v);
+    const int terms = f32_accuracy ? 14 : 28;
+    double c[28];
+    for (int k = 1; k <= terms; ++k) c[k - 1] = (k % 2 ? -1.0 : 1.0) / (2 * k + 1);
+    llvm::Value* p = MulAdd(Mul(v, z), Poly(z, c, static_cast<size_t>(terms)), v);
+    llvm::Value* r = Select(mid, Add(C(kPio4Hi), Add(p, C(kPio4Lo))), p);
+    r = Select(big, Add(Sub(C(kPio2Hi), r), C(kPio2Lo)), r);
+    return Select(IsNaN(x), x, CopySign(r, x));
+  }
+
+  // asin(x) = atan(x / sqrt((1 - x)(1 + x))): 1 - x is exact where the root is small (|x| >=
+  // 1/2), and atan's flat slope there damps the quotient's rounding. asin(+-1) = +-pi/2 (x / 0),
+  // |x| > 1 and NaN give NaN (the root of a negative), asin(+-0) = +-0.
+  llvm::Value* Asin(llvm::Value* x, bool f32_accuracy) {
+    llvm::Value* root = Unary(llvm::Intrinsic::sqrt, Mul(Sub(C(1), x), Add(C(1), x)));
+    return Atan(Div(x, root), f32_accuracy);
+  }
+
+  // acos(x) = 2 atan(sqrt((1 - x) / (1 + x))): no cancellation at either end (1 - x and 1 + x
+  // are exact where they are small). acos(1) = 0, acos(-1) = pi (atan(inf)), |x| > 1 and NaN
+  // give NaN.
+  llvm::Value* Acos(llvm::Value* x, bool f32_accuracy) {
+    llvm::Value* t = Unary(llvm::Intrinsic::sqrt, Div(Sub(C(1), x), Add(C(1), x)));
+    return Mul(C(2), Atan(t, f32_accuracy));
+  }
+
   // sin (cos_shift 0) or cos (cos_shift 1) of x, |x| <= kTrigInlineLimit: x = n pi/2 + r,
   // |r| <= pi/4, then +-sin r or +-cos r by the quadrant n + cos_shift. `f32_accuracy` keeps the
   // series short when an f64 computation only has to round correctly to f32.
@@ -368,6 +416,20 @@ llvm::Value* EmitInlineMath(llvm::IRBuilder<>& b, loop::Intrinsic fn,
       // NaN, inf and |x| beyond the inline reduction's range: libm.
       llvm::Value* bad = b.CreateNot(b.CreateFCmpOLE(m.Abs(x), m.C(kTrigInlineLimit)));
       return WithLibmFallback(b, y, bad, f64 ? name : name + "f", args, libm);
+    }
+    case Intrinsic::kAtan:
+    case Intrinsic::kAsin:
+    case Intrinsic::kAcos: {
+      // f32 evaluates in f64 with the shorter series and rounds once, as sin and cos do.
+      auto eval = [fn](MathEmitter& e, llvm::Value* v, bool f32_accuracy) {
+        return fn == Intrinsic::kAtan   ? e.Atan(v, f32_accuracy)
+               : fn == Intrinsic::kAsin ? e.Asin(v, f32_accuracy)
+                                        : e.Acos(v, f32_accuracy);
+      };
+      if (f64) return eval(m, x, false);
+      llvm::Type* wide = m.Like(b.getDoubleTy());
+      MathEmitter d(b, wide, target);
+      return b.CreateFPTrunc(eval(d, b.CreateFPExt(x, wide), true), x->getType());
     }
     case Intrinsic::kPow: {
       if (f64) return nullptr;

@@ -1,4 +1,5 @@
-// Accuracy of the math the LLVM code generator emits for exp, log, tanh, erf, sin, cos and pow
+// Accuracy of the math the LLVM code generator emits for exp, log, tanh, erf, sin, cos, pow, atan,
+// asin and acos
 // (jit/llvm_emit_expr.cc, EmitCall), in ulps against long double libm, for f32 and f64, through
 // both the vector loop and the scalar tail of one kernel; and f16/bf16, which compute through
 // f32. The rules a result must keep:
@@ -62,9 +63,10 @@ struct UlpBound {
   double f64;
 };
 constexpr UlpBound kMaxUlp[] = {
-    {Intrinsic::kExp, 2, 2}, {Intrinsic::kLog, 2, 2}, {Intrinsic::kTanh, 3, 3},
-    {Intrinsic::kErf, 2, 2}, {Intrinsic::kSin, 1, 3}, {Intrinsic::kCos, 1, 3},
-    {Intrinsic::kPow, 1, 1},
+    {Intrinsic::kExp, 2, 2},  {Intrinsic::kLog, 2, 2},  {Intrinsic::kTanh, 3, 3},
+    {Intrinsic::kErf, 2, 2},  {Intrinsic::kSin, 1, 3},  {Intrinsic::kCos, 1, 3},
+    {Intrinsic::kPow, 1, 1},  {Intrinsic::kAtan, 1, 2}, {Intrinsic::kAsin, 1, 3},
+    {Intrinsic::kAcos, 1, 3},
 };
 
 constexpr int kLanesF32 = 16;
@@ -96,7 +98,8 @@ double MaxUlp(Intrinsic fn, bool f32) {
 }
 
 bool IsOdd(Intrinsic fn) {
-  return fn == Intrinsic::kTanh || fn == Intrinsic::kErf || fn == Intrinsic::kSin;
+  return fn == Intrinsic::kTanh || fn == Intrinsic::kErf || fn == Intrinsic::kSin ||
+         fn == Intrinsic::kAtan || fn == Intrinsic::kAsin;
 }
 
 long double Reference(Intrinsic fn, long double a, long double b) {
@@ -115,6 +118,12 @@ long double Reference(Intrinsic fn, long double a, long double b) {
       return cosl(a);
     case Intrinsic::kPow:
       return powl(a, b);
+    case Intrinsic::kAtan:
+      return atanl(a);
+    case Intrinsic::kAsin:
+      return asinl(a);
+    case Intrinsic::kAcos:
+      return acosl(a);
     default:
       ADD_FAILURE() << "no reference for " << loop::IntrinsicName(fn);
       return 0;
@@ -438,6 +447,27 @@ std::vector<std::pair<T, T>> Specials(Intrinsic fn) {
       edges.push_back(1e-5);
       edges.push_back(1e-20);
       break;
+    case Intrinsic::kAtan:
+      // The reductions' boundaries (1, tan(1/2) above and below, its reciprocal), tiny and huge
+      // values.
+      edges = {1,
+               0.54630248984379051,
+               0.5463024898437906,
+               1.830487721712452,
+               0.5,
+               1e-5,
+               1e-20,
+               1e-300,
+               1e10,
+               1e20,
+               1e300};
+      break;
+    case Intrinsic::kAsin:
+    case Intrinsic::kAcos:
+      edges = {1, 0.5, 0.99999, 1e-5, 1e-20, 1e-300, 0x1.6a09e667f3bcdp-1};  // ..., 1/sqrt(2)
+      edges.push_back(std::nextafter(T(1), T(0)));
+      edges.push_back(std::nextafter(T(1), T(2)));
+      break;
     default:
       break;
   }
@@ -559,6 +589,15 @@ std::vector<Inputs<double>> F64Inputs(Intrinsic fn) {
       in.push_back(RandomRange<double>(rest / 2, -1e6, 1e6, false, 4));
       in.push_back(RandomRange<double>(rest - rest / 2, -10, 10, false, 5));
       break;
+    case Intrinsic::kAtan:
+      in.push_back(RandomRange<double>(rest / 2, -4, 4, false, 7));
+      in.push_back(RandomRange<double>(rest - rest / 2, 1e-10, 1e10, true, 8));
+      break;
+    case Intrinsic::kAsin:
+    case Intrinsic::kAcos:
+      in.push_back(RandomRange<double>(rest / 2, -1, 1, false, 9));
+      in.push_back(RandomRange<double>(rest - rest / 2, 1e-12, 1, true, 10));
+      break;
     default:  // tanh, erf
       in.push_back(RandomRange<double>(rest, -20, 20, false, 6));
       break;
@@ -597,6 +636,15 @@ TEST(VectorMathAccuracy, Log) {
 }
 TEST(VectorMathAccuracy, Tanh) {
   CheckUnary(Intrinsic::kTanh);
+}
+TEST(VectorMathAccuracy, Atan) {
+  CheckUnary(Intrinsic::kAtan);
+}
+TEST(VectorMathAccuracy, Asin) {
+  CheckUnary(Intrinsic::kAsin);
+}
+TEST(VectorMathAccuracy, Acos) {
+  CheckUnary(Intrinsic::kAcos);
 }
 TEST(VectorMathAccuracy, Erf) {
   CheckUnary(Intrinsic::kErf);
