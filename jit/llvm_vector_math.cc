@@ -57,6 +57,30 @@ constexpr double kErfBig[] = {0.25539568066596985,  0.4271858334541321,    -0.18
                               0.06308547407388687,  -0.009712192229926586, -0.04957037791609764,
                               0.07357461005449295,  -0.03821760416030884};
 
+// erf(x) for f64 (scripts/fit_erf_f64.py):
+//   |x| < 1:  erf(x) = x + x * P(x^2), P erf's Taylor series (2/sqrt(pi) - 1 first), 19 terms:
+//             the first omitted one is below 2^-59 at |x| = 1
+//   |x| >= 1: erf(x) = 1 - exp(-x^2) * Q(v), v = (1/x - 7/12) / (5/12), x clamped to 6 (erf = 1
+//             in f64 beyond 5.93), Q a degree-20 least-squares fit of exp(x^2) erfc(x) weighted
+//             by exp(-x^2): the error that reaches erf is erfc's absolute error.
+constexpr double kErfSmallF64[] = {
+    0.1283791670955126,      -0.37612638903183754,    0.11283791670955126,
+    -0.026866170645131252,   0.005223977625442188,    -0.0008548327023450853,
+    0.00012055332981789664,  -1.492565035840625e-05,  1.6462114365889248e-06,
+    -1.6365844691234924e-07, 1.4807192815879218e-08,  -1.2290555301717928e-09,
+    9.422759064650411e-11,   -6.7113668551641105e-12, 4.4632242632864775e-13,
+    -2.7835162072109215e-14, 1.6342614095367152e-15,  -9.063970842808673e-17,
+    4.763348040515068e-18};
+constexpr double kErfBigF64[] = {
+    0.28972211632346423,    0.16536269001261458,     -0.030831050508430664,  0.002821131897875684,
+    0.0010344322263662403,  -0.0007383867427654397,  0.0002656054667132745,  -5.52864990502565e-05,
+    -4.046607748481025e-06, 1.088267641724077e-05,   -6.498123999414931e-06, 2.582929285331981e-06,
+    -6.634411066814146e-07, 2.1813463435374006e-09,  1.2660733581849317e-07, -9.692589754692622e-08,
+    4.7884765870584536e-08, -1.5985318618507087e-08, 2.7870900732826347e-09, 9.147457819612094e-11,
+    -9.462515309831759e-11};
+constexpr double kErfBigF64Center = 0.5833333333333334;     // 7/12
+constexpr double kErfBigF64HalfWidth = 0.4166666666666667;  // 5/12
+
 // 1/k!, the Taylor coefficients of exp.
 double InvFactorial(int k) {
   double f = 1;
@@ -314,6 +338,19 @@ class MathEmitter {
     return Mul(C(2), Atan(t, f32_accuracy));
   }
 
+  // f64 erf from the series and the fit above.
+  llvm::Value* ErfF64(llvm::Value* x) {
+    llvm::Value* a = Abs(x);
+    llvm::Value* small = MulAdd(a, Poly(Mul(a, a), kErfSmallF64, std::size(kErfSmallF64)), a);
+    llvm::Value* ac = Clamp(a, 1, 6);
+    llvm::Value* v = Div(Sub(Div(C(1), ac), C(kErfBigF64Center)), C(kErfBigF64HalfWidth));
+    llvm::Value* q = Poly(v, kErfBigF64, std::size(kErfBigF64));
+    llvm::Value* e = Exp(b_.CreateFNeg(Mul(ac, ac)));
+    llvm::Value* big = b_.CreateFSub(C(1), Mul(e, q));
+    llvm::Value* y = Select(b_.CreateFCmpOLT(a, C(1)), small, big);
+    return Select(IsNaN(x), x, CopySign(y, x));
+  }
+
   // sin (cos_shift 0) or cos (cos_shift 1) of x, |x| <= kTrigInlineLimit: x = n pi/2 + r,
   // |r| <= pi/4, then +-sin r or +-cos r by the quadrant n + cos_shift. `f32_accuracy` keeps the
   // series short when an f64 computation only has to round correctly to f32.
@@ -398,7 +435,7 @@ llvm::Value* EmitInlineMath(llvm::IRBuilder<>& b, loop::Intrinsic fn,
     case Intrinsic::kTanh:
       return m.Tanh(x);
     case Intrinsic::kErf:
-      return f64 ? nullptr : m.ErfF32(x);
+      return f64 ? m.ErfF64(x) : m.ErfF32(x);
     case Intrinsic::kSin:
     case Intrinsic::kCos: {
       int cos_shift = fn == Intrinsic::kCos ? 1 : 0;

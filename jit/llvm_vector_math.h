@@ -13,7 +13,8 @@
 //   exp   f32, f64   range reduction + Taylor series          <= 2  (1.01, 0.99)
 //   log   f32, f64   atanh series around 1                    <= 2  (0.78, 0.80)
 //   tanh  f32, f64   expm1(2|x|) / (expm1(2|x|) + 2)          <= 3  (2.35, 2.47; glibc 2.12)
-//   erf   f32        two fitted polynomials                   <= 2  (1.00); f64 stays libm
+//   erf   f32        two fitted polynomials                   <= 2  (1.00)
+//         f64        Taylor series below 1, fitted erfc above <= 2  (0.98)
 //   sin, cos f32     reduced and evaluated in f64             <= 1  (0.56)
 //            f64     three-part Cody-Waite reduction          <= 3  (2.34)
 //         both: |x| <= 2^20 inline; larger |x|, inf and NaN lanes call libm
