@@ -1,9 +1,11 @@
-// TileLoops' internals shared by passes/loop/tile.cc (the pattern, row blocks, tiles) and
-// passes/loop/tile_panels.cc (packed operand panels and their K blocks). Internal to the pass.
+// TileLoops' internals shared by passes/loop/tile.cc (the pattern, row blocks, tiles),
+// passes/loop/tile_panels.cc (packed operand panels and their K blocks) and
+// passes/loop/tile_shape.cc (the block each product takes, and the pass). Internal to the pass.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -66,6 +68,33 @@ Stmt BuildTile(const loop::ForNode* n, const ReductionBody& body, const loop::Va
 // null for the rows left) as the body of each.
 Stmt TileRowBlocks(const loop::ForNode* n, int64_t rows,
                    const std::function<Stmt(const RowBlock*)>& tile_for);
+
+// Whether the j loop `n` keeps to the pattern (tile.cc's file comment); its parts if so.
+std::optional<ReductionBody> TileablePattern(const loop::ForNode* n);
+
+// Tiles the j loop `n` (which keeps to the pattern), for one row or a block of rows.
+Stmt TileJ(const loop::ForNode* n, const ReductionBody& body, int64_t tile, const RowBlock* block);
+
+// Whether the i loop `n` around the j loop `j` can run in row blocks (no two rows touch one
+// element).
+bool RowBlockable(const loop::ForNode* n, const loop::ForNode* j, const ReductionBody& body);
+
+// Whether `body` reads an operand along j but not i, in place, at offsets that one step of one
+// of its loops moves off a multiple of `lanes` elements (loads that straddle cache lines).
+bool UnalignedColumnReads(const ReductionBody& body, const VarNode* i, const VarNode* j,
+                          int64_t lanes, int64_t tile);
+
+// Per buffer read along j, the offsets at which a column tile's runs start (tile.cc).
+using ColumnStarts = std::map<const BufferNode*, std::vector<int64_t>>;
+std::optional<ColumnStarts> ColumnTileStarts(const ReductionBody& body, const VarNode* i,
+                                             const VarNode* j);
+// The bytes a column tile `tile` wide touches, the runs merged per buffer.
+int64_t ColumnTileBytes(const ColumnStarts& starts, int64_t tile);
+
+// The i loop `n` in row blocks of `rows` over column tiles `tile` wide (tile.cc).
+Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBody& body,
+              int64_t tile, int64_t rows, bool pack, bool pack_set, int64_t k_block,
+              bool grouped = false);
 
 // ---- tile_panels.cc ----
 
