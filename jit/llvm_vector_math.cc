@@ -242,7 +242,9 @@ class MathEmitter {
   // log1p(f) = 2 atanh(s), s = f / (2 + f), |s| <= 0.1716, written as
   // f - (hfsq - s (hfsq + R(s^2))) with hfsq = f^2 / 2 and R(z) = 2z/3 + 2z^2/5 + ..., so the
   // exact f carries the result and only small corrections round.
-  llvm::Value* Log(llvm::Value* x) {
+  // x = 2^e * m with m in [sqrt(1/2), sqrt(2)), for a positive x (denormals included): m and e
+  // as a float.
+  void SplitForLog(llvm::Value* x, llvm::Value** m_out, llvm::Value** ef_out) {
     // Denormals: scale into the normal range first.
     double tiny = f64_ ? 0x1p-1022 : 0x1p-126;
     int shift = f64_ ? 54 : 25;
@@ -258,12 +260,16 @@ class MathEmitter {
     // m in [1, sqrt 2) keeps exponent 0; m in [sqrt 2, 2) is halved (exponent -1) and e + 1.
     llvm::Value* m_exp =
         Select(upper, I(int64_t{ExponentBias() - 1} << mant), I(int64_t{ExponentBias()} << mant));
-    llvm::Value* m = FromBits(b_.CreateOr(m_bits, m_exp));
+    *m_out = FromBits(b_.CreateOr(m_bits, m_exp));
     llvm::Value* e = b_.CreateSub(b_.CreateLShr(bits, I(mant)), I(ExponentBias()));
     e = b_.CreateAdd(e, b_.CreateZExt(upper, int_));
     e = b_.CreateSub(e, Select(is_denormal, I(shift), I(0)));
-    llvm::Value* ef = ToFloat(e);
+    *ef_out = ToFloat(e);
+  }
 
+  llvm::Value* Log(llvm::Value* x) {
+    llvm::Value *m, *ef;
+    SplitForLog(x, &m, &ef);
     llvm::Value* f = Sub(m, C(1));
     llvm::Value* s = Div(f, Add(f, C(2)));
     llvm::Value* z = Mul(s, s);
@@ -283,6 +289,89 @@ class MathEmitter {
     y = Select(b_.CreateFCmpOLT(x, C(0)), C(NAN), y);
     y = Select(b_.CreateFCmpOEQ(x, C(inf)), x, y);
     return Select(IsNaN(x), x, y);
+  }
+
+  // a * b = p + e exactly (Dekker: 27-bit halves, so no FMA is needed and the vector body and
+  // the scalar tail agree on every target). The caller keeps contraction off.
+  void TwoProd(llvm::Value* a, llvm::Value* b, llvm::Value** p, llvm::Value** e) {
+    auto split = [this](llvm::Value* v, llvm::Value** hi, llvm::Value** lo) {
+      llvm::Value* c = Mul(C(134217729.0), v);  // 2^27 + 1
+      *hi = Sub(c, Sub(c, v));
+      *lo = Sub(v, *hi);
+    };
+    llvm::Value *ah, *al, *bh, *bl;
+    split(a, &ah, &al);
+    split(b, &bh, &bl);
+    *p = Mul(a, b);
+    *e = Add(Add(Add(Sub(Mul(ah, bh), *p), Mul(ah, bl)), Mul(al, bh)), Mul(al, bl));
+  }
+
+  // f64 x^y = e^(y log x) for x > 0 and finite, y finite, |y| < 2^900 and |y log x| < 700 (the
+  // caller sends the rest to libm): log x in double-double, since an error d in y log x is a
+  // relative error d in the result and |y log x| reaches 700. log x = e ln2 + log m with
+  // log m = 2 atanh(s), s = f / (2 + f) carried to ~2^-100 (its division's remainder taken
+  // exactly); the product with y by TwoProd; then e^(t_hi + t_lo) by the reduction Exp uses,
+  // t_lo added to the reduced argument, and 2^n exact (the result stays normal). Contraction
+  // is off here: the exact steps must round as written.
+  llvm::Value* PowF64(llvm::Value* x, llvm::Value* y, llvm::Value** t_hi_out) {
+    llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
+    b_.setFastMathFlags(llvm::FastMathFlags());
+    llvm::Value *m, *ef;
+    SplitForLog(x, &m, &ef);
+    llvm::Value* f = Sub(m, C(1));  // exact
+    llvm::Value* d = Add(f, C(2));
+    llvm::Value* d_lo = Sub(f, Sub(d, C(2)));  // 2 + f = d + d_lo exactly
+    llvm::Value* s = Div(f, d);
+    llvm::Value *p, *pe;
+    TwoProd(s, d, &p, &pe);
+    // f - s (d + d_lo), the division's remainder (f - p exact: p is within an ulp of f).
+    llvm::Value* rem = Sub(Sub(Sub(f, p), pe), Mul(s, d_lo));
+    llvm::Value* s_lo = Div(rem, d);
+    // log m = 2s + (2/3) s^3 + 2s z^2 P(z), z = s^2, P(z) = 1/5 + z/7 + ... (11 terms: z <=
+    // 0.0295, the next below 2^-62 of the sum). 2s is exact; the s^3 term (< 1 % of 2s) is
+    // carried in double-double, and so is each sum into hi, so what rounds in plain f64 is
+    // below 2^-62 of log x: an error in log x of 2^-57 (the s^3 term in f64, summed into one
+    // double) was 37 ulp at x = 0.7, y = 1906.
+    llvm::Value *z, *z_lo;
+    TwoProd(s, s, &z, &z_lo);
+    llvm::Value *cube, *cube_e;
+    TwoProd(s, z, &cube, &cube_e);
+    llvm::Value* cube_lo = Add(cube_e, Mul(s, z_lo));
+    const double two_thirds = 2.0 / 3.0;
+    const double two_thirds_lo = 3.700743415417188e-17;  // 2/3 - two_thirds
+    llvm::Value *t1, *t1_e;
+    TwoProd(cube, C(two_thirds), &t1, &t1_e);
+    llvm::Value* t1_lo = Add(Add(t1_e, Mul(cube, C(two_thirds_lo))), Mul(cube_lo, C(two_thirds)));
+    double c[11];
+    for (int k = 2; k <= 12; ++k) c[k - 2] = 2.0 / (2 * k + 1);
+    llvm::Value* rest = Mul(Mul(s, Mul(z, z)), Poly(z, c, 11));
+    // d(2/3 s^3)/ds = 2 z: what s_lo adds to the s^3 term.
+    llvm::Value* ds = Mul(Mul(C(2), z), s_lo);
+    llvm::Value* two_s = Mul(C(2), s);
+    // hi = e ln2_hi + 2s + t1 by two exact sums; their errors and the small parts into lo.
+    auto two_sum = [this](llvm::Value* a, llvm::Value* b, llvm::Value** sum, llvm::Value** err) {
+      *sum = Add(a, b);
+      llvm::Value* bv = Sub(*sum, a);
+      *err = Add(Sub(a, Sub(*sum, bv)), Sub(b, bv));
+    };
+    llvm::Value* a = Mul(ef, C(kLn2HiF64));  // exact: e has 11 bits, ln2_hi 32
+    llvm::Value *hi, *err1, *err2;
+    two_sum(a, two_s, &hi, &err1);
+    two_sum(hi, t1, &hi, &err2);
+    llvm::Value* lo = Add(Add(err1, err2), Add(Mul(C(2), s_lo), t1_lo));
+    lo = Add(lo, Add(Add(rest, ds), Mul(ef, C(kLn2LoF64))));
+    llvm::Value* l_hi = Add(hi, lo);
+    llvm::Value* l_lo = Sub(lo, Sub(l_hi, hi));
+    llvm::Value *t_hi, *t_e;
+    TwoProd(y, l_hi, &t_hi, &t_e);
+    llvm::Value* t_lo = Add(t_e, Mul(y, l_lo));
+    *t_hi_out = t_hi;
+    // e^(t_hi + t_lo): n ln2_hi is exact and t_hi - n ln2_hi too (they are within a factor 2).
+    llvm::Value* n = Round(Mul(t_hi, C(kLog2E)));
+    llvm::Value* r1 = Sub(t_hi, Mul(n, C(kLn2HiF64)));
+    llvm::Value* r = Add(r1, Sub(t_lo, Mul(n, C(kLn2LoF64))));
+    llvm::Value* q = Add(C(1), Add(r, Expm1Tail(r)));
+    return Mul(q, Pow2(ToInt(Clamp(n, -1020, 1020))));
   }
 
   // f32 erf from the fitted polynomials above.
@@ -469,7 +558,18 @@ llvm::Value* EmitInlineMath(llvm::IRBuilder<>& b, loop::Intrinsic fn,
       return b.CreateFPTrunc(eval(d, b.CreateFPExt(x, wide), true), x->getType());
     }
     case Intrinsic::kPow: {
-      if (f64) return nullptr;
+      if (f64) {
+        llvm::Value* t_hi;
+        llvm::Value* p = m.PowF64(x, args[1], &t_hi);
+        // x <= 0, inf or NaN, y inf, NaN or huge, and results near the ends of the range:
+        // libm.
+        llvm::Value* x_ok =
+            b.CreateAnd(b.CreateFCmpOGT(x, m.C(0)), b.CreateFCmpOLT(x, m.C(INFINITY)));
+        llvm::Value* y_ok = b.CreateFCmpOLT(m.Abs(args[1]), m.C(0x1p900));
+        llvm::Value* t_ok = b.CreateFCmpOLT(m.Abs(t_hi), m.C(700));
+        llvm::Value* bad = b.CreateNot(b.CreateAnd(b.CreateAnd(x_ok, y_ok), t_ok));
+        return WithLibmFallback(b, p, bad, "pow", args, libm);
+      }
       // x^y = e^(y log x) in f64: the product's error (< 2^-45 relative for |y log x| < 256) is
       // far below an f32 ulp; one rounding at the end.
       llvm::Type* wide = m.Like(b.getDoubleTy());

@@ -19,7 +19,9 @@
 //            f64     three-part Cody-Waite reduction          <= 3  (2.34)
 //         both: |x| <= 2^20 inline; larger |x|, inf and NaN lanes call libm
 //   pow   f32        exp(y log x) in f64                      <= 1  (0.50); x <= 0, inf or NaN
-//                    operands call libm; f64 stays libm
+//                    operands call libm
+//         f64        exp(y log x), log x in double-double     <= 2  (1.41); x <= 0, inf or NaN
+//                    operands, |y| >= 2^900 and |y log x| >= 700 call libm
 //   atan  f32        reduced to |v| <= tan(1/2), series in f64 <= 1  (0.50)
 //         f64        the same, 28 terms                       <= 2  (1.65)
 //   asin  f32, f64   atan(x / sqrt((1 - x)(1 + x)))           <= 1, 3  (0.50, 2.35)
