@@ -252,20 +252,28 @@ BENCHMARK_CAPTURE(BM_Workarounds, matmul256, Matmul256, "")->Apply(OnAndOff);
 BENCHMARK_CAPTURE(BM_Workarounds, softmax, Softmax, "")->Apply(OnAndOff);
 BENCHMARK_CAPTURE(BM_Workarounds, chain1m, Chain1M, "")->Apply(OnAndOff);
 
-// ---- (e) vector math: the code generator's exp, log, tanh, erf, sin, cos vs scalar libm ----
+// ---- (e) vector math: the code generator's exp, log, tanh, erf, sin, cos, atan, asin, pow vs
+// scalar libm ----
 // out[i] = f(a[i]) over kMathN elements: a kiln kernel built as the loop pipeline shapes an
 // elementwise op (a vector loop of 16 f32 / 8 f64 lanes, then a scalar tail), against a C++ loop
 // of std:: calls, which GCC leaves scalar without -ffast-math. Compare items/s of the /kiln and
 // /libm rows of one function. Inputs in each function's everyday range.
 
 constexpr int64_t kMathN = int64_t{1} << 16;
+constexpr double kPowExponent = 2.5;
 
 loop::PrimFunc MathKernel(loop::Intrinsic fn, DType t, int lanes) {
   using loop::Expr;
   loop::Var n = loop::MakeVar("n"), io = loop::MakeVar("io"), i = loop::MakeVar("i");
   loop::Buffer a = loop::MakeBuffer("a", t, {n}), out = loop::MakeBuffer("out", t, {n});
+  // pow's exponent is a constant (kPowExponent): the base varies.
   auto store = [&](const Expr& index) {
-    return loop::Store(out, {index}, loop::Call(fn, {loop::Load(a, {index})}));
+    std::vector<Expr> args = {loop::Load(a, {index})};
+    if (loop::IntrinsicArity(fn) == 2) {
+      Expr y = loop::FloatImm(kPowExponent, t);
+      args.push_back(index->lanes > 1 ? loop::Broadcast(y, index->lanes) : y);
+    }
+    return loop::Store(out, {index}, loop::Call(fn, args));
   };
   Expr vector_trips = loop::FloorDiv(n, loop::IntImm(lanes));
   Expr vector_end = loop::Mul(vector_trips, loop::IntImm(lanes));
@@ -299,6 +307,8 @@ T Libm(loop::Intrinsic fn, T x) {
       return std::atan(x);
     case loop::Intrinsic::kAsin:
       return std::asin(x);
+    case loop::Intrinsic::kPow:
+      return std::pow(x, static_cast<T>(kPowExponent));
     default:
       return std::cos(x);
   }
@@ -363,6 +373,7 @@ void RegisterVectorMath(double lo, double hi) {
   RegisterVectorMath<loop::Intrinsic::kCos>(-10, 10);
   RegisterVectorMath<loop::Intrinsic::kAtan>(-10, 10);
   RegisterVectorMath<loop::Intrinsic::kAsin>(-1, 1);
+  RegisterVectorMath<loop::Intrinsic::kPow>(0.01, 100);  // x^2.5
   return true;
 }();
 
