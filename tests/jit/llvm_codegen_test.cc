@@ -834,7 +834,9 @@ TEST(LLVMCodegen, LoopsOfTwoSumsAreInterleaved) {
     }
     Call(mod->Lookup(two ? "two_sums" : "one_sum"), {x.data(), y.data()});
     EXPECT_NEAR(y[0], s, 1e-4);
-    if (two) EXPECT_NEAR(y[1], s2, 1e-3);
+    if (two) {
+      EXPECT_NEAR(y[1], s2, 1e-3);
+    }
   }
 }
 

@@ -945,7 +945,9 @@ TEST(TileLoops, NarrowProductsTakeMoreRows) {
     EXPECT_THAT(text, HasSubstr("i_row in [0, " + std::to_string(rows) + ") unrolled"))
         << n << " columns\n"
         << text;
-    if (m % 8 == 0) EXPECT_THAT(text, HasSubstr("j_inner in [0, 48)")) << text;
+    if (m % 8 == 0) {
+      EXPECT_THAT(text, HasSubstr("j_inner in [0, 48)")) << text;
+    }
     ExpectSameResults(f, g);
   }
   // AVX2 (16 registers, 16-column tiles): 8 columns take 12 rows, 12 columns (two vectors)
