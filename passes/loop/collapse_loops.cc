@@ -84,11 +84,11 @@ class OtherUses : public loop::Visitor {
 // The variables of the loops inside a statement.
 class InnerLoopVars : public loop::Visitor {
  public:
-  std::vector<const VarNode*> vars;
+  loop::VarSet vars;
 
  protected:
   void VisitFor(const loop::ForNode* n, const Stmt& self) override {
-    vars.push_back(n->var.get());
+    vars.insert(n->var.get());
     loop::Visitor::VisitFor(n, self);
   }
 };
@@ -144,9 +144,8 @@ class Collapser : public loop::Mutator {
       // reduction); a value the inner loops only re-read (a layer norm's row mean, read in
       // each term of its variance) is no column walk, and collapsing its row loops early
       // would keep FuseLoops from fusing them with the row's other loops.
-      bool moves = false;
-      for (const VarNode* v : inner_loops.vars) moves = moves || loop::Mentions(*flat, v);
-      const bool walk = !acc.store && acc.loop_depth > 0 && *cb == 1 && moves;
+      const bool walk =
+          !acc.store && acc.loop_depth > 0 && *cb == 1 && loop::Mentions(*flat, inner_loops.vars);
       // A column walk over rows that lie further apart than B (a padded input's rows) may
       // read through p // B and p % B, see the file comment.
       if (*ca != b_extent * *cb &&

@@ -40,7 +40,7 @@ constexpr int64_t kNarrowProductRows = 12;
 constexpr int64_t kUnalignedTileRows = 8;
 constexpr int64_t kUnalignedTileVectors = 3;
 
-// The row block of a 4-vector AVX-512 tile over at least kWideTileMinRows rows (WideRowBlock).
+// The row block of a 4-vector AVX-512 tile over at least kWideTileMinRows rows (FullTileBlock).
 constexpr int64_t kWideTileRows = 6;
 constexpr int64_t kWideTileMinRows = 24;
 
@@ -88,11 +88,8 @@ class Tiler : public loop::Mutator {
             rows *= 2;
           } else if (int64_t narrow = NarrowRows(j, *body); narrow > rows) {
             rows = narrow;
-          } else if (WideRowBlock(n, *body, tile)) {
-            rows = kWideTileRows;
-          } else if (EightRowBlock(n, *body, tile)) {
-            tile = kUnalignedTileVectors * lanes_;
-            rows = kUnalignedTileRows;
+          } else {
+            FullTileBlock(n, *body, &tile, &rows);
           }
           return TileRows(n, j, *body, tile, rows, pack_, pack_set_, KBlock(tile));
         }
@@ -129,30 +126,31 @@ class Tiler : public loop::Mutator {
     return std::min<int64_t>(kNarrowProductRows, accumulators / vectors);
   }
 
-  // Whether a tile of 4 AVX-512 vectors that nothing above reshaped, over many rows (a conv's
-  // output pixels or channels, not a pre-packed weight's few rows of activations), takes
-  // kWideTileRows rows: 24 accumulators where tile.i's 4 gave 16, each vector of the column
-  // operand feeding 6 FMAs. dynamic_conv's 3x3 conv 32 -> 64 at 56 x 56 (NHWC, 1 thread,
-  // kernel minima): 567 -> 533 us (7 rows 537, 8 spill: 802); the whole model 1482 -> 1450 us
-  // (min of 4 alternating runs, AVX-512 Xeon). The encoder's 16-row products with 64-column
-  // panels ran 7 % slower with 6 rows (16 = 6 + 6 + 4), so pre-packed panels keep tile.i.
-  bool WideRowBlock(const loop::ForNode* i, const ReductionBody& body, int64_t tile) const {
+  // The block of a full 4-vector AVX-512 tile that nothing above reshaped and that is not a
+  // pre-packed panel, by its constant row count; `tile` and `rows` stay where neither applies.
+  //  - 24 rows or more (a conv's output pixels or channels, not a pre-packed weight's few rows
+  //    of activations): kWideTileRows rows, 24 accumulators where tile.i's 4 gave 16, each
+  //    vector of the column operand feeding 6 FMAs. dynamic_conv's 3x3 conv 32 -> 64 at 56 x 56
+  //    (NHWC, 1 thread, kernel minima): 567 -> 533 us (7 rows 537, 8 spill: 802); the whole
+  //    model 1482 -> 1450 us (min of 4 alternating runs, AVX-512 Xeon). The encoder's 16-row
+  //    products with 64-column panels ran 7 % slower with 6 rows (16 = 6 + 6 + 4), so
+  //    pre-packed panels keep tile.i.
+  //  - 8 or 16 rows (a channels-last conv's output row at 8 x 8): 8 rows of 3 vectors (24
+  //    accumulators, as UnalignedTile), where 6 rows would leave a tail of 2 and 4 rows of 4
+  //    vectors feed each operand vector to 4 FMAs. A 3x3 conv 128 -> 128 at 8 x 8 x 32,
+  //    channels-last, 1 thread: 3273 -> 3032 us (kernel minima of 4 alternating runs).
+  void FullTileBlock(const loop::ForNode* i, const ReductionBody& body, int64_t* tile,
+                     int64_t* rows) const {
     int64_t row_count = 0;
-    return lanes_ == 16 && !tile_set_ && body.prepacked == 0 && tile == 4 * lanes_ &&
-           rows_ < kWideTileRows && loop::IsConstInt(i->extent, &row_count) &&
-           row_count >= kWideTileMinRows;
-  }
-
-  // Whether a full 4-vector AVX-512 tile over a row loop of 8 or 16 rows (too few for
-  // WideRowBlock; a channels-last conv's output row at 8 x 8) takes 8 rows of 3 vectors (24
-  // accumulators, as UnalignedTile): 6 rows would leave a tail of 2, and 4 rows of 4 vectors feed
-  // each operand vector to 4 FMAs where this feeds 8. A 3x3 conv 128 -> 128 at 8 x 8 x 32,
-  // channels-last, 1 thread: 3273 -> 3032 us (kernel minima of 4 alternating runs).
-  bool EightRowBlock(const loop::ForNode* i, const ReductionBody& body, int64_t tile) const {
-    int64_t row_count = 0;
-    return lanes_ == 16 && !tile_set_ && body.prepacked == 0 && tile == 4 * lanes_ &&
-           loop::IsConstInt(i->extent, &row_count) && row_count % kUnalignedTileRows == 0 &&
-           row_count < kWideTileMinRows;
+    if (lanes_ != 16 || tile_set_ || body.prepacked != 0 || *tile != 4 * lanes_ ||
+        !loop::IsConstInt(i->extent, &row_count))
+      return;
+    if (row_count >= kWideTileMinRows) {
+      *rows = std::max(*rows, kWideTileRows);
+    } else if (row_count % kUnalignedTileRows == 0) {
+      *tile = kUnalignedTileVectors * lanes_;
+      *rows = kUnalignedTileRows;
+    }
   }
 
   // Whether a column tile of the operand read in place along j overflows L1 (kL1Bytes) while

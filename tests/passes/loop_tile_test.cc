@@ -926,8 +926,8 @@ TEST(TileLoops, NarrowPrepackedPanelsGetEightRows) {
 
 // On a 512-bit target with the tile keys unset, a product narrower than one 64-column tile
 // (conv_nhwc's output channels) takes rows for 16 accumulators, at most 12: 32 columns (two
-// vectors) 8 rows, 16 columns 12; a full tile over 24 rows or more takes 6 (WideRowBlock), over
-// 8 or 16 rows 8 rows of 3 vectors (EightRowBlock), over other counts tile.i's 4. Same results
+// vectors) 8 rows, 16 columns 12; a full tile over 24 rows or more takes 6 (FullTileBlock), over
+// 8 or 16 rows 8 rows of 3 vectors (likewise), over other counts tile.i's 4. Same results
 // through to scalar code.
 TEST(TileLoops, NarrowProductsTakeMoreRows) {
   test::PassConfig avx512 = {{"target.vector_bits", int64_t{512}}};
