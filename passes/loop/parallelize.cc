@@ -254,17 +254,28 @@ std::optional<int64_t> InnerSpan(const std::vector<AffineForm>& forms, const Ran
 //    v1 != v2 meeting at one element would need L * (m1 - m2) = c * (v2 - v1) + (s2 - s1),
 //    which is nonzero (|c| > s) and smaller than L in magnitude. So `out[i9 * 50176 + p * 64 +
 //    j]` (j in [0, 64), i9 in [0, 16)) is partitioned by p in [0, 196): 64 * 195 + 63 < 12544.
+// A buffer that some accesses index flat and others by dims (CollapseLoops flattens the accesses
+// of the loops it collapses: a padded result's border rows) is checked on flat indices.
 bool PartitionedByIteration(const std::vector<const Access*>& accesses, const VarNode* v,
                             std::optional<int64_t> extent, const VarSet& bound,
                             const Ranges& ranges) {
-  size_t rank = accesses[0]->indices->size();
-  for (const Access* a : accesses)
-    if (a->indices->size() != rank) return false;
-  for (size_t d = 0; d < rank; ++d) {
+  std::vector<std::vector<Expr>> indices;
+  for (const Access* a : accesses) indices.push_back(*a->indices);
+  const size_t rank = indices[0].size();
+  for (const std::vector<Expr>& idx : indices) {
+    if (idx.size() == rank) continue;
+    for (size_t i = 0; i < indices.size(); ++i) {
+      std::optional<Expr> flat = loop::FlatIndex(*accesses[i]->buffer, indices[i]);
+      if (!flat) return false;
+      indices[i] = {*flat};
+    }
+    break;
+  }
+  for (size_t d = 0; d < indices[0].size(); ++d) {
     std::vector<AffineForm> forms;
     bool ok = true;
-    for (const Access* a : accesses) {
-      std::optional<AffineForm> f = SplitAffine((*a->indices)[d], v, bound, ranges);
+    for (const std::vector<Expr>& idx : indices) {
+      std::optional<AffineForm> f = SplitAffine(idx[d], v, bound, ranges);
       ok = f && f->coefficient != 0 && InnerRange(*f, ranges) &&
            (forms.empty() || (f->coefficient == forms[0].coefficient &&
                               loop::StructuralEqual(f->rest, forms[0].rest)));

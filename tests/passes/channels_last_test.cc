@@ -1,6 +1,6 @@
 // ChannelsLastConvs: which convs it moves channels-last (chains of two or more windowed convs
-// through elementwise ops), where it transposes back, the weights' [KH, KW, C, M] layout, and
-// the reference interpreter computing the same values before and after.
+// through elementwise ops and pools), where it transposes back, the weights' [KH, KW, C, M] layout,
+// and the reference interpreter computing the same values before and after.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -126,8 +126,49 @@ TEST(ChannelsLastConvs, BinaryOpsOfChainValuesAndScalarsJoin) {
   ExpectSameValues(before, after, {1, 8, 9, 9});
 }
 
+// A small CNN: convs linked through max pools, a global average pool at the end. The pools go
+// channels-last with the convs (max_pool_nhwc, global_avg_pool_nhwc), the conv after a pool
+// reads it padded, and one transpose brings the pooled [N, 1, 1, C] back.
+TEST(ChannelsLastConvs, PoolsJoinTheChain) {
+  Var x = MakeVar("x", TensorType({2, 3, 16, 14}, DType::kFloat32));
+  const Attrs two = {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}};
+  Expr h = MakeCall("max_pool", {MakeCall("relu", {Conv(x, 3, 8, 3, 1, 1)})}, two);
+  h = MakeCall("avg_pool", {MakeCall("relu", {Conv(h, 8, 16, 3, 1, 3)})},
+               {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}});
+  h = MakeCall("global_avg_pool", {Conv(h, 16, 24, 3, 1, 5)});
+  Function before = InferTypes(MakeFunction({x}, MakeCall("flatten", {h})));
+  Function after = ChannelsLastOf(before).Lookup("main");
+  EXPECT_EQ(Calls(after, "conv_nhwc").size(), 3u);
+  EXPECT_EQ(Calls(after, "max_pool_nhwc").size(), 1u);
+  EXPECT_EQ(Calls(after, "avg_pool_nhwc").size(), 1u);
+  ASSERT_EQ(Calls(after, "global_avg_pool_nhwc").size(), 1u);
+  for (const char* nchw : {"conv", "max_pool", "avg_pool", "global_avg_pool"})
+    EXPECT_TRUE(Calls(after, nchw).empty()) << nchw;
+  // The second conv reads the pool's result padded.
+  const CallNode* pad = AsCall(Calls(after, "conv_nhwc")[1]->args[0]);
+  ASSERT_TRUE(pad && pad->op && pad->op->name == "pad");
+  EXPECT_EQ(AsCall(pad->args[0])->op->name, "max_pool_nhwc");
+  std::vector<const CallNode*> transposes = Calls(after, "transpose");
+  ASSERT_EQ(transposes.size(), 1u);
+  EXPECT_EQ(AsCall(transposes[0]->args[0])->op->name, "global_avg_pool_nhwc");
+  ExpectSameValues(before, after, {2, 3, 16, 14});
+}
+
+// A pool of a conv that stays NCHW stays NCHW too.
+TEST(ChannelsLastConvs, PoolsOfNchwConvsStay) {
+  Var x = MakeVar("x", TensorType({1, 8, 10, 10}, DType::kFloat32));
+  Expr pooled = MakeCall("max_pool", {Conv(x, 8, 8, 3, 1, 9)}, {{"kernel_shape", Ints{2, 2}}});
+  Function after =
+      ChannelsLastOf(InferTypes(MakeFunction({x}, MakeCall("global_avg_pool", {pooled}))))
+          .Lookup("main");
+  EXPECT_TRUE(Calls(after, "conv_nhwc").empty());
+  EXPECT_EQ(Calls(after, "max_pool").size(), 1u);
+  EXPECT_EQ(Calls(after, "global_avg_pool").size(), 1u);
+  EXPECT_TRUE(Calls(after, "transpose").empty());
+}
+
 // What stays NCHW: a lone conv, a chain with one windowed conv (the other 1x1), a grouped
-// conv, a conv whose weight is not a constant, and convs linked through a pool.
+// conv, and a conv whose weight is not a constant.
 TEST(ChannelsLastConvs, LeavesConvsWithoutAChainAlone) {
   Var x = MakeVar("x", TensorType({1, 8, 10, 10}, DType::kFloat32));
   auto unchanged = [](const Function& before) {
@@ -144,8 +185,6 @@ TEST(ChannelsLastConvs, LeavesConvsWithoutAChainAlone) {
   Var w = MakeVar("w", TensorType({8, 8, 3, 3}, DType::kFloat32));
   Expr variable = MakeCall("conv", {x, w}, {{"pads", Ints{1, 1, 1, 1}}});
   unchanged(InferTypes(MakeFunction({x, w}, Conv(variable, 8, 8, 3, 1, 8))));
-  Expr pooled = MakeCall("max_pool", {Conv(x, 8, 8, 3, 1, 9)}, {{"kernel_shape", Ints{2, 2}}});
-  unchanged(InferTypes(MakeFunction({x}, Conv(pooled, 8, 8, 3, 1, 11))));
 }
 
 }  // namespace

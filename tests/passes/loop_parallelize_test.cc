@@ -357,6 +357,34 @@ TEST(ParallelizeLoops, ConstantOffsetsJoinTheWindow) {
   EXPECT_EQ(loop::Print(test::RunLoopPass("ParallelizeLoops", past, few)), loop::Print(past));
 }
 
+// Accesses of one buffer some flat and some by dims (CollapseLoops flattens the loops it
+// collapses: a padded result's border rows), checked on flat indices: each b writes row 0 of
+// its [4, 8] plane flat and rows 1 to 3 by dims, all within [32 * b, 32 * b + 31]; a flat row
+// at offset 40 would be row 1 of the next b's.
+TEST(ParallelizeLoops, FlatAndDimIndicesOfOneBuffer) {
+  auto planes = [](int64_t border_at) {
+    Var b = loop::MakeVar("b"), t = loop::MakeVar("t"), r = loop::MakeVar("r"),
+        c = loop::MakeVar("c");
+    Buffer x = Buf("x", {I(16), I(3), I(8)});
+    Buffer out = loop::MakeBuffer("out", DType::kFloat32, {I(16), I(4), I(8)},
+                                  loop::BufferNode::Scope::kGlobal, {I(32), I(8), I(1)});
+    Expr flat = loop::Add(loop::Add(loop::Mul(b, I(32)), I(border_at)), t);
+    Stmt body = loop::Seq({Loop(t, I(8), loop::Store(out, {flat}, F(0))),
+                           Loop(r, I(3),
+                                Loop(c, I(8),
+                                     loop::Store(out, {b, loop::Add(r, I(1)), c},
+                                                 loop::Mul(loop::Load(x, {b, r, c}), F(2)))))});
+    return Func({x, out}, 1, {}, Loop(b, I(16), body));
+  };
+  test::PassConfig few = {{"parallelize.min_work", int64_t{1}}};
+  auto own = planes(0);
+  auto g = test::RunLoopPass("ParallelizeLoops", own, few);
+  EXPECT_THAT(BodyText(g), HasSubstr("for b in [0, 16) parallel {"));
+  ExpectSameResults(own, g);
+  auto next = planes(40);
+  EXPECT_EQ(loop::Print(test::RunLoopPass("ParallelizeLoops", next, few)), loop::Print(next));
+}
+
 // A symbolic extent with a known bound (a tail) counts as its bound.
 TEST(ParallelizeLoops, BoundedSymbolicExtentsAreShort) {
   Var n = loop::MakeVar("n"), i = loop::MakeVar("i");
