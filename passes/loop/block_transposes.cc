@@ -28,6 +28,12 @@
 //    stored buffer.
 // The block is the largest multiple of 16 dividing p's extent with block x b elements <= 16 KiB
 // (at least 16), and smaller than the extent.
+//
+// A batch of transposes whose batch and row loops CollapseLoops made one (v over N * C, read at
+// v // C and v % C: [32, 16, 16, 64] -> [32, 64, 16, 16]) is split back into n and c first,
+// v // C becoming n, v % C c, and v itself n * C + c; the c loop then keeps to the pattern, and
+// n goes around the blocked nest. That transpose: 1 thread 368 -> 188 us, 2 threads 167-331
+// -> 68-71 us (AVX-512 Xeon).
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
@@ -45,7 +51,73 @@ using loop::Stmt;
 constexpr int64_t kBlockBytes = 16 << 10;
 constexpr int64_t kMinStride = 16;
 
+// The loop over v in [0, n * c_extent), its body rewritten over n and c: v // c_extent -> n,
+// v % c_extent -> c, any other v -> n * c_extent + c.
+class SplitCollapsed : public loop::Mutator {
+ public:
+  SplitCollapsed(const loop::VarNode* v, int64_t c_extent, loop::Var n, loop::Var c)
+      : v_(v), c_extent_(c_extent), n_(std::move(n)), c_(std::move(c)) {}
+
+ protected:
+  Expr MutateBinary(const loop::BinaryNode* b, const Expr& self) override {
+    int64_t d = 0;
+    if (b->a.get() == v_ && loop::IsConstInt(b->b, &d) && d == c_extent_) {
+      if (b->op == loop::BinaryOp::kFloorDiv) return n_;
+      if (b->op == loop::BinaryOp::kFloorMod) return c_;
+    }
+    return loop::Mutator::MutateBinary(b, self);
+  }
+  Expr MutateVar(const loop::VarNode* v, const Expr& self) override {
+    if (v != v_) return self;
+    return loop::Add(loop::Mul(n_, loop::IntImm(c_extent_)), c_);
+  }
+
+ private:
+  const loop::VarNode* v_;
+  int64_t c_extent_;
+  loop::Var n_, c_;
+};
+
+// The divisor C of the first `v // C` or `v % C` in `e` (C a constant), or 0.
+int64_t CollapsedDivisor(const Expr& e, const loop::VarNode* v) {
+  struct Find : loop::Visitor {
+    const loop::VarNode* v;
+    int64_t divisor = 0;
+    void VisitBinary(const loop::BinaryNode* b, const Expr& self) override {
+      int64_t d = 0;
+      if (divisor == 0 && b->a.get() == v && loop::IsConstInt(b->b, &d) &&
+          (b->op == loop::BinaryOp::kFloorDiv || b->op == loop::BinaryOp::kFloorMod))
+        divisor = d;
+      loop::Visitor::VisitBinary(b, self);
+    }
+  } find;
+  find.v = v;
+  find.VisitExpr(e);
+  return find.divisor;
+}
+
+Stmt BlockTransposeNest(const Stmt& s);
+
 Stmt BlockTranspose(const Stmt& s) {
+  const loop::ForNode* outer = loop::AsFor(s);
+  const loop::ForNode* inner = outer ? loop::AsFor(outer->body) : nullptr;
+  const loop::StoreNode* store = inner ? loop::AsStore(inner->body) : nullptr;
+  int64_t extent = 0, min = -1;
+  if (!store || outer->for_kind != loop::ForKind::kSerial ||
+      !loop::IsConstInt(outer->extent, &extent) || !loop::IsConstInt(outer->min, &min) || min != 0)
+    return BlockTransposeNest(s);
+  const int64_t c_extent = CollapsedDivisor(store->value, outer->var.get());
+  if (c_extent < 2 || extent % c_extent != 0 || extent / c_extent < 2) return BlockTransposeNest(s);
+  loop::Var n = loop::MakeVar(outer->var->name + "_n"), c = loop::MakeVar(outer->var->name + "_c");
+  Stmt body = SplitCollapsed(outer->var.get(), c_extent, n, c).MutateStmt(outer->body);
+  Stmt c_loop = loop::For(c, loop::IntImm(0), loop::IntImm(c_extent), loop::ForKind::kSerial, body);
+  Stmt blocked = BlockTransposeNest(c_loop);
+  if (blocked == c_loop) return s;
+  return loop::For(n, loop::IntImm(0), loop::IntImm(extent / c_extent), loop::ForKind::kSerial,
+                   blocked);
+}
+
+Stmt BlockTransposeNest(const Stmt& s) {
   const loop::ForNode* outer = loop::AsFor(s);
   if (!outer) return s;
   const loop::ForNode* inner = loop::AsFor(outer->body);

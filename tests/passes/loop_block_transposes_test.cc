@@ -61,6 +61,35 @@ TEST(BlockTransposes, ChannelsLastToFirstRunsInBlocks) {
   test::ExpectSameResults(small, test::RunLoopPipeline(pipeline, small), {3, -2, 2});
 }
 
+// A batch of transposes whose batch and channel loops are one (v over 3 x 20, as CollapseLoops
+// leaves them: x read at v // 20 and v % 20): split back, the batch loop around the blocked
+// nest; bit for bit the same. A divisor that does not divide the extent leaves it alone.
+TEST(BlockTransposes, CollapsedBatchSplitsBack) {
+  auto batched = [](int64_t divisor) {
+    Var v = MakeVar("v"), p = MakeVar("p");
+    Buffer x = F32("x", {I(3), I(48), I(20)}), out = F32("out", {I(60), I(48)});
+    Expr n = FloorDiv(v, I(divisor)), c = FloorMod(v, I(divisor));
+    return MakePrimFunc(
+        {x, out}, {},
+        Loop(v, I(60), Loop(p, I(48), Store(out, {v, p}, Add(Load(x, {n, p, c}), FloatImm(1))))));
+  };
+  PrimFunc f = batched(20);
+  PrimFunc g = Blocked(f);
+  EXPECT_EQ(Print(g->body), R"(for v_n in [0, 3) {
+  for p_block in [0, 3) {
+    for v_c in [0, 20) {
+      for p in [0, 16) {
+        out[v_n * 20 + v_c, p_block * 16 + p] = x[v_n, p_block * 16 + p, v_c] + 1.0f
+      }
+    }
+  }
+}
+)");
+  test::ExpectSameResults(f, g, {3, -2, 2});
+  PrimFunc odd = batched(7);
+  EXPECT_EQ(Print(Blocked(odd)->body), Print(odd->body));
+}
+
 // Left alone: rows not a multiple of 16, one column, a single block, columns too close to gain
 // (8 floats apart: the column reads already share lines), a copy along rows, and a store that
 // several iterations could share.
