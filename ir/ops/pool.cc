@@ -179,11 +179,9 @@ std::optional<LTensor> LowerPoolOverPhases(bool is_max, bool include_pad, LowerC
   }
   if (!IsFloat(t) || taps > kMaxSpelledTaps) return std::nullopt;
   const DType c = is_max ? (t == DType::kFloat64 ? t : DType::kFloat32) : DType::kFloat64;
-  bool inside = true;  // every window lies inside x: no padding, no ceil_mode overhang
-  for (const WindowDim& d : dims) inside = inside && d.pad_begin == 0 && WindowSpan(d) <= d.in;
   // (Rows of at least 4 outputs, which VectorizeLoops turns into strided vector loads: the small
   // CNN's second pool, rows of 8, went 4.5 -> 1.5 us; at 16 its first went 2.3 -> 1.2 us.)
-  if (!overlap && inside && dims.back().out >= 4) {
+  if (WindowsReadInPlace(dims)) {
     // Windows that neither overlap nor pad (2x2 stride 2): the taps read x in place, strided,
     // with nothing to copy; the innermost output loop vectorizes with strided loads.
     auto at = [x, dims, taps, is_max, t, c](const std::vector<Expr>& idx) {

@@ -28,6 +28,14 @@ int64_t WindowSpan(const WindowDim& d) {
   return (d.out - 1) * d.stride + (d.kernel - 1) * d.dilation + 1;
 }
 
+bool WindowsReadInPlace(const std::vector<WindowDim>& dims) {
+  if (dims.empty() || dims.back().out < 4) return false;
+  for (const WindowDim& d : dims)
+    if ((d.kernel - 1) * d.dilation + 1 > d.stride || d.pad_begin != 0 || WindowSpan(d) > d.in)
+      return false;
+  return true;
+}
+
 std::string JoinInts(const std::vector<int64_t>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += StrCat(i ? ", " : "", v[i]);

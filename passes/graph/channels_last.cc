@@ -23,15 +23,15 @@
 // alternating runs: 224 x 224 2168 -> 2039 us / 1264 -> 1050 us, 320 x 240 3806 -> 3298 us /
 // 2032 -> 1679 us (AVX-512 Xeon).
 //
-// Pools join chains too: a max_pool, avg_pool or global pool of a chain value runs on it
-// channels-last (pool_layout.cc), and a conv that reads the pool's result is linked to the convs
-// before it. A small CNN (conv, max pool, conv, max pool, conv, global average pool) had been
-// three chains of one windowed conv, so NCHW throughout, where every conv splits its output
-// channels across threads and each thread then reads the whole input, half of it written by the
-// other core. Channels-last, each kernel's outermost loop is the output rows, so each thread
-// reads mostly what it wrote. bench/vs_ort's small_cnn at batch 1, 2 threads: 98.5 -> 68.8 us
-// (ONNX Runtime 74.9); 1 thread 112.5 -> 106.0 us; batch 32 about even (min of 3 alternating
-// runs, 2-vCPU AVX-512 Xeon).
+// Pools join chains too: a global pool, or a max_pool or avg_pool whose windows neither overlap
+// nor pad (ChannelsLastPoolName), of a chain value runs on it channels-last (pool_layout.cc),
+// and a conv that reads the pool's result is linked to the convs before it. A small CNN (conv, max
+// pool, conv, max pool, conv, global average pool) had been three chains of one windowed conv, so
+// NCHW throughout, where every conv splits its output channels across threads and each thread then
+// reads the whole input, half of it written by the other core. Channels-last, each kernel's
+// outermost loop is the output rows, so each thread reads mostly what it wrote. bench/vs_ort's
+// small_cnn at batch 1, 2 threads: 98.5 -> 68.8 us (ONNX Runtime 74.9); 1 thread 112.5 -> 106.0 us;
+// batch 32 about even (min of 3 alternating runs, 2-vCPU AVX-512 Xeon).
 //
 // A chain value that a conv reads with padding is padded by a pad op of its own, and the conv
 // pads nothing: FuseOps ends the producer's group with that pad (fuse_ops.cc), so the producer
@@ -96,15 +96,28 @@ bool LayoutBlindElementwise(const CallNode* c) {
   return true;
 }
 
-// A pool that has a channels-last form (pool_layout.cc): its name with "_nhwc", else empty.
+// A pool that runs as fast channels-last (pool_layout.cc): its name with "_nhwc", else empty.
+// The global pools, and windowed ones whose windows neither overlap nor pad (2x2 stride 2),
+// which read their taps in place either way. Overlapping windows (a ResNet stem's 3x3 stride 2)
+// go through a phase-split copy in NCHW order, which from a channels-last input is a gather:
+// 64 x 112 x 112 took 5.2 ms channels-last against 0.42 NCHW, so those end the chain.
 std::string ChannelsLastPoolName(const CallNode* c) {
   if (!c->op) return "";
   const std::string& name = c->op->name;
-  if (name != "max_pool" && name != "avg_pool" && name != "global_max_pool" &&
-      name != "global_avg_pool")
-    return "";
+  const bool global = name == "global_max_pool" || name == "global_avg_pool";
+  if (!global && name != "max_pool" && name != "avg_pool") return "";
   const TensorTypeNode* x = AsTensor(c->args[0]->type);
-  return x && x->ndim() == 4 ? name + "_nhwc" : "";
+  if (!x || x->ndim() != 4) return "";
+  if (global) return name + "_nhwc";
+  std::vector<int64_t> spatial(2);
+  for (int i = 0; i < 2; ++i) {
+    if (!x->shape[2 + i].is_const()) return "";
+    spatial[i] = x->shape[2 + i].value();
+  }
+  std::string error;
+  const std::vector<ops::WindowDim> dims =
+      ops::ComputeWindow(spatial, c->attrs.GetInts("kernel_shape"), c->attrs, &error);
+  return error.empty() && ops::WindowsReadInPlace(dims) ? name + "_nhwc" : "";
 }
 
 // Which convs join a chain, judged on the original graph as the rewrite will see it. A value

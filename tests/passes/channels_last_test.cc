@@ -126,15 +126,14 @@ TEST(ChannelsLastConvs, BinaryOpsOfChainValuesAndScalarsJoin) {
   ExpectSameValues(before, after, {1, 8, 9, 9});
 }
 
-// A small CNN: convs linked through max pools, a global average pool at the end. The pools go
-// channels-last with the convs (max_pool_nhwc, global_avg_pool_nhwc), the conv after a pool
+// A small CNN: convs linked through 2x2 stride-2 pools, a global average pool at the end. The pools
+// go channels-last with the convs (max_pool_nhwc, global_avg_pool_nhwc), the conv after a pool
 // reads it padded, and one transpose brings the pooled [N, 1, 1, C] back.
 TEST(ChannelsLastConvs, PoolsJoinTheChain) {
-  Var x = MakeVar("x", TensorType({2, 3, 16, 14}, DType::kFloat32));
+  Var x = MakeVar("x", TensorType({2, 3, 16, 16}, DType::kFloat32));
   const Attrs two = {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}};
   Expr h = MakeCall("max_pool", {MakeCall("relu", {Conv(x, 3, 8, 3, 1, 1)})}, two);
-  h = MakeCall("avg_pool", {MakeCall("relu", {Conv(h, 8, 16, 3, 1, 3)})},
-               {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}});
+  h = MakeCall("avg_pool", {MakeCall("relu", {Conv(h, 8, 16, 3, 1, 3)})}, two);
   h = MakeCall("global_avg_pool", {Conv(h, 16, 24, 3, 1, 5)});
   Function before = InferTypes(MakeFunction({x}, MakeCall("flatten", {h})));
   Function after = ChannelsLastOf(before).Lookup("main");
@@ -151,7 +150,7 @@ TEST(ChannelsLastConvs, PoolsJoinTheChain) {
   std::vector<const CallNode*> transposes = Calls(after, "transpose");
   ASSERT_EQ(transposes.size(), 1u);
   EXPECT_EQ(AsCall(transposes[0]->args[0])->op->name, "global_avg_pool_nhwc");
-  ExpectSameValues(before, after, {2, 3, 16, 14});
+  ExpectSameValues(before, after, {2, 3, 16, 16});
 }
 
 // A pool of a conv that stays NCHW stays NCHW too.
@@ -165,6 +164,24 @@ TEST(ChannelsLastConvs, PoolsOfNchwConvsStay) {
   EXPECT_EQ(Calls(after, "max_pool").size(), 1u);
   EXPECT_EQ(Calls(after, "global_avg_pool").size(), 1u);
   EXPECT_TRUE(Calls(after, "transpose").empty());
+}
+
+// A pool whose windows overlap or pad (a ResNet stem's 3x3 stride 2 with pads) stays NCHW and
+// ends the chain: the convs on either side are chains of their own.
+TEST(ChannelsLastConvs, OverlappingPoolsEndTheChain) {
+  Var x = MakeVar("x", TensorType({1, 3, 16, 16}, DType::kFloat32));
+  Expr h = MakeCall("relu", {Conv(x, 3, 8, 3, 1, 1)});
+  h = MakeCall("relu", {Conv(h, 8, 8, 3, 1, 3)});
+  h = MakeCall("max_pool", {h},
+               {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}});
+  h = MakeCall("relu", {Conv(h, 8, 8, 3, 1, 5)});
+  Function before = InferTypes(MakeFunction({x}, h));
+  Function after = ChannelsLastOf(before).Lookup("main");
+  EXPECT_EQ(Calls(after, "conv_nhwc").size(), 2u);
+  EXPECT_EQ(Calls(after, "conv").size(), 1u);
+  EXPECT_EQ(Calls(after, "max_pool").size(), 1u);
+  EXPECT_TRUE(Calls(after, "max_pool_nhwc").empty());
+  ExpectSameValues(before, after, {1, 3, 16, 16});
 }
 
 // What stays NCHW: a lone conv, a chain with one windowed conv (the other 1x1), a grouped
