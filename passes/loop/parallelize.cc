@@ -228,13 +228,16 @@ class NestScanner : public loop::AccessScanner {
 std::optional<int64_t> ExtentBound(const Expr& e);
 
 // The span (max - min) of the values the inner terms of `forms` take, leaving out the terms
-// whose coefficient is a multiple of `modulus` (0: none left out); nullopt on overflow.
+// whose coefficient is a multiple of `modulus` (0: none left out) and, likewise, the multiples
+// of it in the constant offset (a row block's rows past the last full block start at
+// `60 * 12544`); nullopt on overflow.
 std::optional<int64_t> InnerSpan(const std::vector<AffineForm>& forms, const Ranges& ranges,
                                  int64_t modulus) {
   std::optional<Range> window;
   for (AffineForm f : forms) {
     for (auto it = f.inner.begin(); it != f.inner.end();)
       it = modulus != 0 && it->second % modulus == 0 ? f.inner.erase(it) : std::next(it);
+    if (modulus != 0) f.offset = ((f.offset % modulus) + modulus) % modulus;
     std::optional<Range> r = InnerRange(f, ranges);
     if (!r) return std::nullopt;
     window = window ? Range{std::min(window->min, r->min), std::max(window->max, r->max)} : *r;

@@ -332,6 +332,31 @@ TEST(ParallelizeLoops, FlatIndexWithRowsAboveTheReach) {
   EXPECT_EQ(loop::Print(Parallelize(overlapping)), loop::Print(overlapping));
 }
 
+// A row block past the last full one (TileLoops' rows left over) starts at a constant multiple
+// of the row stride, which goes with the rows: the offset 4 * 12544 does not count against the
+// column tile's reach; an offset of 4 * 12544 + 64 (the next tile's columns) would.
+TEST(ParallelizeLoops, FlatIndexWithConstantRowOffsets) {
+  auto tiles = [](int64_t rest_at) {
+    Var p = loop::MakeVar("p"), r = loop::MakeVar("r"), j = loop::MakeVar("j"),
+        q = loop::MakeVar("q");
+    Buffer x = Buf("x", {I(6 * 12544)}), out = Buf("out", {I(6 * 12544)});
+    auto at = [&](const Expr& row) {
+      return loop::Add(loop::Add(loop::Mul(row, I(12544)), loop::Mul(p, I(64))), j);
+    };
+    Expr rest = loop::Add(at(q), I(rest_at));
+    Stmt body =
+        loop::Seq({Loop(r, I(4), Loop(j, I(64), loop::Store(out, {at(r)}, loop::Load(x, {at(r)})))),
+                   Loop(q, I(2), Loop(j, I(64), loop::Store(out, {rest}, F(0))))});
+    return Func({x, out}, 1, {}, Loop(p, I(196), body));
+  };
+  auto own = tiles(4 * 12544);
+  auto g = Parallelize(own);
+  EXPECT_THAT(BodyText(g), HasSubstr("for p in [0, 196) parallel {"));
+  ExpectSameResults(own, g);
+  auto next = tiles(4 * 12544 + 64);
+  EXPECT_EQ(loop::Print(Parallelize(next)), loop::Print(next));
+}
+
 // Column tiles and the tail TileLoops leaves after them in one row: out[b, jo * 48 + j] and
 // out[b, 96 + j] differ by a constant, which joins the window of the inner terms: each b keeps
 // to [0, 111] of its row (so the batch loop is parallel), and a tail reaching 112 past it

@@ -609,8 +609,9 @@ TEST(TileLoops, UnalignedColumnReadsGetEightRowsOfThreeVectors) {
 }
 
 // Rows in blocks of tile.i: one accumulator block of rows x Tj, an unrolled row loop around
-// each j_inner loop (so one row of b feeds every row of the block), and a tail loop over the
-// rows left, tiled one row at a time.
+// each j_inner loop (so one row of b feeds every row of the block), and the rows left as one
+// shorter block (alone, a row has too few accumulators to hide the FMA latency); a single row
+// left over runs as a row loop.
 TEST(TileLoops, RowBlocksAndARowTail) {
   auto f = Matmul(I(7), I(32), I(8), {});
   auto g = Tile(f, 32, "TileLoops", 4);
@@ -633,23 +634,31 @@ for i_row in [0, 4) unrolled {
   }
 }
 free acc0
-for i in [4, 7) {
-  alloc acc0_1: f32[32] local
+alloc acc0_1: f32[96] local
+for i_rest in [0, 3) unrolled {
   for j_inner_1 in [0, 32) {
-    acc0_1[j_inner_1] = 0.0f
+    acc0_1[i_rest * 32 + j_inner_1] = 0.0f
   }
-  for k in [0, 8) {
+}
+for k in [0, 8) {
+  for i_rest in [0, 3) unrolled {
     for j_inner_1 in [0, 32) {
-      acc0_1[j_inner_1] = acc0_1[j_inner_1] + a[i, k] * b[k, j_inner_1]
+      acc0_1[i_rest * 32 + j_inner_1] = acc0_1[i_rest * 32 + j_inner_1] + a[4 + i_rest, k] * b[k, j_inner_1]
     }
   }
-  for j_inner_1 in [0, 32) {
-    out[i, j_inner_1] = max(acc0_1[j_inner_1] + bias[j_inner_1], 0.0f)
-  }
-  free acc0_1
 }
+for i_rest in [0, 3) unrolled {
+  for j_inner_1 in [0, 32) {
+    out[4 + i_rest, j_inner_1] = max(acc0_1[i_rest * 32 + j_inner_1] + bias[j_inner_1], 0.0f)
+  }
+}
+free acc0_1
 )");
   ExpectSameResults(f, g);
+  auto f9 = Matmul(I(9), I(32), I(8), {});
+  auto g9 = Tile(f9, 32, "TileLoops", 4);
+  EXPECT_THAT(BodyText(g9), HasSubstr("for i in [8, 9) {"));
+  ExpectSameResults(f9, g9);
 }
 
 TEST(TileLoops, SymbolicRowsGetASymbolicRowTail) {
