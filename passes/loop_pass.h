@@ -51,12 +51,16 @@ struct TileShape {
   // accumulators) for operands pre-packed in panels that wide; PanelColumns picks it per matrix.
   int64_t narrow_columns = 0;
   int64_t narrow_rows = 0;
+  // Where > 0 (likewise): a block of `half_rows` rows of `half_columns` for panels that wide,
+  // taken where narrow_columns would leave a short tail and half_columns divides the columns.
+  int64_t half_columns = 0;
+  int64_t half_rows = 0;
 
   // The panel width for a B of `n` columns read by `m` rows (m > 1): narrow_columns where that
   // leaves no tail or one of two vectors or more, or where m is at most kNarrowPanelAnyTailRows
   // and n makes kNarrowPanelAnyTailPanels panels or more (few row blocks: each weight vector
   // feeding 8 FMAs pays more than the narrow tail costs, and the threads' shares of the panels
-  // stay even), else `columns`.
+  // stay even); else half_columns where that divides n; else `columns`.
   int64_t PanelColumns(int64_t n, int64_t m) const;
   static constexpr int64_t kNarrowPanelAnyTailRows = 64;
   static constexpr int64_t kNarrowPanelAnyTailPanels = 16;

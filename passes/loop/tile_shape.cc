@@ -25,6 +25,17 @@ constexpr char kTileKKey[] = "tile.k";
 constexpr int64_t kNarrowPanelColumns = 48;
 constexpr int64_t kNarrowPanelRows = 8;
 
+// Pre-packed panels of 2 vectors where 48 columns would leave a tail of one vector and 32
+// divide the columns (the encoder layer's 256-wide products, and its 1024-wide one from 128 rows
+// up): 12 rows, 24 accumulators. Where 64 x 4 loaded 4 weight vectors for 16 FMAs, 32 x 12
+// loads 2 for 24, and a K block of the panel is half the bytes. Encoder layer at 1 x 16, 1
+// thread, kernel minima: QKV products 16.5 -> 13.5-14.3 us, FFN down 65.7 -> 56.5-59; 8 rows:
+// 14.5-14.9 and 59.6-60.7. The layer, min of 3 alternating runs: 1 x 16 208 -> 188 us at 1
+// thread (2 threads 121 -> 122), 1 x 128 at 2 threads 861 -> 808, 8 x 128 12524 -> 12374 and
+// 6285 -> 6025 us (AVX-512 Xeon).
+constexpr int64_t kHalfPanelColumns = 32;
+constexpr int64_t kHalfPanelRows = 12;
+
 // A product narrower than one tile (conv_nhwc's output channels, 16 to 48 on AVX-512) takes
 // more rows, up to 16 accumulators (12 with AVX2's 16 registers): with tile.i's 4 rows, 32 channels
 // were 8 accumulators, too few to hide the FMA latency. dynamic_conv channels-last at 224 x 224, 1
@@ -58,6 +69,8 @@ class Tiler : public loop::Mutator {
         rows_(shape.rows),
         narrow_columns_(shape.narrow_columns),
         narrow_rows_(shape.narrow_rows),
+        half_columns_(shape.half_columns),
+        half_rows_(shape.half_rows),
         tile_set_(tile_set),
         pack_(pack),
         pack_set_(pack_set),
@@ -80,6 +93,8 @@ class Tiler : public loop::Mutator {
           int64_t rows = rows_;
           if (body->prepacked > 0 && body->prepacked == narrow_columns_) {
             rows = narrow_rows_;
+          } else if (body->prepacked > 0 && body->prepacked == half_columns_) {
+            rows = half_rows_;
           } else if (body->prepacked == 0 && UnalignedTile(n, j, *body)) {
             tile = kUnalignedTileVectors * lanes_;
             rows = kUnalignedTileRows;
@@ -102,6 +117,8 @@ class Tiler : public loop::Mutator {
   int64_t rows_;
   int64_t narrow_columns_;  // TileShape's block for pre-packed panels that wide (0: none)
   int64_t narrow_rows_;
+  int64_t half_columns_;  // likewise for half_rows_
+  int64_t half_rows_;
   bool tile_set_;  // tile.i or tile.j given explicitly: no heuristic changes the block
   bool pack_;
   bool pack_set_;  // tile.pack given explicitly: no heuristic overrides it
@@ -225,6 +242,8 @@ TileShape TileLoopsShape(const PassContext& ctx) {
       !ctx.config().count(kTileIKey)) {
     shape.narrow_columns = kNarrowPanelColumns;
     shape.narrow_rows = kNarrowPanelRows;
+    shape.half_columns = kHalfPanelColumns;
+    shape.half_rows = kHalfPanelRows;
   }
   for (auto [key, v] : {std::pair{kTileJKey, tile}, std::pair{kTileIKey, rows}})
     if (v < 0) Throw(ErrorCode::kInvalidArgument, key, " must not be negative, got ", v);
@@ -246,7 +265,8 @@ int64_t TileShape::PanelColumns(int64_t n, int64_t m) const {
   const int64_t tail = n % narrow_columns;
   const bool few_rows =
       m <= kNarrowPanelAnyTailRows && n >= kNarrowPanelAnyTailPanels * narrow_columns;
-  return tail == 0 || tail * 3 >= narrow_columns * 2 || few_rows ? narrow_columns : columns;
+  if (tail == 0 || tail * 3 >= narrow_columns * 2 || few_rows) return narrow_columns;
+  return half_columns > 0 && n % half_columns == 0 ? half_columns : columns;
 }
 
 void RegisterTileLoopsPass(PassRegistry& r) {

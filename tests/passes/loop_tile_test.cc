@@ -923,6 +923,15 @@ TEST(TileLoops, NarrowPrepackedPanelsGetEightRows) {
   std::string kept = BodyText(test::RunLoopPipeline("TileLoops", wide, avx512));
   EXPECT_THAT(kept, HasSubstr("i_row in [0, 4) unrolled")) << kept;
   EXPECT_THAT(kept, HasSubstr("j_inner in [0, 64)")) << kept;
+  // 32-column panels (TileShape's half panels) take 12 rows, 2 vectors each; 16 rows are a
+  // block of 12 and one of 4.
+  auto half = PrepackedMatmul(16, 256, 19, 32);
+  auto hg = test::RunLoopPipeline("TileLoops", half, avx512);
+  std::string halved = BodyText(hg);
+  EXPECT_THAT(halved, HasSubstr("i_row in [0, 12) unrolled")) << halved;
+  EXPECT_THAT(halved, HasSubstr("i_rest in [0, 4) unrolled")) << halved;
+  EXPECT_THAT(halved, HasSubstr("j_inner in [0, 32)")) << halved;
+  ExpectSameResults(half, hg);
   // Through the pipeline to scalar code, rows not a multiple of 8 and a symbolic-free tail.
   const std::string pipeline =
       "TileLoops,ParallelizeLoops,VectorizeLoops,UnrollLoops,FlattenBuffers,LoopSimplify,"

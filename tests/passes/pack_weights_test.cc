@@ -80,22 +80,23 @@ TEST(PackConstantWeights, SpecializationsShareOnePackedCopy) {
   EXPECT_EQ(packed_data(first), packed_data(second));
 }
 
-// AVX-512's 64 columns when the keys are unset, for many rows and few (TileLoops reads the
-// panels in place either way); a B narrower than that stays.
+// AVX-512's 64 columns when the keys are unset (where neither 48 nor 32 fits: 112 columns), for
+// many rows and few (TileLoops reads the panels in place either way); a B narrower than that
+// stays.
 TEST(PackConstantWeights, TileShapeFollowsTheTarget) {
   auto with = [&](const char* rows, int64_t cols) {
     return std::string("def @main(%x: f32[") + rows + ", 3]) { gemm(%x, " + Const(3, cols) + ") }";
   };
   for (const char* rows : {"17", "16", "2"})
-    EXPECT_NE(Print(Pack(with(rows, 64), 512, {})).find("b_panel=64"), std::string::npos) << rows;
+    EXPECT_NE(Print(Pack(with(rows, 112), 512, {})).find("b_panel=64"), std::string::npos) << rows;
   EXPECT_EQ(Print(Pack(with("16", 63), 512, {})), Printed(with("16", 63)));
 }
 
 // On AVX-512 with the keys unset, a B read by more than one row is packed in panels of 48
 // columns (TileLoops runs them 8 rows at a time) where its columns are a multiple of 48 or
-// leave a tail of at least 32 (two vectors); a tail of one vector keeps 64-column panels,
-// unless at most 64 rows read a B of 16 panels or more. A single row keeps its own tile, and so
-// does a set tile.j.
+// leave a tail of at least 32 (two vectors); a tail of one vector takes 32-column panels
+// (12 rows) where 32 divides the columns, else keeps 64-column ones, unless at most 64 rows
+// read a B of 16 panels or more. A single row keeps its own tile, and so does a set tile.j.
 TEST(PackConstantWeights, NarrowPanelsWhereTheColumnsFit) {
   auto with = [&](const char* rows, int64_t cols) {
     return std::string("def @main(%x: f32[") + rows + ", 3]) { gemm(%x, " + Const(3, cols) + ") }";
@@ -108,11 +109,13 @@ TEST(PackConstantWeights, NarrowPanelsWhereTheColumnsFit) {
   EXPECT_EQ(panel("32", 96, {}), "b_panel=48");
   EXPECT_EQ(panel("32", 512, {}), "b_panel=48");  // 10 x 48 + 32
   EXPECT_EQ(panel("2", 48, {}), "b_panel=48");
-  EXPECT_EQ(panel("32", 256, {}), "b_panel=64");   // 5 x 48 + 16
+  EXPECT_EQ(panel("32", 256, {}), "b_panel=32");   // 5 x 48 + 16; 8 x 32
   EXPECT_EQ(panel("32", 1024, {}), "b_panel=48");  // 21 x 48 + 16, few rows
   EXPECT_EQ(panel("64", 768, {}), "b_panel=48");
-  EXPECT_EQ(panel("65", 1024, {}), "b_panel=64");
-  EXPECT_EQ(panel("32", 740, {}), "b_panel=64");  // 15 x 48 + 20: under 16 panels
+  EXPECT_EQ(panel("65", 1024, {}), "b_panel=32");
+  EXPECT_EQ(panel("65", 1040, {}), "b_panel=48");  // 21 x 48 + 32
+  EXPECT_EQ(panel("65", 1072, {}), "b_panel=64");  // 22 x 48 + 16, 33 x 32 + 16
+  EXPECT_EQ(panel("32", 740, {}), "b_panel=64");   // 15 x 48 + 20: under 16 panels
   EXPECT_EQ(panel("32", 47, {}), "none");
   EXPECT_EQ(panel("1", 512, {}), "b_panel=256");
   EXPECT_EQ(panel("32", 96, {{"tile.j", 32}}), "b_panel=32");
