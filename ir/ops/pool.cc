@@ -148,24 +148,15 @@ int64_t LowestInt(DType t) {
   return v;
 }
 
-// Whether window position `pos` (of output index o, tap k along dim d) counts toward avg_pool's
-// divisor.
-Expr Counted(const WindowDim& d, const Expr& o, int64_t k, bool include_pad) {
-  Expr pos =
-      loop::Add(loop::Sub(loop::Mul(o, I64(d.stride)), I64(d.pad_begin)), I64(k * d.dilation));
-  return include_pad ? InRange(pos, I64(-d.pad_begin), I64(d.in + d.pad_end))
-                     : InRange(pos, I64(0), I64(d.in));
-}
-
-// Float pools of at most this many taps read the phase-split input (ops::SplitPhases, -inf or
-// 0 around x) with every tap spelled out: each tap of a row of outputs is then a unit-stride
-// shift, so the output loop is elementwise and vectorizes with contiguous loads, where a
-// reduction of a few taps per output (with a clamped index and a select per tap) stays
-// scalar. A 3x3/1 max pool at 64x56x56 went from 666 to 117 us (Zen 5). Windows that do not
-// overlap (2x2/2) read each input element once anyway, and there the copy into phases costs
-// more than it saves (the small CNN's first pool: 53 -> 208 us): when they also do not pad,
-// their taps are spelled out reading x in place (strided), else they keep the reduction.
-constexpr int64_t kMaxSpelledTaps = 25;
+// Float pools of at most kMaxSpelledTaps taps (window.h) read the phase-split input
+// (ops::SplitPhases, -inf or 0 around x) with every tap spelled out: each tap of a row of
+// outputs is then a unit-stride shift, so the output loop is elementwise and vectorizes with
+// contiguous loads, where a reduction of a few taps per output (with a clamped index and a
+// select per tap) stays scalar. A 3x3/1 max pool at 64x56x56 went from 666 to 117 us (Zen 5).
+// Windows that do not overlap (2x2/2) read each input element once anyway, and there the copy
+// into phases costs more than it saves (the small CNN's first pool: 53 -> 208 us): when they
+// also do not pad, their taps are spelled out reading x in place (strided), else they keep the
+// reduction.
 
 std::optional<LTensor> LowerPoolOverPhases(bool is_max, bool include_pad, LowerContext& ctx,
                                            const LTensor& x, const std::vector<WindowDim>& dims,

@@ -19,10 +19,13 @@
 // took 37 us each where one took 48 for both: every byte written by one core and read by the
 // other costs ~0.25 ns on the 2-vCPU Xeon here).
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ir/ops/op_util.h"
+#include "ir/ops/window.h"
 
 namespace kiln::ops {
 namespace {
@@ -40,6 +43,59 @@ std::vector<D> Permuted(const std::vector<D>& v, const std::vector<int>& perm) {
 
 Type PermutedType(const TensorTypeNode& t, const std::vector<int>& perm) {
   return TensorType(Permuted(t.shape, perm), t.dtype);
+}
+
+// x[N, H, W, C] read as [N, C, H, W].
+LTensor NchwView(const LTensor& x) {
+  return LTensor{x.dtype, Permuted(x.shape, kToNchw),
+                 [x](const std::vector<loop::Expr>& i) { return x.at(Permuted(i, kToNhwc)); }};
+}
+
+// A windowed pool whose windows overlap or pad, channels-last, with its taps spelled out:
+// y[n, oy, ox, c] = max (or the mean over the counted positions) of x[n, h, w, c] over the
+// window's positions, each read at its index clamped into x and dropped by a select where it
+// lies outside. The select's condition depends on the pixel, not the channel, so the output's
+// channel loop vectorizes with contiguous loads and a select per tap; the NCHW lowering's phase
+// split would gather from the channels-last x (64 x 112 x 112, 3x3 stride 2: 5.2 ms against
+// 0.42 NCHW). Float dtypes, at most kMaxSpelledTaps taps; nullopt otherwise (the NCHW op's
+// lowering).
+std::optional<LTensor> LowerWindowedPoolNhwc(bool is_max, const LTensor& x, const Attrs& attrs,
+                                             const std::vector<loop::Expr>& out_shape) {
+  const std::vector<WindowDim> dims =
+      LoweredWindow(NchwView(x), attrs.GetInts("kernel_shape"), attrs);
+  if (!IsFloat(x.dtype) || dims.size() != 2 || dims[0].kernel * dims[1].kernel > kMaxSpelledTaps)
+    return std::nullopt;
+  const bool include_pad = !is_max && attrs.GetBool("count_include_pad");
+  const DType t = x.dtype;
+  // Max in f32 (f64 for f64: exact either way); the mean's sum in f64, as the NCHW lowering.
+  const DType c = is_max ? (t == DType::kFloat64 ? t : DType::kFloat32) : DType::kFloat64;
+  auto at = [x, dims, is_max, include_pad, t, c](const std::vector<loop::Expr>& idx) {
+    loop::Expr acc, count;
+    for (int64_t ky = 0; ky < dims[0].kernel; ++ky) {
+      for (int64_t kx = 0; kx < dims[1].kernel; ++kx) {
+        std::vector<loop::Expr> xi = {idx[0], nullptr, nullptr, idx[3]};
+        loop::Expr inside, counted;
+        const int64_t k[2] = {ky, kx};
+        for (int d = 0; d < 2; ++d) {
+          const WindowDim& w = dims[d];
+          loop::Expr pos =
+              loop::Add(loop::Sub(loop::Mul(idx[1 + d], I64(w.stride)), I64(w.pad_begin)),
+                        I64(k[d] * w.dilation));
+          inside = And(inside, InRange(pos, I64(0), I64(w.in)));
+          counted = And(counted, Counted(w, idx[1 + d], k[d], include_pad));
+          xi[1 + d] = loop::Max(I64(0), loop::Min(pos, I64(w.in - 1)));
+        }
+        loop::Expr fill = lower::Const(is_max ? -std::numeric_limits<double>::infinity() : 0, c);
+        loop::Expr v = loop::Select(inside, loop::Cast(c, x.at(xi)), fill);
+        acc = !acc ? v : is_max ? loop::Max(acc, v) : loop::Add(acc, v);
+        if (is_max) continue;
+        loop::Expr one = loop::Select(counted, lower::Const(1, c), lower::Const(0, c));
+        count = count ? loop::Add(count, one) : one;
+      }
+    }
+    return loop::Cast(t, is_max ? acc : loop::Div(acc, count));
+  };
+  return LTensor{t, out_shape, at};
 }
 
 // The channels-last form of the NCHW op `nchw`, whose one input and one output are
@@ -65,11 +121,16 @@ OpDef ChannelsLastPool(const std::string& nchw, const OpDef& def) {
   op.lower = [nchw](LowerContext& ctx, const std::vector<LTensor>& in, const Attrs& attrs,
                     const std::vector<Type>& out_types) {
     const LTensor& x = in[0];
-    const LTensor view{x.dtype, Permuted(x.shape, kToNchw), [x](const std::vector<loop::Expr>& i) {
-                         return x.at(Permuted(i, kToNhwc));
-                       }};
+    if (nchw == "max_pool" || nchw == "avg_pool") {
+      const std::vector<loop::Expr> out_shape = ctx.ShapeExpr(AsTensor(out_types[0])->shape);
+      if (!WindowsReadInPlace(LoweredWindow(NchwView(x), attrs.GetInts("kernel_shape"), attrs)))
+        if (std::optional<LTensor> y =
+                LowerWindowedPoolNhwc(nchw == "max_pool", x, attrs, out_shape))
+          return std::vector<LTensor>{*y};
+    }
     const std::vector<Type> nchw_types = {PermutedType(*AsTensor(out_types[0]), kToNchw)};
-    const LTensor y = OpRegistry::Global().Get(nchw).lower(ctx, {view}, attrs, nchw_types).at(0);
+    const LTensor y =
+        OpRegistry::Global().Get(nchw).lower(ctx, {NchwView(x)}, attrs, nchw_types).at(0);
     return std::vector<LTensor>{
         LTensor{y.dtype, Permuted(y.shape, kToNhwc),
                 [y](const std::vector<loop::Expr>& i) { return y.at(Permuted(i, kToNchw)); }}};

@@ -272,6 +272,13 @@ std::vector<WindowDim> LoweredWindow(const LTensor& x, const std::vector<int64_t
   return dims;
 }
 
+Expr Counted(const WindowDim& d, const Expr& o, int64_t k, bool include_pad) {
+  Expr pos =
+      loop::Add(loop::Sub(loop::Mul(o, I64(d.stride)), I64(d.pad_begin)), I64(k * d.dilation));
+  return include_pad ? InRange(pos, I64(-d.pad_begin), I64(d.in + d.pad_end))
+                     : InRange(pos, I64(0), I64(d.in));
+}
+
 WindowTaps Taps(LowerContext& ctx, const std::vector<WindowDim>& dims,
                 const std::vector<Expr>& out_idx) {
   WindowTaps t;

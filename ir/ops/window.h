@@ -153,6 +153,14 @@ loop::Expr Or(const loop::Expr& a, const loop::Expr& b);
 // lo <= i < hi.
 loop::Expr InRange(const loop::Expr& i, const loop::Expr& lo, const loop::Expr& hi);
 
+// Pools of at most this many taps spell each tap out as its own term (pool.cc over phases,
+// pool_layout.cc channels-last) rather than reduce over the window.
+constexpr int64_t kMaxSpelledTaps = 25;
+
+// Whether window position `pos` (of output index o, tap k along dim d) counts toward avg_pool's
+// divisor.
+loop::Expr Counted(const WindowDim& d, const loop::Expr& o, int64_t k, bool include_pad);
+
 // The window geometry of a lowering, from the (by then constant) spatial extents.
 std::vector<WindowDim> LoweredWindow(const LTensor& x, const std::vector<int64_t>& kernel,
                                      const Attrs& attrs);

@@ -23,9 +23,10 @@
 // alternating runs: 224 x 224 2168 -> 2039 us / 1264 -> 1050 us, 320 x 240 3806 -> 3298 us /
 // 2032 -> 1679 us (AVX-512 Xeon).
 //
-// Pools join chains too: a global pool, or a max_pool or avg_pool whose windows neither overlap
-// nor pad (ChannelsLastPoolName), of a chain value runs on it channels-last (pool_layout.cc),
-// and a conv that reads the pool's result is linked to the convs before it. A small CNN (conv, max
+// Pools join chains too: a global pool, or a max_pool or avg_pool of at most 25 taps or whose
+// windows neither overlap nor pad (ChannelsLastPoolName), of a chain value runs on it
+// channels-last (pool_layout.cc), and a conv that reads the pool's result is linked to the convs
+// before it. A small CNN (conv, max
 // pool, conv, max pool, conv, global average pool) had been three chains of one windowed conv, so
 // NCHW throughout, where every conv splits its output channels across threads and each thread then
 // reads the whole input, half of it written by the other core. Channels-last, each kernel's
@@ -97,10 +98,13 @@ bool LayoutBlindElementwise(const CallNode* c) {
 }
 
 // A pool that runs as fast channels-last (pool_layout.cc): its name with "_nhwc", else empty.
-// The global pools, and windowed ones whose windows neither overlap nor pad (2x2 stride 2),
-// which read their taps in place either way. Overlapping windows (a ResNet stem's 3x3 stride 2)
-// go through a phase-split copy in NCHW order, which from a channels-last input is a gather:
-// 64 x 112 x 112 took 5.2 ms channels-last against 0.42 NCHW, so those end the chain.
+// The global pools; windowed ones whose windows neither overlap nor pad (2x2 stride 2), which
+// read their taps in place either way; and overlapping or padded windows of at most
+// kMaxSpelledTaps taps, which pool_layout.cc spells out along the channels (a ResNet stem's 3x3
+// stride-2 max pool of 64 x 112 x 112: 152 us channels-last against 443-453 NCHW; the stem of a
+// 7x7 stride-2 conv, that pool and two 3x3 convs at 224 x 224: 4.84-4.89 -> 4.06-4.18 ms at
+// 1 thread, 2.57-2.59 -> 2.04-2.09 at 2). Larger windows take the NCHW lowering's phase split,
+// which from a channels-last input is a gather (5.2 ms for that pool), so they end the chain.
 std::string ChannelsLastPoolName(const CallNode* c) {
   if (!c->op) return "";
   const std::string& name = c->op->name;
@@ -117,7 +121,10 @@ std::string ChannelsLastPoolName(const CallNode* c) {
   std::string error;
   const std::vector<ops::WindowDim> dims =
       ops::ComputeWindow(spatial, c->attrs.GetInts("kernel_shape"), c->attrs, &error);
-  return error.empty() && ops::WindowsReadInPlace(dims) ? name + "_nhwc" : "";
+  if (!error.empty()) return "";
+  int64_t taps = 1;
+  for (const ops::WindowDim& d : dims) taps *= d.kernel;
+  return ops::WindowsReadInPlace(dims) || taps <= ops::kMaxSpelledTaps ? name + "_nhwc" : "";
 }
 
 // Which convs join a chain, judged on the original graph as the rewrite will see it. A value

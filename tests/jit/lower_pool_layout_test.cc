@@ -1,8 +1,9 @@
 // The channels-last pools (ir/ops/pool_layout.cc): compiled and compared with their reference
-// kernels (the NCHW ops' on permuted copies) on random data, over size-1, odd and larger shapes,
-// channel counts around the vector widths, overlapping, padded, strided, dilated and ceil_mode
-// windows, f32 / f64 / f16 and integers; a symbolic batch; each result checked against the
-// NCHW op's on the same values; and the type relation's errors.
+// kernels (the NCHW ops' on permuted copies) on random data, both lowerings (overlapping or
+// padded windows of up to 25 taps spelled out; the NCHW op's on a view), over size-1, odd and
+// larger shapes, channel counts around the vector widths, overlapping, padded, strided, dilated and
+// ceil_mode windows, f32 / f64 / f16 and integers; a symbolic batch; each result checked against
+// the NCHW op's on the same values; and the type relation's errors.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -50,6 +51,8 @@ std::vector<Case> Cases() {
        {{"kernel_shape", Ints{3, 2}},
         {"auto_pad", std::string("SAME_UPPER")},
         {"strides", Ints{2, 3}}}},
+      // More than 25 taps: the NCHW op's lowering on the permuted view.
+      {{1, 9, 8, 6}, {{"kernel_shape", Ints{6, 5}}, {"pads", Ints{1, 1, 1, 1}}}},
       // Larger than the caches' first level.
       {{1, 56, 56, 64},
        {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},

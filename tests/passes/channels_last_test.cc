@@ -166,22 +166,33 @@ TEST(ChannelsLastConvs, PoolsOfNchwConvsStay) {
   EXPECT_TRUE(Calls(after, "transpose").empty());
 }
 
-// A pool whose windows overlap or pad (a ResNet stem's 3x3 stride 2 with pads) stays NCHW and
+// A pool whose windows overlap or pad (a ResNet stem's 3x3 stride 2 with pads) joins the
+// chain, its taps spelled out channels-last; one of more than 25 taps (7x7) stays NCHW and
 // ends the chain: the convs on either side are chains of their own.
-TEST(ChannelsLastConvs, OverlappingPoolsEndTheChain) {
+TEST(ChannelsLastConvs, OverlappingPoolsJoinUpTo25Taps) {
   Var x = MakeVar("x", TensorType({1, 3, 16, 16}, DType::kFloat32));
-  Expr h = MakeCall("relu", {Conv(x, 3, 8, 3, 1, 1)});
-  h = MakeCall("relu", {Conv(h, 8, 8, 3, 1, 3)});
-  h = MakeCall("max_pool", {h},
-               {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}});
-  h = MakeCall("relu", {Conv(h, 8, 8, 3, 1, 5)});
-  Function before = InferTypes(MakeFunction({x}, h));
-  Function after = ChannelsLastOf(before).Lookup("main");
-  EXPECT_EQ(Calls(after, "conv_nhwc").size(), 2u);
-  EXPECT_EQ(Calls(after, "conv").size(), 1u);
-  EXPECT_EQ(Calls(after, "max_pool").size(), 1u);
-  EXPECT_TRUE(Calls(after, "max_pool_nhwc").empty());
-  ExpectSameValues(before, after, {1, 3, 16, 16});
+  auto stem = [&](int64_t k) {
+    Expr h = MakeCall("relu", {Conv(x, 3, 8, 3, 1, 1)});
+    h = MakeCall("relu", {Conv(h, 8, 8, 3, 1, 3)});
+    const int64_t p = k / 2;
+    h = MakeCall(
+        "max_pool", {h},
+        {{"kernel_shape", Ints{k, k}}, {"strides", Ints{2, 2}}, {"pads", Ints{p, p, p, p}}});
+    return InferTypes(MakeFunction({x}, MakeCall("relu", {Conv(h, 8, 8, 3, 1, 5)})));
+  };
+  Function small = stem(3);
+  Function joined = ChannelsLastOf(small).Lookup("main");
+  EXPECT_EQ(Calls(joined, "conv_nhwc").size(), 3u);
+  EXPECT_EQ(Calls(joined, "max_pool_nhwc").size(), 1u);
+  EXPECT_TRUE(Calls(joined, "max_pool").empty());
+  ExpectSameValues(small, joined, {1, 3, 16, 16});
+  Function large = stem(7);
+  Function ended = ChannelsLastOf(large).Lookup("main");
+  EXPECT_EQ(Calls(ended, "conv_nhwc").size(), 2u);
+  EXPECT_EQ(Calls(ended, "conv").size(), 1u);
+  EXPECT_EQ(Calls(ended, "max_pool").size(), 1u);
+  EXPECT_TRUE(Calls(ended, "max_pool_nhwc").empty());
+  ExpectSameValues(large, ended, {1, 3, 16, 16});
 }
 
 // What stays NCHW: a lone conv, a chain with one windowed conv (the other 1x1), a grouped
