@@ -9,7 +9,9 @@
 // lowering are the NCHW op's, on a permuted view: the relation on the permuted type, the
 // reference on permuted copies, the lowering on an LTensor that reads x at permuted indices
 // (a view costs nothing: an LTensor is a function of its index). The loop nest is the result's,
-// channels innermost, so the channels are what VectorizeLoops makes vectors of.
+// channels innermost, so the channels are what VectorizeLoops makes vectors of. One exception:
+// windows that overlap or pad take a lowering of their own (LowerWindowedPoolNhwc below), where
+// the NCHW one would copy x into phases.
 //
 // Why: a pool between two convs of a chain would otherwise end it (a transpose back to NCHW,
 // another into the next conv). Kept channels-last, every kernel of a small CNN splits its
