@@ -162,12 +162,9 @@ std::optional<LTensor> LowerPoolOverPhases(bool is_max, bool include_pad, LowerC
                                            const LTensor& x, const std::vector<WindowDim>& dims,
                                            const std::vector<Expr>& out_shape) {
   const DType t = x.dtype;
-  int64_t taps = 1;
+  const int64_t taps = TapCount(dims);
   bool overlap = false;
-  for (const WindowDim& d : dims) {
-    taps *= d.kernel;
-    overlap = overlap || (d.kernel - 1) * d.dilation + 1 > d.stride;
-  }
+  for (const WindowDim& d : dims) overlap = overlap || (d.kernel - 1) * d.dilation + 1 > d.stride;
   if (!IsFloat(t) || taps > kMaxSpelledTaps) return std::nullopt;
   const DType c = is_max ? (t == DType::kFloat64 ? t : DType::kFloat32) : DType::kFloat64;
   // (Rows of at least 4 outputs, which VectorizeLoops turns into strided vector loads: the small

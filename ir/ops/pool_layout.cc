@@ -59,13 +59,14 @@ LTensor NchwView(const LTensor& x) {
 // lies outside. The select's condition depends on the pixel, not the channel, so the output's
 // channel loop vectorizes with contiguous loads and a select per tap; the NCHW lowering's phase
 // split would gather from the channels-last x (64 x 112 x 112, 3x3 stride 2: 5.2 ms against
-// 0.42 NCHW). Float dtypes, at most kMaxSpelledTaps taps; nullopt otherwise (the NCHW op's
-// lowering).
+// 0.42 NCHW). Float dtypes, at most kMaxSpelledTaps taps; nullopt otherwise, and for windows
+// that read in place (the NCHW op's lowering does).
 std::optional<LTensor> LowerWindowedPoolNhwc(bool is_max, const LTensor& x, const Attrs& attrs,
                                              const std::vector<loop::Expr>& out_shape) {
   const std::vector<WindowDim> dims =
       LoweredWindow(NchwView(x), attrs.GetInts("kernel_shape"), attrs);
-  if (!IsFloat(x.dtype) || dims.size() != 2 || dims[0].kernel * dims[1].kernel > kMaxSpelledTaps)
+  if (!IsFloat(x.dtype) || dims.size() != 2 || WindowsReadInPlace(dims) ||
+      TapCount(dims) > kMaxSpelledTaps)
     return std::nullopt;
   const bool include_pad = !is_max && attrs.GetBool("count_include_pad");
   const DType t = x.dtype;
@@ -80,9 +81,7 @@ std::optional<LTensor> LowerWindowedPoolNhwc(bool is_max, const LTensor& x, cons
         const int64_t k[2] = {ky, kx};
         for (int d = 0; d < 2; ++d) {
           const WindowDim& w = dims[d];
-          loop::Expr pos =
-              loop::Add(loop::Sub(loop::Mul(idx[1 + d], I64(w.stride)), I64(w.pad_begin)),
-                        I64(k[d] * w.dilation));
+          loop::Expr pos = TapPosition(w, idx[1 + d], I64(k[d]));
           inside = And(inside, InRange(pos, I64(0), I64(w.in)));
           counted = And(counted, Counted(w, idx[1 + d], k[d], include_pad));
           xi[1 + d] = loop::Max(I64(0), loop::Min(pos, I64(w.in - 1)));
@@ -123,13 +122,10 @@ OpDef ChannelsLastPool(const std::string& nchw, const OpDef& def) {
   op.lower = [nchw](LowerContext& ctx, const std::vector<LTensor>& in, const Attrs& attrs,
                     const std::vector<Type>& out_types) {
     const LTensor& x = in[0];
-    if (nchw == "max_pool" || nchw == "avg_pool") {
-      const std::vector<loop::Expr> out_shape = ctx.ShapeExpr(AsTensor(out_types[0])->shape);
-      if (!WindowsReadInPlace(LoweredWindow(NchwView(x), attrs.GetInts("kernel_shape"), attrs)))
-        if (std::optional<LTensor> y =
-                LowerWindowedPoolNhwc(nchw == "max_pool", x, attrs, out_shape))
-          return std::vector<LTensor>{*y};
-    }
+    if (nchw == "max_pool" || nchw == "avg_pool")
+      if (std::optional<LTensor> y = LowerWindowedPoolNhwc(
+              nchw == "max_pool", x, attrs, ctx.ShapeExpr(AsTensor(out_types[0])->shape)))
+        return std::vector<LTensor>{*y};
     const std::vector<Type> nchw_types = {PermutedType(*AsTensor(out_types[0]), kToNchw)};
     const LTensor y =
         OpRegistry::Global().Get(nchw).lower(ctx, {NchwView(x)}, attrs, nchw_types).at(0);

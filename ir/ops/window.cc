@@ -272,9 +272,19 @@ std::vector<WindowDim> LoweredWindow(const LTensor& x, const std::vector<int64_t
   return dims;
 }
 
+int64_t TapCount(const std::vector<WindowDim>& dims) {
+  int64_t taps = 1;
+  for (const WindowDim& d : dims) taps *= d.kernel;
+  return taps;
+}
+
+Expr TapPosition(const WindowDim& d, const Expr& o, const Expr& k) {
+  return loop::Add(loop::Sub(loop::Mul(o, I64(d.stride)), I64(d.pad_begin)),
+                   loop::Mul(k, I64(d.dilation)));
+}
+
 Expr Counted(const WindowDim& d, const Expr& o, int64_t k, bool include_pad) {
-  Expr pos =
-      loop::Add(loop::Sub(loop::Mul(o, I64(d.stride)), I64(d.pad_begin)), I64(k * d.dilation));
+  Expr pos = TapPosition(d, o, I64(k));
   return include_pad ? InRange(pos, I64(-d.pad_begin), I64(d.in + d.pad_end))
                      : InRange(pos, I64(0), I64(d.in));
 }
@@ -286,8 +296,7 @@ WindowTaps Taps(LowerContext& ctx, const std::vector<WindowDim>& dims,
     const WindowDim& d = dims[i];
     loop::Var k = ctx.NewVar(StrCat("k", i));
     t.axes.push_back({k, I64(d.kernel)});
-    Expr pos = loop::Add(loop::Sub(loop::Mul(out_idx[2 + i], I64(d.stride)), I64(d.pad_begin)),
-                         loop::Mul(k, I64(d.dilation)));
+    Expr pos = TapPosition(d, out_idx[2 + i], k);
     if (NeverPadded(d)) {
       t.index.push_back(pos);
       continue;

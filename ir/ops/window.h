@@ -157,6 +157,13 @@ loop::Expr InRange(const loop::Expr& i, const loop::Expr& lo, const loop::Expr& 
 // pool_layout.cc channels-last) rather than reduce over the window.
 constexpr int64_t kMaxSpelledTaps = 25;
 
+// The taps of one window: the product of the kernel sizes.
+int64_t TapCount(const std::vector<WindowDim>& dims);
+
+// The input position tap k of output index o reads along dim d (the padding below 0):
+// o * stride - pad_begin + k * dilation.
+loop::Expr TapPosition(const WindowDim& d, const loop::Expr& o, const loop::Expr& k);
+
 // Whether window position `pos` (of output index o, tap k along dim d) counts toward avg_pool's
 // divisor.
 loop::Expr Counted(const WindowDim& d, const loop::Expr& o, int64_t k, bool include_pad);

@@ -122,9 +122,9 @@ std::string ChannelsLastPoolName(const CallNode* c) {
   const std::vector<ops::WindowDim> dims =
       ops::ComputeWindow(spatial, c->attrs.GetInts("kernel_shape"), c->attrs, &error);
   if (!error.empty()) return "";
-  int64_t taps = 1;
-  for (const ops::WindowDim& d : dims) taps *= d.kernel;
-  return ops::WindowsReadInPlace(dims) || taps <= ops::kMaxSpelledTaps ? name + "_nhwc" : "";
+  return ops::WindowsReadInPlace(dims) || ops::TapCount(dims) <= ops::kMaxSpelledTaps
+             ? name + "_nhwc"
+             : "";
 }
 
 // Which convs join a chain, judged on the original graph as the rewrite will see it. A value

@@ -265,14 +265,13 @@ bool PartitionedByIteration(const std::vector<const Access*>& accesses, const Va
   std::vector<std::vector<Expr>> indices;
   for (const Access* a : accesses) indices.push_back(*a->indices);
   const size_t rank = indices[0].size();
-  for (const std::vector<Expr>& idx : indices) {
-    if (idx.size() == rank) continue;
-    for (size_t i = 0; i < indices.size(); ++i) {
-      std::optional<Expr> flat = loop::FlatIndex(*accesses[i]->buffer, indices[i]);
-      if (!flat) return false;
-      indices[i] = {*flat};
-    }
-    break;
+  const bool mixed =
+      std::any_of(indices.begin(), indices.end(),
+                  [rank](const std::vector<Expr>& idx) { return idx.size() != rank; });
+  for (size_t i = 0; mixed && i < indices.size(); ++i) {
+    std::optional<Expr> flat = loop::FlatIndex(*accesses[i]->buffer, indices[i]);
+    if (!flat) return false;
+    indices[i] = {*flat};
   }
   for (size_t d = 0; d < indices[0].size(); ++d) {
     std::vector<AffineForm> forms;
