@@ -54,6 +54,7 @@ constexpr int64_t kUnalignedTileVectors = 3;
 // The row block of a 4-vector AVX-512 tile over at least kWideTileMinRows rows (FullTileBlock).
 constexpr int64_t kWideTileRows = 6;
 constexpr int64_t kWideTileMinRows = 24;
+constexpr int64_t kWideTileMinTailRows = 4;
 
 }  // namespace
 
@@ -104,7 +105,7 @@ class Tiler : public loop::Mutator {
           } else if (int64_t narrow = NarrowRows(j, *body); narrow > rows) {
             rows = narrow;
           } else {
-            FullTileBlock(n, *body, &tile, &rows);
+            FullTileBlock(n, j, *body, &tile, &rows);
           }
           return TileRows(n, j, *body, tile, rows, pack_, pack_set_, KBlock(tile));
         }
@@ -152,17 +153,29 @@ class Tiler : public loop::Mutator {
   //    model 1482 -> 1450 us (min of 4 alternating runs, AVX-512 Xeon). The encoder's 16-row
   //    products with 64-column panels ran 7 % slower with 6 rows (16 = 6 + 6 + 4), so
   //    pre-packed panels keep tile.i.
-  //  - 8 or 16 rows (a channels-last conv's output row at 8 x 8): 8 rows of 3 vectors (24
+  //  - Fewer rows where the columns are whole tiles and the rows split into blocks of
+  //    kWideTileRows with no tail or one of kWideTileMinTailRows rows or more (16 = 6 + 6 + 4,
+  //    a 16-pixel output row): kWideTileRows rows too, each block reading an input pixel's
+  //    broadcast once for all 64 channels where 48 + 16 read it twice and ran the 16 as 8 rows
+  //    of 1 vector (8 accumulators). The small CNN at batch 32, 1 thread, its 3x3 conv 32 -> 64
+  //    at 16 x 16 (kernel minima of 4 alternating runs): 1897 -> 1782 us, 1844 -> 1677 in
+  //    another; the model 4336 -> 4148 us (ORT 4256); the encoder's attention-times-V product
+  //    (16 rows of 64) 1.2 -> 0.9 us.
+  //  - Otherwise 8 or 16 rows (a channels-last conv's output row at 8 x 8): 8 rows of 3 vectors (24
   //    accumulators, as UnalignedTile), where 6 rows would leave a tail of 2 and 4 rows of 4
   //    vectors feed each operand vector to 4 FMAs. A 3x3 conv 128 -> 128 at 8 x 8 x 32,
   //    channels-last, 1 thread: 3273 -> 3032 us (kernel minima of 4 alternating runs).
-  void FullTileBlock(const loop::ForNode* i, const ReductionBody& body, int64_t* tile,
-                     int64_t* rows) const {
+  void FullTileBlock(const loop::ForNode* i, const loop::ForNode* j, const ReductionBody& body,
+                     int64_t* tile, int64_t* rows) const {
     int64_t row_count = 0;
+    int64_t columns = 0;
     if (lanes_ != 16 || tile_set_ || body.prepacked != 0 || *tile != 4 * lanes_ ||
         !loop::IsConstInt(i->extent, &row_count))
       return;
-    if (row_count >= kWideTileMinRows) {
+    const bool whole_tiles = loop::IsConstInt(j->extent, &columns) && columns % *tile == 0;
+    if (row_count >= kWideTileMinRows ||
+        (whole_tiles &&
+         (row_count % kWideTileRows == 0 || row_count % kWideTileRows >= kWideTileMinTailRows))) {
       *rows = std::max(*rows, kWideTileRows);
     } else if (row_count % kUnalignedTileRows == 0) {
       *tile = kUnalignedTileVectors * lanes_;

@@ -944,28 +944,29 @@ TEST(TileLoops, NarrowPrepackedPanelsGetEightRows) {
 
 // On a 512-bit target with the tile keys unset, a product narrower than one 64-column tile
 // (conv_nhwc's output channels) takes rows for 16 accumulators, at most 12: 32 columns (two
-// vectors) 8 rows, 16 columns 12; a full tile over 24 rows or more takes 6 (FullTileBlock), over
-// 8 or 16 rows 8 rows of 3 vectors (likewise), over other counts tile.i's 4. Same results
-// through to scalar code.
+// vectors) 8 rows, 16 columns 12; a full tile over 24 rows or more takes 6 (FullTileBlock), as
+// do whole 64-column tiles over rows that split into 6s with no tail or one of 4 or more (16,
+// 12); other multiples of 8 rows take 8 rows of 3 vectors (likewise), other counts tile.i's 4.
+// Same results through to scalar code.
 TEST(TileLoops, NarrowProductsTakeMoreRows) {
   test::PassConfig avx512 = {{"target.vector_bits", int64_t{512}}};
-  for (auto [m, n, rows] : {std::tuple{50, 32, 8},
-                            {50, 16, 12},
-                            {50, 24, 8},
-                            {50, 40, 5},
-                            {50, 128, 6},
-                            {20, 128, 4},
-                            {16, 128, 8},
-                            {8, 128, 8}}) {
+  for (auto [m, n, rows, columns] : {std::tuple{50, 32, 8, 32},
+                                     {50, 16, 12, 16},
+                                     {50, 24, 8, 24},
+                                     {50, 40, 5, 40},
+                                     {50, 128, 6, 64},
+                                     {20, 128, 4, 64},
+                                     {16, 128, 6, 64},
+                                     {12, 64, 6, 64},
+                                     {16, 112, 8, 48},
+                                     {8, 128, 8, 48}}) {
     auto f = Matmul(I(m), I(n), I(9), {});
     auto g = test::RunLoopPipeline("TileLoops", f, avx512);
     std::string text = BodyText(g);
     EXPECT_THAT(text, HasSubstr("i_row in [0, " + std::to_string(rows) + ") unrolled"))
         << n << " columns\n"
         << text;
-    if (m % 8 == 0) {
-      EXPECT_THAT(text, HasSubstr("j_inner in [0, 48)")) << text;
-    }
+    EXPECT_THAT(text, HasSubstr("j_inner in [0, " + std::to_string(columns) + ")")) << text;
     ExpectSameResults(f, g);
   }
   // AVX2 (16 registers, 16-column tiles): 8 columns take 12 rows, 12 columns (two vectors)
