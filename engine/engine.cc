@@ -112,6 +112,7 @@ std::shared_ptr<PassContext> Engine::MakePassContext() const {
   ctx->SetInstruments(options_.instruments);
   // The loop passes size vectors and register tiles for this target (the options may override).
   ctx->SetConfig("target.vector_bits", int64_t{vector_bits_});
+  ctx->SetConfig("target.threads", int64_t{num_threads()});
   for (const auto& [key, value] : options_.pass_config) {
     try {
       ctx->SetConfig(key, value);

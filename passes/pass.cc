@@ -191,6 +191,10 @@ PassRegistry& PassRegistry::Global() {
                        "the target's widest vector register in bits (0: unknown); sizes "
                        "VectorizeLoops' lanes and TileLoops' register tiles unless their own keys "
                        "are set");
+    // Set by the engine to its kernel threads; graph passes that choose which loop the threads
+    // split (FuseOps: a conv's pool) read it.
+    RegisterPassConfig("target.threads", AttrKind::kInt, int64_t{0},
+                       "the threads that run each kernel (0: unknown)");
     // On by default: a float sum that adds one element at a time runs at the add's latency
     // (4 cycles an element); partial sums per vector lane run at its throughput.
     RegisterPassConfig("codegen.reassociate_reductions", AttrKind::kBool, true,

@@ -103,5 +103,35 @@ TEST(FusedGroups, EncoderLayer) {
   ExpectGroupsMatch(test::EncoderLayerModel(), {"softmax", "layer_norm", "gelu", "transpose"});
 }
 
+// A conv_nhwc whose pool takes its group (FuseOps with target.threads set): the conv's result
+// is local to the kernel, and the batch loop runs each image's conv and pool together. Odd
+// sizes, so the pool leaves the conv's last row and column unread; max and average.
+TEST(FusedGroups, ConvWithItsPool) {
+  for (const std::string pool : {"max_pool_nhwc", "avg_pool_nhwc"}) {
+    IRModule m = ParseModule(StrCat(R"(
+def @main(%x: f32[4, 9, 7, 5], %w: f32[3, 3, 5, 24], %b: f32[24]) {
+  %1 = conv_nhwc(%x, %w, %b, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1])
+  %2 = relu(%1)
+  %3 = )",
+                                    pool, R"((%2, kernel_shape=[2, 2], strides=[2, 2])
+  pad(%3, pads=[0, 1, 1, 0, 0, 1, 1, 0])
+})"));
+    auto ctx = std::make_shared<PassContext>();
+    ctx->SetConfig("target.threads", int64_t{2});
+    PassContextScope scope(ctx);
+    m = (*ParsePipeline("InferType,FuseOps"))(m);
+    std::vector<Function> groups;
+    for (const Expr& e : PostOrder(m.Lookup("main")->body))
+      if (const CallNode* c = AsCall(e); c && c->fn)
+        groups.push_back(std::static_pointer_cast<const FunctionNode>(c->fn));
+    ASSERT_EQ(groups.size(), 1u) << Print(m.Lookup("main"));
+    std::vector<Tensor> in = InputsFor(groups[0], 1, 60);
+    std::vector<Tensor> want = Interpret(groups[0], in);
+    std::vector<Tensor> got = test::RunCompiled(groups[0], in, "conv_pool");
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(TensorsNear(got[0], want[0], 1e-5, 1e-4)) << pool;
+  }
+}
+
 }  // namespace
 }  // namespace kiln

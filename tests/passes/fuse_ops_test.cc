@@ -244,6 +244,53 @@ def @main(%x: f32[4, 4], %w: f32[4, 4]) {
 })");
 }
 
+// conv_nhwc -> relu -> a channels-last pool -> pad over a batch of `n`, fused with
+// target.threads set to `threads` (0: unset); its groups as op lists.
+std::vector<std::string> ConvPoolGroups(int64_t n, int64_t threads, const std::string& pool) {
+  const std::string text = StrCat(R"(
+def @main(%x: f32[)",
+                                  n, R"(, 8, 8, 4], %w: f32[3, 3, 4, 8], %b: f32[8]) {
+  %1 = conv_nhwc(%x, %w, %b, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1])
+  %2 = relu(%1)
+  %3 = )",
+                                  pool, R"(
+  pad(%3, pads=[0, 1, 1, 0, 0, 1, 1, 0])
+})");
+  auto ctx = std::make_shared<PassContext>();
+  ctx->SetConfig("testing.check_immutable", true);
+  if (threads > 0) ctx->SetConfig("target.threads", threads);
+  PassContextScope scope(ctx);
+  IRModule m = (*ParsePipeline("InferType,FuseOps"))(ParseModule(text));
+  return Groups(m.Lookup("main"));
+}
+
+// A channels-last pool whose windows tile its input takes its conv's group (one kernel, the
+// conv's result local to it), where the batch splits evenly among the threads or is 8 times
+// their number; windows that overlap or pad, an uneven small batch, or unknown threads keep
+// the pool apart.
+TEST(FuseOps, APoolOfTilingWindowsTakesItsConvsGroup) {
+  const std::string max2 = "max_pool_nhwc(%2, kernel_shape=[2, 2], strides=[2, 2])";
+  const std::string fused =
+      "fused_conv_nhwc_relu_max_pool_nhwc_pad: conv_nhwc relu max_pool_nhwc pad";
+  EXPECT_THAT(ConvPoolGroups(4, 2, max2), ElementsAre(fused));
+  EXPECT_THAT(ConvPoolGroups(3, 1, max2), ElementsAre(fused));
+  EXPECT_THAT(ConvPoolGroups(17, 2, max2), ElementsAre(fused));
+  EXPECT_THAT(
+      ConvPoolGroups(4, 2, "avg_pool_nhwc(%2, kernel_shape=[2, 2], strides=[2, 2])"),
+      ElementsAre("fused_conv_nhwc_relu_avg_pool_nhwc_pad: conv_nhwc relu avg_pool_nhwc pad"));
+  const std::vector<std::string> apart = {"fused_conv_nhwc_relu: conv_nhwc relu",
+                                          "fused_max_pool_nhwc_pad: max_pool_nhwc pad"};
+  EXPECT_THAT(ConvPoolGroups(3, 2, max2), ::testing::ElementsAreArray(apart));
+  EXPECT_THAT(ConvPoolGroups(1, 2, max2), ::testing::ElementsAreArray(apart));
+  EXPECT_THAT(ConvPoolGroups(4, 0, max2), ::testing::ElementsAreArray(apart));
+  EXPECT_THAT(ConvPoolGroups(4, 2, "max_pool_nhwc(%2, kernel_shape=[3, 3], strides=[2, 2])"),
+              ::testing::ElementsAreArray(apart));
+  EXPECT_THAT(
+      ConvPoolGroups(4, 2,
+                     "max_pool_nhwc(%2, kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1])"),
+      ::testing::ElementsAreArray(apart));
+}
+
 TEST(FuseOps, TwoReductionsInARowAreTwoGroups) {
   // The exp between them is the first reduction's epilogue: producers are placed first.
   ExpectPassOutput("FuseOps", R"(
