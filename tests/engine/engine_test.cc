@@ -92,6 +92,34 @@ TEST(Engine, ConvChainShapesMatchInterpreter) {
   RunShapesTwice(test::ConvChainModel(), shapes);
 }
 
+// Convs with a 2x2 max pool between them (one kernel with the conv before it where the batch
+// splits evenly among the threads), then two conv_transposes whose windows tile their outputs
+// (a matmul and a reshuffle each): odd sizes, so the pool drops a row or column, and batches
+// that do and do not split evenly.
+TEST(Engine, PoolAndUpsamplingConvsMatchInterpreter) {
+  using Ints = std::vector<int64_t>;
+  Var x = MakeVar("x",
+                  TensorType({Dim::Symbol("batch"), 3, Dim::Symbol("height"), Dim::Symbol("width")},
+                             DType::kFloat32));
+  auto conv = [](const Expr& in, int64_t c, int64_t m, uint64_t seed) {
+    return MakeCall("relu", {MakeCall("conv",
+                                      {in, test::Weight({m, c, 3, 3}, seed, "w", 0.3),
+                                       test::Weight({m}, seed + 1, "b")},
+                                      {{"pads", Ints{1, 1, 1, 1}}})});
+  };
+  Expr h = MakeCall("max_pool", {conv(x, 3, 8, 1)},
+                    {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}});
+  Expr up = MakeCall(
+      "conv_transpose",
+      {conv(h, 8, 16, 3), test::Weight({16, 4, 2, 2}, 5, "t1", 0.3), test::Weight({4}, 6, "t1.b")},
+      {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}});
+  Expr out =
+      MakeCall("conv_transpose", {MakeCall("relu", {up}), test::Weight({4, 2, 2, 3}, 7, "t2", 0.3)},
+               {{"kernel_shape", Ints{2, 3}}, {"strides", Ints{2, 3}}});
+  RunShapesTwice(MakeFunction({x}, MakeCall("sigmoid", {out})),
+                 {{1, 3, 8, 8}, {2, 3, 9, 7}, {3, 3, 6, 10}, {4, 3, 5, 5}});
+}
+
 TEST(Engine, RunIntoPreallocatedOutputs) {
   Engine engine;
   ModelPtr model = Model::Create(test::MlpModel(), "mlp");

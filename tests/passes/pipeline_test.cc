@@ -94,7 +94,7 @@ TEST(DefaultPipeline, PrintsAsAPipelineStringThatParsesBack) {
   std::string text = PipelineToString(DefaultGraphPipeline());
   EXPECT_EQ(text,
             "InferType,SimplifyInference,FoldConstant,SimplifyExpr,CommonSubexprElimination,"
-            "DeadCodeElimination,ChannelsLastConvs,PackConstantWeights,FuseOps");
+            "DeadCodeElimination,ConvTransposeAsMatmul,ChannelsLastConvs,PackConstantWeights,FuseOps");
   EXPECT_EQ(PipelineToString(ParsePipeline(text)), text);
 }
 

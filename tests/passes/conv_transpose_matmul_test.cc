@@ -1,0 +1,112 @@
+// ConvTransposeAsMatmul: which conv_transposes become a matmul and a reshuffle (windows that tile
+// the output), which stay, and the reference interpreter computing the same values before and
+// after, with and without a bias, square and oblong kernels, batches of one and more.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/kernel_test_util.h"
+#include "common/pass_test_util.h"
+#include "ir/interpreter.h"
+
+namespace kiln {
+namespace {
+
+using Ints = std::vector<int64_t>;
+using test::RandomTensor;
+
+Function Rewritten(const Function& fn) {
+  IRModule m({{"main", InferTypes(fn)}});
+  auto ctx = std::make_shared<PassContext>();
+  ctx->SetConfig("testing.check_immutable", true);
+  PassContextScope scope(ctx);
+  return InferTypes((*ParsePipeline("ConvTransposeAsMatmul"))(m)).Lookup("main");
+}
+
+// conv_transpose of x[n, c, h, w] by a random constant w[c, m, kh, kw] (and bias), with `attrs`.
+Function ConvTranspose(const Ints& x_shape, int64_t m, int64_t kh, int64_t kw, bool bias,
+                       Attrs attrs) {
+  Var x = MakeVar("x", TensorType(ShapeFromInts(x_shape), DType::kFloat32));
+  std::vector<Expr> args = {
+      x, MakeConstant(RandomTensor(DType::kFloat32, {x_shape[1], m, kh, kw}, 3))};
+  if (bias) args.push_back(MakeConstant(RandomTensor(DType::kFloat32, {m}, 4)));
+  attrs.Set("kernel_shape", Ints{kh, kw});
+  return MakeFunction({x}, MakeCall("conv_transpose", args, attrs));
+}
+
+int CountOps(const Function& fn, const std::string& op) {
+  int n = 0;
+  for (const Expr& e : PostOrder(fn->body))
+    if (const CallNode* c = AsCall(e); c && c->op && c->op->name == op) ++n;
+  return n;
+}
+
+void ExpectSameValues(const Function& before, const Function& after, const Ints& shape) {
+  std::vector<Tensor> in = {RandomTensor(DType::kFloat32, shape, 7)};
+  std::vector<Tensor> want = Interpret(InferTypes(before), in), got = Interpret(after, in);
+  ASSERT_EQ(want.size(), got.size());
+  EXPECT_TRUE(test::TensorsNear(got[0], want[0], 1e-5, 1e-5));
+}
+
+TEST(ConvTransposeAsMatmul, TilingWindowsBecomeAMatmulAndAReshuffle) {
+  struct Case {
+    Ints x;
+    int64_t m, kh, kw;
+    bool bias;
+  };
+  for (const Case& c : {Case{{1, 8, 5, 4}, 3, 2, 2, true}, Case{{2, 5, 3, 7}, 4, 2, 3, false},
+                        Case{{1, 1, 1, 1}, 1, 1, 1, true}, Case{{3, 6, 4, 2}, 16, 3, 3, true}}) {
+    SCOPED_TRACE(::testing::PrintToString(c.x));
+    Function before =
+        ConvTranspose(c.x, c.m, c.kh, c.kw, c.bias,
+                      Attrs{{"strides", Ints{c.kh, c.kw}}, {"pads", Ints{0, 0, 0, 0}}});
+    Function after = Rewritten(before);
+    EXPECT_EQ(CountOps(after, "conv_transpose"), 0);
+    EXPECT_EQ(CountOps(after, "matmul"), 1);
+    EXPECT_EQ(CountOps(after, "add"), c.bias ? 1 : 0);
+    const TensorTypeNode* y = AsTensor(after->body->type);
+    ASSERT_NE(y, nullptr);
+    EXPECT_EQ(ShapeToString(y->shape),
+              ShapeToString(Shape{Dim(c.x[0]), Dim(c.m), Dim(c.x[2] * c.kh), Dim(c.x[3] * c.kw)}));
+    ExpectSameValues(before, after, c.x);
+  }
+}
+
+// Overlapping or padded windows, output padding, dilation, groups, a weight that is not a
+// constant, a symbolic batch: the op stays.
+TEST(ConvTransposeAsMatmul, OtherGeometriesStay) {
+  const Ints x = {1, 4, 5, 5};
+  for (const Attrs& attrs :
+       {Attrs{{"strides", Ints{1, 1}}}, Attrs{{"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 0, 0}}},
+        Attrs{{"strides", Ints{2, 2}}, {"output_padding", Ints{1, 1}}},
+        Attrs{{"strides", Ints{2, 2}}, {"dilations", Ints{2, 1}}},
+        Attrs{{"strides", Ints{2, 2}}, {"group", int64_t{2}}}}) {
+    Function before = ConvTranspose(x, 4, 2, 2, true, attrs);
+    if (attrs.Find("group")) {
+      Var v = MakeVar("x", TensorType(ShapeFromInts(x), DType::kFloat32));
+      before = MakeFunction(
+          {v},
+          MakeCall(
+              "conv_transpose", {v, MakeConstant(RandomTensor(DType::kFloat32, {4, 2, 2, 2}, 3))},
+              Attrs{{"strides", Ints{2, 2}}, {"group", int64_t{2}}, {"kernel_shape", Ints{2, 2}}}));
+    }
+    Function after = Rewritten(before);
+    EXPECT_EQ(CountOps(after, "conv_transpose"), 1) << Print(after);
+    EXPECT_EQ(CountOps(after, "matmul"), 0);
+  }
+  Var v = MakeVar("x", TensorType(ShapeFromInts(x), DType::kFloat32));
+  Var w = MakeVar("w", TensorType({4, 3, 2, 2}, DType::kFloat32));
+  Function variable_weight =
+      MakeFunction({v, w}, MakeCall("conv_transpose", {v, w},
+                                    Attrs{{"strides", Ints{2, 2}}, {"kernel_shape", Ints{2, 2}}}));
+  EXPECT_EQ(CountOps(Rewritten(variable_weight), "conv_transpose"), 1);
+  Var s = MakeVar("x", TensorType({Dim::Symbol("n"), 4, 5, 5}, DType::kFloat32));
+  Function symbolic =
+      MakeFunction({s}, MakeCall("conv_transpose",
+                                 {s, MakeConstant(RandomTensor(DType::kFloat32, {4, 3, 2, 2}, 3))},
+                                 Attrs{{"strides", Ints{2, 2}}, {"kernel_shape", Ints{2, 2}}}));
+  EXPECT_EQ(CountOps(Rewritten(symbolic), "conv_transpose"), 1);
+}
+
+}  // namespace
+}  // namespace kiln
