@@ -6,7 +6,8 @@ Every model has symbolic batch (and sequence or image) dims, random weights fixe
 and opset 17. The set: an MLP, a transformer encoder layer (attention + erf-GELU feed-forward,
 LayerNormalization), an elementwise chain with transcendentals (x * sigmoid(x) + residual,
 then LayerNormalization), a small CNN, a MobileNet-style net (depthwise convs, hard-swish,
-squeeze-excite) and a conv net with symbolic height and width. Needs Debian's python3-onnx and
+squeeze-excite), a conv net with symbolic height and width, and a segmentation head like a text
+detector's (strided convs down, 2x2 stride-2 ConvTransposes back up to a sigmoid map). Needs Debian's python3-onnx and
 numpy (/usr/bin/python3).
 """
 import os
@@ -165,8 +166,21 @@ def DynamicConv():
                    ["batch", 8, "h4", "w4"])
 
 
+def SegHead():
+    g = Graph(7)
+    h = ConvBnRelu(g, "x", 3, 16, stride=2)
+    h = ConvBnRelu(g, h, 16, 32, stride=2)
+    h = ConvBnRelu(g, h, 32, 64)
+    h = g.op("Relu", [g.op("ConvTranspose", [h, g.weight([64, 16, 2, 2]), g.weight([16], 0.1)],
+                           kernel_shape=[2, 2], strides=[2, 2])])
+    out = g.op("Sigmoid", [g.op("ConvTranspose", [h, g.weight([16, 1, 2, 2]), g.weight([1], 0.1)],
+                                kernel_shape=[2, 2], strides=[2, 2])])
+    return g.model("seg_head", [("x", ["batch", 3, "height", "width"])], out,
+                   ["batch", 1, "height", "width"])
+
+
 MODELS = {"mlp": Mlp, "encoder": Encoder, "chain": Chain, "small_cnn": SmallCnn,
-          "mobilenet_like": MobileNetLike, "dynamic_conv": DynamicConv}
+          "mobilenet_like": MobileNetLike, "dynamic_conv": DynamicConv, "seg_head": SegHead}
 
 
 def main():
