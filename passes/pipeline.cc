@@ -17,12 +17,12 @@ PassPtr DefaultGraphPipeline() {
   p.push_back(r.Create("CommonSubexprElimination"));
   // After CSE, whose merging leaves tuple fields and branches unused.
   p.push_back(r.Create("DeadCodeElimination"));
-  // After folding (its weights final); before PackConstantWeights, which packs the matmul's
-  // weights it makes.
-  p.push_back(r.Create("ConvTransposeAsMatmul"));
   // After folding (its weights final) and CSE (one conv per distinct conv); before FuseOps,
   // which fuses the chains' elementwise ops into conv_nhwc's kernels.
   p.push_back(r.Create("ChannelsLastConvs"));
+  // After ChannelsLastConvs, whose transposes back to NCHW it reads through; before
+  // PackConstantWeights, which packs the matmul's weights it makes.
+  p.push_back(r.Create("ConvTransposeAsMatmul"));
   // After folding, so the weights it packs are final; before FuseOps, which makes the gemm a
   // kernel whose parameter the packed constant becomes.
   p.push_back(r.Create("PackConstantWeights"));

@@ -14,7 +14,9 @@
 // y[n, m, iy * KH + ky, ix * KW + kx] = b[m] + sum_c x[n, c, iy, ix] * w[c, m, ky, kx]. That sum
 // is row (n, iy, ix), column (m, ky, kx) of the product of x's pixels by w flattened, and the
 // rest moves values without arithmetic. b' repeats b[m] for each of its KH * KW columns, so the
-// bias joins the product's epilogue.
+// bias joins the product's epilogue. Where x is itself a transpose from channels-last (the end
+// of a chain of convs that ChannelsLastConvs, before this pass, runs as conv_nhwc), the product
+// reads that transpose's operand instead.
 //
 // Why: the upsampling convs of segmentation and detection heads (2x2, stride 2) are this case,
 // and conv_transpose's own lowering gathers each output through a select per tap, one scalar at
@@ -83,8 +85,7 @@ class ConvTransposeRewriter : public ExprMutator {
       std::copy_n(w->value.data<float>(), c_in * m * taps, t.data<float>());
       return t;
     });
-    Expr p =
-        MakeCall("matmul", {MakeCall("transpose", {c->args[0]}, {{"perm", Ints{0, 2, 3, 1}}}), wm});
+    Expr p = MakeCall("matmul", {ChannelsLast(c->args[0]), wm});
     if (b) {
       Expr repeated = DerivedConstant(c->args[2], StrCat("taps", taps), [b, m, taps] {
         Tensor t = Tensor::Empty(DType::kFloat32, {m * taps});
@@ -101,6 +102,16 @@ class ConvTransposeRewriter : public ExprMutator {
 
  private:
   using Ints = std::vector<int64_t>;
+
+  // x [N, C, H, W] as [N, H, W, C]: the operand of the transpose that made x channels-first
+  // where there is one (ChannelsLastConvs' transpose back from a chain of convs), so the two
+  // do not cancel out in a copy; else a transpose of x.
+  static Expr ChannelsLast(const Expr& x) {
+    const CallNode* t = AsCall(x);
+    if (t && t->op && t->op->name == "transpose" && t->attrs.GetInts("perm") == Ints{0, 3, 1, 2})
+      return t->args[0];
+    return MakeCall("transpose", {x}, {{"perm", Ints{0, 2, 3, 1}}});
+  }
 };
 
 }  // namespace

@@ -72,6 +72,21 @@ TEST(ConvTransposeAsMatmul, TilingWindowsBecomeAMatmulAndAReshuffle) {
   }
 }
 
+// x transposed from channels-last (a conv chain's end): the product reads the channels-last
+// value, so the only transpose left is the reshuffle's.
+TEST(ConvTransposeAsMatmul, ReadsThroughATransposeFromChannelsLast) {
+  Var v = MakeVar("x", TensorType({2, 5, 3, 6}, DType::kFloat32));
+  Expr x = MakeCall("transpose", {v}, {{"perm", Ints{0, 3, 1, 2}}});
+  Function before =
+      MakeFunction({v}, MakeCall("conv_transpose",
+                                 {x, MakeConstant(RandomTensor(DType::kFloat32, {6, 4, 2, 2}, 3))},
+                                 Attrs{{"strides", Ints{2, 2}}, {"kernel_shape", Ints{2, 2}}}));
+  Function after = Rewritten(before);
+  EXPECT_EQ(CountOps(after, "transpose"), 1) << Print(after);
+  EXPECT_EQ(CountOps(after, "matmul"), 1);
+  ExpectSameValues(before, after, {2, 5, 3, 6});
+}
+
 // Overlapping or padded windows, output padding, dilation, groups, a weight that is not a
 // constant, a symbolic batch: the op stays.
 TEST(ConvTransposeAsMatmul, OtherGeometriesStay) {
