@@ -68,17 +68,52 @@ class ConvTransposeRewriter : public ExprMutator {
       if (!d.is_const()) return out;
     const std::vector<int64_t>& ws = w->value.shape();
     const int64_t c_in = ws[0], m = ws[1], kh = ws[2], kw = ws[3];
-    const int64_t h = x->shape[2].value(), wd = x->shape[3].value();
-    const AttrValue* strides = c->attrs.Find("strides");
-    if (c->attrs.GetInt("group") != 1 || !strides ||
-        std::get<std::vector<int64_t>>(*strides) != std::vector<int64_t>{kh, kw} ||
-        !AllOrAbsent(c, "pads", 0) || !AllOrAbsent(c, "output_padding", 0) ||
-        !AllOrAbsent(c, "dilations", 1) || x->shape[1].value() != c_in ||
-        y->shape[1].value() != m || y->shape[2].value() != h * kh || y->shape[3].value() != wd * kw)
+    if (c->attrs.GetInt("group") != 1 || x->shape[1].value() != c_in || y->shape[1].value() != m ||
+        (b && (b->value.dtype() != DType::kFloat32 || b->value.numel() != m)))
       return out;
-    if (b && (b->value.dtype() != DType::kFloat32 || b->value.numel() != m)) return out;
+    const int64_t h = x->shape[2].value(), wd = x->shape[3].value();
+    const Ints strides = IntsOr(c, "strides", 1), dilations = IntsOr(c, "dilations", 1);
+    if (strides == Ints{kh, kw} && AllOrAbsent(c, "pads", 0) &&
+        AllOrAbsent(c, "output_padding", 0) && AllOrAbsent(c, "dilations", 1) &&
+        y->shape[2].value() == h * kh && y->shape[3].value() == wd * kw)
+      return Tiling(c, w, b, m, kh, kw, h, wd);
+    // Begin pads: the attribute's (no output_shape, no SAME), or none (VALID).
+    const std::string& auto_pad = c->attrs.GetString("auto_pad");
+    if (!c->attrs.GetInts("output_shape").empty() || (auto_pad != "NOTSET" && auto_pad != "VALID"))
+      return out;
+    Ints pads = auto_pad == "VALID" ? Ints{0, 0, 0, 0} : IntsOr(c, "pads", 0, 4);
+    if (pads.size() != 4 || strides.size() != 2 || dilations.size() != 2 || pads[0] < 0 ||
+        pads[1] < 0)
+      return out;
+    return Scattered(c, w, b, m, kh, kw, strides, {pads[0], pads[1]}, dilations,
+                     {y->shape[2].value(), y->shape[3].value()});
+  }
 
-    const int64_t taps = kh * kw;
+ private:
+  using Ints = std::vector<int64_t>;
+
+  // x [N, C, H, W] as [N, H, W, C]: the operand of the transpose that made x channels-first
+  // where there is one (ChannelsLastConvs' transpose back from a chain of convs), so the two
+  // do not cancel out in a copy; else a transpose of x.
+  static Expr ChannelsLast(const Expr& x) {
+    const CallNode* t = AsCall(x);
+    if (t && t->op && t->op->name == "transpose" && t->attrs.GetInts("perm") == Ints{0, 3, 1, 2})
+      return t->args[0];
+    return MakeCall("transpose", {x}, {{"perm", Ints{0, 2, 3, 1}}});
+  }
+
+  // Attribute `name` of `c`, or `count` copies of `v` where it is absent or empty.
+  static Ints IntsOr(const CallNode* c, const std::string& name, int64_t v, size_t count = 2) {
+    const AttrValue* a = c->attrs.Find(name);
+    const auto* ints = a ? std::get_if<Ints>(a) : nullptr;
+    return ints && !ints->empty() ? *ints : Ints(count, v);
+  }
+
+  // Windows that tile the output: the product's columns (m, ky, kx) are output pixels, which a
+  // reshape, a transpose and a reshape put in place; the bias joins the product.
+  static Expr Tiling(const CallNode* c, const ConstantNode* w, const ConstantNode* b, int64_t m,
+                     int64_t kh, int64_t kw, int64_t h, int64_t wd) {
+    const int64_t c_in = w->value.shape()[0], taps = kh * kw;
     // w [C, M, KH, KW] is already [C, M * KH * KW] row-major: the same values, a new shape.
     Expr wm = DerivedConstant(c->args[1], "cols", [w, c_in, m, taps] {
       Tensor t = Tensor::Empty(DType::kFloat32, {c_in, m * taps});
@@ -100,17 +135,31 @@ class ConvTransposeRewriter : public ExprMutator {
     return MakeCall("reshape", {t}, {{"shape", Ints{0, 0, h * kh, wd * kw}}}, c->name);
   }
 
- private:
-  using Ints = std::vector<int64_t>;
-
-  // x [N, C, H, W] as [N, H, W, C]: the operand of the transpose that made x channels-first
-  // where there is one (ChannelsLastConvs' transpose back from a chain of convs), so the two
-  // do not cancel out in a copy; else a transpose of x.
-  static Expr ChannelsLast(const Expr& x) {
-    const CallNode* t = AsCall(x);
-    if (t && t->op && t->op->name == "transpose" && t->attrs.GetInts("perm") == Ints{0, 3, 1, 2})
-      return t->args[0];
-    return MakeCall("transpose", {x}, {{"perm", Ints{0, 2, 3, 1}}});
+  // Any other geometry: the product's columns (ky, kx, m) are every tap's contribution, which
+  // col2im_nhwc sums where taps overlap (and drops where they fall in the pads); then the bias,
+  // and a transpose to NCHW.
+  static Expr Scattered(const CallNode* c, const ConstantNode* w, const ConstantNode* b, int64_t m,
+                        int64_t kh, int64_t kw, const Ints& strides, const Ints& pads,
+                        const Ints& dilations, const Ints& out) {
+    const int64_t c_in = w->value.shape()[0], taps = kh * kw;
+    // w [C, M, KH, KW] as [C, KH * KW * M]: each tap's M outputs contiguous.
+    Expr wm = DerivedConstant(c->args[1], "taps_cols", [w, c_in, m, taps] {
+      Tensor t = Tensor::Empty(DType::kFloat32, {c_in, taps * m});
+      const float* src = w->value.data<float>();
+      float* dst = t.data<float>();
+      for (int64_t ci = 0; ci < c_in; ++ci)
+        for (int64_t j = 0; j < m; ++j)
+          for (int64_t k = 0; k < taps; ++k)
+            dst[(ci * taps + k) * m + j] = src[(ci * m + j) * taps + k];
+      return t;
+    });
+    Expr p = MakeCall("matmul", {ChannelsLast(c->args[0]), wm});
+    Expr r = MakeCall("reshape", {p}, {{"shape", Ints{0, 0, 0, kh, kw, m}}});
+    Expr y = MakeCall(
+        "col2im_nhwc", {r},
+        {{"strides", strides}, {"pads", pads}, {"dilations", dilations}, {"output_shape", out}});
+    if (b) y = MakeCall("add", {y, c->args[2]});
+    return MakeCall("transpose", {y}, {{"perm", Ints{0, 3, 1, 2}}}, c->name);
   }
 };
 

@@ -93,9 +93,9 @@ TEST(Engine, ConvChainShapesMatchInterpreter) {
 }
 
 // Convs with a 2x2 max pool between them (one kernel with the conv before it where the batch
-// splits evenly among the threads), then two conv_transposes whose windows tile their outputs
-// (a matmul and a reshuffle each): odd sizes, so the pool drops a row or column, and batches
-// that do and do not split evenly.
+// splits evenly among the threads), then two conv_transposes: one whose windows tile its output
+// (a matmul and a reshuffle), one whose windows overlap (a matmul and col2im_nhwc): odd sizes,
+// so the pool drops a row or column, and batches that do and do not split evenly.
 TEST(Engine, PoolAndUpsamplingConvsMatchInterpreter) {
   using Ints = std::vector<int64_t>;
   Var x = MakeVar("x",
@@ -113,9 +113,13 @@ TEST(Engine, PoolAndUpsamplingConvsMatchInterpreter) {
       "conv_transpose",
       {conv(h, 8, 16, 3), test::Weight({16, 4, 2, 2}, 5, "t1", 0.3), test::Weight({4}, 6, "t1.b")},
       {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}});
-  Expr out =
-      MakeCall("conv_transpose", {MakeCall("relu", {up}), test::Weight({4, 2, 2, 3}, 7, "t2", 0.3)},
-               {{"kernel_shape", Ints{2, 3}}, {"strides", Ints{2, 3}}});
+  Expr out = MakeCall("conv_transpose",
+                      {MakeCall("relu", {up}), test::Weight({4, 2, 3, 3}, 7, "t2", 0.3),
+                       test::Weight({2}, 8, "t2.b")},
+                      {{"kernel_shape", Ints{3, 3}},
+                       {"strides", Ints{2, 2}},
+                       {"pads", Ints{1, 1, 1, 1}},
+                       {"output_padding", Ints{1, 1}}});
   RunShapesTwice(MakeFunction({x}, MakeCall("sigmoid", {out})),
                  {{1, 3, 8, 8}, {2, 3, 9, 7}, {3, 3, 6, 10}, {4, 3, 5, 5}});
 }

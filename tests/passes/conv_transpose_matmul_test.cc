@@ -1,6 +1,7 @@
 // ConvTransposeAsMatmul: which conv_transposes become a matmul and a reshuffle (windows that tile
-// the output), which stay, and the reference interpreter computing the same values before and
-// after, with and without a bias, square and oblong kernels, batches of one and more.
+// the output) or a matmul and col2im_nhwc (other geometries), which stay, and the reference
+// interpreter computing the same values before and after, with and without a bias, square and
+// oblong kernels, batches of one and more.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -87,28 +88,56 @@ TEST(ConvTransposeAsMatmul, ReadsThroughATransposeFromChannelsLast) {
   ExpectSameValues(before, after, {2, 5, 3, 6});
 }
 
-// Overlapping or padded windows, output padding, dilation, groups, a weight that is not a
-// constant, a symbolic batch: the op stays.
-TEST(ConvTransposeAsMatmul, OtherGeometriesStay) {
+// Any other geometry with begin pads from the attribute: a matmul of every tap's contribution
+// and col2im_nhwc summing them where windows overlap and dropping those in the pads, then the
+// bias and a transpose to NCHW. Kernels larger and smaller than the stride, pads, output padding,
+// dilation, oblong shapes, batches of one and more, with and without a bias.
+TEST(ConvTransposeAsMatmul, OtherGeometriesScatterThroughCol2Im) {
+  struct Case {
+    Ints x;
+    int64_t m, kh, kw;
+    Ints strides, pads, output_padding, dilations;
+    bool bias;
+  };
+  for (const Case& c : {Case{{1, 8, 5, 4}, 3, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
+                        Case{{2, 5, 3, 7}, 4, 4, 4, {2, 2}, {1, 1, 1, 1}, {0, 0}, {1, 1}, false},
+                        Case{{1, 3, 4, 4}, 2, 3, 3, {1, 1}, {0, 0, 0, 0}, {0, 0}, {1, 1}, true},
+                        Case{{1, 6, 3, 5}, 5, 2, 3, {3, 2}, {0, 2, 1, 0}, {2, 1}, {2, 1}, true},
+                        Case{{3, 2, 1, 1}, 7, 5, 2, {1, 4}, {2, 0, 2, 1}, {0, 3}, {1, 1}, false}}) {
+    SCOPED_TRACE(::testing::PrintToString(c.x) + " kernel " + std::to_string(c.kh) + "x" +
+                 std::to_string(c.kw));
+    Function before = ConvTranspose(c.x, c.m, c.kh, c.kw, c.bias,
+                                    Attrs{{"strides", c.strides},
+                                          {"pads", c.pads},
+                                          {"output_padding", c.output_padding},
+                                          {"dilations", c.dilations}});
+    Function after = Rewritten(before);
+    EXPECT_EQ(CountOps(after, "conv_transpose"), 0);
+    EXPECT_EQ(CountOps(after, "col2im_nhwc"), 1);
+    EXPECT_EQ(CountOps(after, "matmul"), 1);
+    EXPECT_EQ(ShapeToString(AsTensor(after->body->type)->shape),
+              ShapeToString(AsTensor(InferTypes(before)->body->type)->shape));
+    ExpectSameValues(before, after, c.x);
+  }
+}
+
+// Groups, an output_shape or automatic pads (whose pads follow from the output), a weight that
+// is not a constant, a symbolic batch: the op stays.
+TEST(ConvTransposeAsMatmul, OthersStay) {
   const Ints x = {1, 4, 5, 5};
   for (const Attrs& attrs :
-       {Attrs{{"strides", Ints{1, 1}}}, Attrs{{"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 0, 0}}},
-        Attrs{{"strides", Ints{2, 2}}, {"output_padding", Ints{1, 1}}},
-        Attrs{{"strides", Ints{2, 2}}, {"dilations", Ints{2, 1}}},
-        Attrs{{"strides", Ints{2, 2}}, {"group", int64_t{2}}}}) {
-    Function before = ConvTranspose(x, 4, 2, 2, true, attrs);
-    if (attrs.Find("group")) {
-      Var v = MakeVar("x", TensorType(ShapeFromInts(x), DType::kFloat32));
-      before = MakeFunction(
-          {v},
-          MakeCall(
-              "conv_transpose", {v, MakeConstant(RandomTensor(DType::kFloat32, {4, 2, 2, 2}, 3))},
-              Attrs{{"strides", Ints{2, 2}}, {"group", int64_t{2}}, {"kernel_shape", Ints{2, 2}}}));
-    }
-    Function after = Rewritten(before);
+       {Attrs{{"strides", Ints{2, 2}}, {"output_shape", Ints{10, 11}}},
+        Attrs{{"strides", Ints{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}}}) {
+    Function after = Rewritten(ConvTranspose(x, 4, 3, 3, true, attrs));
     EXPECT_EQ(CountOps(after, "conv_transpose"), 1) << Print(after);
-    EXPECT_EQ(CountOps(after, "matmul"), 0);
   }
+  Var g = MakeVar("x", TensorType(ShapeFromInts(x), DType::kFloat32));
+  Function grouped = MakeFunction(
+      {g},
+      MakeCall(
+          "conv_transpose", {g, MakeConstant(RandomTensor(DType::kFloat32, {4, 2, 2, 2}, 3))},
+          Attrs{{"strides", Ints{2, 2}}, {"group", int64_t{2}}, {"kernel_shape", Ints{2, 2}}}));
+  EXPECT_EQ(CountOps(Rewritten(grouped), "conv_transpose"), 1);
   Var v = MakeVar("x", TensorType(ShapeFromInts(x), DType::kFloat32));
   Var w = MakeVar("w", TensorType({4, 3, 2, 2}, DType::kFloat32));
   Function variable_weight =
