@@ -76,6 +76,13 @@ std::vector<ConvCase> ConvCases() {
       // (row-split reads), with groups, a stride (5 x 16 out of 9 x 32), a dilation, an odd
       // number of rows, and in 3-D.
       {{2, 6, 5, 16}, {9, 2, 3, 3}, true, {{"group", int64_t{3}}, {"pads", Ints{1, 1, 1, 1}}}},
+      // Groups of 16 and 4 output channels (E stored per group, its row blocks within one
+      // group), odd sizes and a stride.
+      {{1, 64, 13, 11}, {64, 16, 3, 3}, true, {{"group", int64_t{4}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{2, 32, 9, 10},
+       {32, 4, 3, 3},
+       false,
+       {{"group", int64_t{8}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
       {{1, 3, 9, 32}, {8, 3, 3, 3}, true, {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
       {{1, 2, 7, 20}, {4, 2, 3, 3}, false, {{"dilations", Ints{2, 2}}}},
       {{1, 2, 3, 4, 16}, {3, 2, 2, 3, 3}, true, {{"pads", Ints{0, 1, 1, 0, 1, 1}}}},
