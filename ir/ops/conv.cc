@@ -198,59 +198,6 @@ std::vector<LTensor> LowerConv(LowerContext& ctx, const std::vector<LTensor>& in
 // q = o + pad_begin, and tap k reads input (q - k * dilation) / stride when that divides
 // exactly and lies in [0, in). Both accumulate in double.
 
-std::vector<WindowDim> ComputeTransposeWindow(const std::vector<int64_t>& in,
-                                              const std::vector<int64_t>& kernel,
-                                              const Attrs& attrs, std::string* error) {
-  const size_t n = in.size();
-  std::vector<int64_t> strides = PerDim(attrs, "strides", n, 1, error);
-  std::vector<int64_t> dilations = PerDim(attrs, "dilations", n, 1, error);
-  std::vector<int64_t> output_padding = PerDim(attrs, "output_padding", n, 0, error);
-  std::vector<int64_t> pads = Pads(attrs, n, error);
-  const std::vector<int64_t>& output_shape = attrs.GetInts("output_shape");
-  const bool has_output_shape = !output_shape.empty();
-  if (has_output_shape && output_shape.size() != n && error->empty())
-    *error = StrCat("output_shape ", JoinInts(output_shape), " must have ", n,
-                    " values (one per spatial dim)");
-  const std::string& auto_pad = attrs.GetString("auto_pad");
-  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
-  CheckPadsAgainstAutoPad(pads, auto_pad, error);
-  std::vector<WindowDim> dims = BaseWindowDims(in, kernel, strides, dilations);
-  for (size_t i = 0; i < n; ++i) {
-    WindowDim& d = dims[i];
-    if (d.stride < 1 || d.dilation < 1 || d.kernel < 1 || d.in < 1) {
-      if (error->empty())
-        *error = StrCat("spatial dim ", i, ": input ", d.in, ", kernel ", d.kernel, ", stride ",
-                        d.stride, " and dilation ", d.dilation, " must be positive");
-      d.in = std::max<int64_t>(d.in, 1);
-      d.stride = std::max<int64_t>(d.stride, 1);
-      d.dilation = std::max<int64_t>(d.dilation, 1);
-      d.kernel = std::max<int64_t>(d.kernel, 1);
-    }
-    const int64_t ek = (d.kernel - 1) * d.dilation + 1;
-    const int64_t full = d.stride * (d.in - 1) + output_padding[i] + ek;
-    if ((has_output_shape && output_shape.size() == n) || same) {
-      d.out = has_output_shape ? output_shape[i] : d.in * d.stride;
-      const int64_t total = full - d.out;
-      const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);  // floor(total / 2)
-      d.pad_begin = auto_pad == "SAME_UPPER" ? half : total - half;
-      d.pad_end = total - d.pad_begin;
-    } else {
-      if (auto_pad == "NOTSET") {
-        d.pad_begin = pads[i];
-        d.pad_end = pads[n + i];
-      }
-      d.out = full - d.pad_begin - d.pad_end;
-    }
-    if (d.out < 1) {
-      if (error->empty())
-        *error =
-            StrCat("spatial dim ", i, ": the output size ", d.out, " is not positive (full size ",
-                   full, ", pads ", d.pad_begin, ", ", d.pad_end, ")");
-      d.out = 1;
-    }
-  }
-  return dims;
-}
 
 // [N, M, *out] for conv_transpose over x = [N, C, *spatial]. A symbolic spatial size gives
 // an output size that is an expression of it: in * stride + (output_padding + ek - stride -
@@ -424,6 +371,60 @@ std::vector<LTensor> LowerConvTranspose(LowerContext& ctx, const std::vector<LTe
 }
 
 }  // namespace
+
+std::vector<WindowDim> ComputeTransposeWindow(const std::vector<int64_t>& in,
+                                              const std::vector<int64_t>& kernel,
+                                              const Attrs& attrs, std::string* error) {
+  const size_t n = in.size();
+  std::vector<int64_t> strides = PerDim(attrs, "strides", n, 1, error);
+  std::vector<int64_t> dilations = PerDim(attrs, "dilations", n, 1, error);
+  std::vector<int64_t> output_padding = PerDim(attrs, "output_padding", n, 0, error);
+  std::vector<int64_t> pads = Pads(attrs, n, error);
+  const std::vector<int64_t>& output_shape = attrs.GetInts("output_shape");
+  const bool has_output_shape = !output_shape.empty();
+  if (has_output_shape && output_shape.size() != n && error->empty())
+    *error = StrCat("output_shape ", JoinInts(output_shape), " must have ", n,
+                    " values (one per spatial dim)");
+  const std::string& auto_pad = attrs.GetString("auto_pad");
+  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  CheckPadsAgainstAutoPad(pads, auto_pad, error);
+  std::vector<WindowDim> dims = BaseWindowDims(in, kernel, strides, dilations);
+  for (size_t i = 0; i < n; ++i) {
+    WindowDim& d = dims[i];
+    if (d.stride < 1 || d.dilation < 1 || d.kernel < 1 || d.in < 1) {
+      if (error->empty())
+        *error = StrCat("spatial dim ", i, ": input ", d.in, ", kernel ", d.kernel, ", stride ",
+                        d.stride, " and dilation ", d.dilation, " must be positive");
+      d.in = std::max<int64_t>(d.in, 1);
+      d.stride = std::max<int64_t>(d.stride, 1);
+      d.dilation = std::max<int64_t>(d.dilation, 1);
+      d.kernel = std::max<int64_t>(d.kernel, 1);
+    }
+    const int64_t ek = (d.kernel - 1) * d.dilation + 1;
+    const int64_t full = d.stride * (d.in - 1) + output_padding[i] + ek;
+    if ((has_output_shape && output_shape.size() == n) || same) {
+      d.out = has_output_shape ? output_shape[i] : d.in * d.stride;
+      const int64_t total = full - d.out;
+      const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);  // floor(total / 2)
+      d.pad_begin = auto_pad == "SAME_UPPER" ? half : total - half;
+      d.pad_end = total - d.pad_begin;
+    } else {
+      if (auto_pad == "NOTSET") {
+        d.pad_begin = pads[i];
+        d.pad_end = pads[n + i];
+      }
+      d.out = full - d.pad_begin - d.pad_end;
+    }
+    if (d.out < 1) {
+      if (error->empty())
+        *error =
+            StrCat("spatial dim ", i, ": the output size ", d.out, " is not positive (full size ",
+                   full, ", pads ", d.pad_begin, ", ", d.pad_end, ")");
+      d.out = 1;
+    }
+  }
+  return dims;
+}
 
 void ConvReference(const std::vector<Tensor>& in, const Attrs& attrs, Tensor& out) {
   DispatchFloat(in[0].dtype(), [&]<typename T>() { ConvKernelRef<T>(in, attrs, out); });

@@ -67,6 +67,13 @@ std::vector<WindowDim> BaseWindowDims(const std::vector<int64_t>& in,
                                       const std::vector<int64_t>& strides,
                                       const std::vector<int64_t>& dilations);
 
+// conv_transpose's geometry of every spatial dim (conv.cc says how): `out` its output size,
+// pad_begin the positions its output crops at the start of the full scatter (negative where an
+// output_shape reaches past it). Sets `*error` when the attributes do not fit.
+std::vector<WindowDim> ComputeTransposeWindow(const std::vector<int64_t>& in,
+                                              const std::vector<int64_t>& kernel,
+                                              const Attrs& attrs, std::string* error);
+
 // The geometry of every spatial dim, from the input's spatial sizes and the kernel sizes.
 // Attributes read: strides, pads, dilations (when the op has it), auto_pad, ceil_mode (when the
 // op has it). Sets `*error` (and returns what it could) when the attributes do not fit.

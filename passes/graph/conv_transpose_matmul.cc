@@ -1,5 +1,6 @@
-// ConvTransposeAsMatmul: a 2-D conv_transpose whose windows tile its output (each output pixel
-// gets exactly one tap of one input pixel) becomes a matrix product and a reshuffle:
+// ConvTransposeAsMatmul: a 2-D conv_transpose with constant weights becomes a matrix product of
+// its input's pixels by the flattened weights, and then either a reshuffle (windows that tile the
+// output) or col2im_nhwc (any other geometry):
 //
 //   before:  conv_transpose(%x: f32[N, C, H, W], const(w: f32[C, M, KH, KW]), const(b: f32[M]),
 //                           kernel_shape=[KH, KW], strides=[KH, KW])
@@ -9,43 +10,41 @@
 //            %t = transpose(%r, perm=[0, 3, 1, 4, 2, 5])                     [N, M, H, KH, W, KW]
 //            reshape(%t, shape=[0, 0, H * KH, W * KW])                        [N, M, OH, OW]
 //
-// With strides equal to the kernel, no padding, dilation or output padding, output pixel
-// (oy, ox) = (iy * KH + ky, ix * KW + kx) is tap (ky, kx) of input pixel (iy, ix) alone:
+// Tiling windows. With strides equal to the kernel and no crop, dilation or output padding,
+// output pixel (iy * KH + ky, ix * KW + kx) is tap (ky, kx) of input pixel (iy, ix) alone:
 // y[n, m, iy * KH + ky, ix * KW + kx] = b[m] + sum_c x[n, c, iy, ix] * w[c, m, ky, kx]. That sum
-// is row (n, iy, ix), column (m, ky, kx) of the product of x's pixels by w flattened, and the
-// rest moves values without arithmetic. b' repeats b[m] for each of its KH * KW columns, so the
-// bias joins the product's epilogue. Where x is itself a transpose from channels-last (the end
-// of a chain of convs that ChannelsLastConvs, before this pass, runs as conv_nhwc), the product
-// reads that transpose's operand instead.
+// is row (n, iy, ix), column (m, ky, kx) of the product, and the rest moves values without
+// arithmetic. b' repeats b[m] for each of its KH * KW columns, so the bias joins the product's
+// epilogue.
 //
-// Why: the upsampling convs of segmentation and detection heads (2x2, stride 2) are this case,
-// and conv_transpose's own lowering gathers each output through a select per tap, one scalar at
-// a time. Two of them, 64 -> 16 at 80 x 80 then 16 -> 1 at 160 x 160, ran in 28 ms at 1 thread
-// (ONNX Runtime 1.1 ms); as a product and reshuffle, 0.98 ms (AVX-512 Xeon). The product's
-// weights are a constant that PackConstantWeights (after this pass) lays out in panels.
+// Other windows (overlapping, gapped, cropped, dilated): the product's columns are (ky, kx, m),
+// every tap's contribution of every input pixel, and col2im_nhwc (ir/ops/col2im.cc) sums those
+// landing on each output pixel, channels-last; then the bias and a transpose to NCHW.
+//
+// Either way, where x is itself a transpose from channels-last (the end of a chain of convs that
+// ChannelsLastConvs, before this pass, runs as conv_nhwc), the product reads that transpose's
+// operand instead.
+//
+// Why: conv_transpose's own lowering gathers each output through a select per tap, one scalar at
+// a time. Two 2x2 stride-2 upsampling convs (segmentation and detection heads), 64 -> 16 at 80 x
+// 80 then 16 -> 1 at 160 x 160, ran in 28 ms at 1 thread (ONNX Runtime 1.1 ms); as products and
+// reshuffles, 0.98 ms. Two 4x4 stride-2 pad-1 ones, 128 -> 64 -> 64 from 16 x 16: 100 ms -> 2.1
+// ms (ONNX Runtime 2.2) through col2im_nhwc (AVX-512 Xeon). The product's weights are a constant
+// that PackConstantWeights (after this pass) lays out in panels.
 //
 // Rules: f32; x 4-D with constant dims; w a constant [C, M, KH, KW]; the bias absent or a
-// constant; group 1; strides equal to the kernel; pads, output_padding 0 and dilations 1 (or
-// absent); the result [N, M, H * KH, W * KW]. Anything else is left to the op's own lowering.
+// constant; group 1; the output size the geometry gives (ops::ComputeTransposeWindow, which
+// resolves auto_pad and output_shape into begin pads), and no begin pad below 0 (an output_shape
+// past the full scatter). Anything else is left to the op's own lowering.
 #include <vector>
 
+#include "ir/ops/window.h"
 #include "ir/visitor.h"
 #include "passes/graph/derived_constant.h"
 #include "passes/pass.h"
 
 namespace kiln {
 namespace {
-
-// Whether attribute `name` of `c` is absent or every one of its values is `v`.
-bool AllOrAbsent(const CallNode* c, const std::string& name, int64_t v) {
-  const AttrValue* a = c->attrs.Find(name);
-  if (!a) return true;
-  const auto* ints = std::get_if<std::vector<int64_t>>(a);
-  if (!ints) return false;
-  for (int64_t x : *ints)
-    if (x != v) return false;
-  return true;
-}
 
 class ConvTransposeRewriter : public ExprMutator {
  protected:
@@ -72,21 +71,18 @@ class ConvTransposeRewriter : public ExprMutator {
         (b && (b->value.dtype() != DType::kFloat32 || b->value.numel() != m)))
       return out;
     const int64_t h = x->shape[2].value(), wd = x->shape[3].value();
-    const Ints strides = IntsOr(c, "strides", 1), dilations = IntsOr(c, "dilations", 1);
-    if (strides == Ints{kh, kw} && AllOrAbsent(c, "pads", 0) &&
-        AllOrAbsent(c, "output_padding", 0) && AllOrAbsent(c, "dilations", 1) &&
-        y->shape[2].value() == h * kh && y->shape[3].value() == wd * kw)
-      return Tiling(c, w, b, m, kh, kw, h, wd);
-    // Begin pads: the attribute's (no output_shape, no SAME), or none (VALID).
-    const std::string& auto_pad = c->attrs.GetString("auto_pad");
-    if (!c->attrs.GetInts("output_shape").empty() || (auto_pad != "NOTSET" && auto_pad != "VALID"))
+    std::string error;
+    const std::vector<ops::WindowDim> dims =
+        ops::ComputeTransposeWindow({h, wd}, {kh, kw}, c->attrs, &error);
+    if (!error.empty() || dims[0].out != y->shape[2].value() || dims[1].out != y->shape[3].value())
       return out;
-    Ints pads = auto_pad == "VALID" ? Ints{0, 0, 0, 0} : IntsOr(c, "pads", 0, 4);
-    if (pads.size() != 4 || strides.size() != 2 || dilations.size() != 2 || pads[0] < 0 ||
-        pads[1] < 0)
-      return out;
-    return Scattered(c, w, b, m, kh, kw, strides, {pads[0], pads[1]}, dilations,
-                     {y->shape[2].value(), y->shape[3].value()});
+    bool tiles = true;
+    for (const ops::WindowDim& d : dims) {
+      if (d.pad_begin < 0) return out;  // an output_shape past the full scatter
+      tiles = tiles && d.stride == d.kernel && d.dilation == 1 && d.pad_begin == 0 &&
+              d.out == d.in * d.kernel;
+    }
+    return tiles ? Tiling(c, w, b, m, kh, kw, h, wd) : Scattered(c, w, b, m, kh, kw, dims);
   }
 
  private:
@@ -100,13 +96,6 @@ class ConvTransposeRewriter : public ExprMutator {
     if (t && t->op && t->op->name == "transpose" && t->attrs.GetInts("perm") == Ints{0, 3, 1, 2})
       return t->args[0];
     return MakeCall("transpose", {x}, {{"perm", Ints{0, 2, 3, 1}}});
-  }
-
-  // Attribute `name` of `c`, or `count` copies of `v` where it is absent or empty.
-  static Ints IntsOr(const CallNode* c, const std::string& name, int64_t v, size_t count = 2) {
-    const AttrValue* a = c->attrs.Find(name);
-    const auto* ints = a ? std::get_if<Ints>(a) : nullptr;
-    return ints && !ints->empty() ? *ints : Ints(count, v);
   }
 
   // Windows that tile the output: the product's columns (m, ky, kx) are output pixels, which a
@@ -139,8 +128,7 @@ class ConvTransposeRewriter : public ExprMutator {
   // col2im_nhwc sums where taps overlap (and drops where they fall in the pads); then the bias,
   // and a transpose to NCHW.
   static Expr Scattered(const CallNode* c, const ConstantNode* w, const ConstantNode* b, int64_t m,
-                        int64_t kh, int64_t kw, const Ints& strides, const Ints& pads,
-                        const Ints& dilations, const Ints& out) {
+                        int64_t kh, int64_t kw, const std::vector<ops::WindowDim>& d) {
     const int64_t c_in = w->value.shape()[0], taps = kh * kw;
     // w [C, M, KH, KW] as [C, KH * KW * M]: each tap's M outputs contiguous.
     Expr wm = DerivedConstant(c->args[1], "taps_cols", [w, c_in, m, taps] {
@@ -155,9 +143,11 @@ class ConvTransposeRewriter : public ExprMutator {
     });
     Expr p = MakeCall("matmul", {ChannelsLast(c->args[0]), wm});
     Expr r = MakeCall("reshape", {p}, {{"shape", Ints{0, 0, 0, kh, kw, m}}});
-    Expr y = MakeCall(
-        "col2im_nhwc", {r},
-        {{"strides", strides}, {"pads", pads}, {"dilations", dilations}, {"output_shape", out}});
+    Expr y = MakeCall("col2im_nhwc", {r},
+                      {{"strides", Ints{d[0].stride, d[1].stride}},
+                       {"pads", Ints{d[0].pad_begin, d[1].pad_begin}},
+                       {"dilations", Ints{d[0].dilation, d[1].dilation}},
+                       {"output_shape", Ints{d[0].out, d[1].out}}});
     if (b) y = MakeCall("add", {y, c->args[2]});
     return MakeCall("transpose", {y}, {{"perm", Ints{0, 3, 1, 2}}}, c->name);
   }

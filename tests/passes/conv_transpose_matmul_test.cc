@@ -121,16 +121,29 @@ TEST(ConvTransposeAsMatmul, OtherGeometriesScatterThroughCol2Im) {
   }
 }
 
-// Groups, an output_shape or automatic pads (whose pads follow from the output), a weight that
-// is not a constant, a symbolic batch: the op stays.
-TEST(ConvTransposeAsMatmul, OthersStay) {
-  const Ints x = {1, 4, 5, 5};
+// An output_shape or automatic pads: their begin pads follow from the output size
+// (ops::ComputeTransposeWindow), and they scatter through col2im_nhwc like explicit pads.
+TEST(ConvTransposeAsMatmul, OutputShapeAndAutoPadScatterThroughCol2Im) {
+  const Ints x = {2, 4, 5, 5};
   for (const Attrs& attrs :
        {Attrs{{"strides", Ints{2, 2}}, {"output_shape", Ints{10, 11}}},
-        Attrs{{"strides", Ints{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}}}) {
-    Function after = Rewritten(ConvTranspose(x, 4, 3, 3, true, attrs));
-    EXPECT_EQ(CountOps(after, "conv_transpose"), 1) << Print(after);
+        Attrs{{"strides", Ints{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}},
+        Attrs{{"strides", Ints{2, 2}}, {"auto_pad", std::string("SAME_LOWER")}}}) {
+    Function before = ConvTranspose(x, 3, 3, 3, true, attrs);
+    Function after = Rewritten(before);
+    EXPECT_EQ(CountOps(after, "conv_transpose"), 0) << Print(after);
+    EXPECT_EQ(CountOps(after, "col2im_nhwc"), 1);
+    ExpectSameValues(before, after, x);
   }
+}
+
+// Groups, an output_shape past the full scatter (a negative begin pad), a weight that is not a
+// constant, a symbolic batch: the op stays.
+TEST(ConvTransposeAsMatmul, OthersStay) {
+  const Ints x = {1, 4, 5, 5};
+  Function past = Rewritten(ConvTranspose(
+      x, 4, 3, 3, true, Attrs{{"strides", Ints{2, 2}}, {"output_shape", Ints{13, 13}}}));
+  EXPECT_EQ(CountOps(past, "conv_transpose"), 1) << Print(past);
   Var g = MakeVar("x", TensorType(ShapeFromInts(x), DType::kFloat32));
   Function grouped = MakeFunction(
       {g},
