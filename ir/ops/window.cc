@@ -28,12 +28,15 @@ int64_t WindowSpan(const WindowDim& d) {
   return (d.out - 1) * d.stride + (d.kernel - 1) * d.dilation + 1;
 }
 
-bool WindowsReadInPlace(const std::vector<WindowDim>& dims) {
-  if (dims.empty() || dims.back().out < 4) return false;
+bool WindowsApart(const std::vector<WindowDim>& dims) {
   for (const WindowDim& d : dims)
     if ((d.kernel - 1) * d.dilation + 1 > d.stride || d.pad_begin != 0 || WindowSpan(d) > d.in)
       return false;
   return true;
+}
+
+bool WindowsReadInPlace(const std::vector<WindowDim>& dims) {
+  return !dims.empty() && dims.back().out >= 4 && WindowsApart(dims);
 }
 
 std::string JoinInts(const std::vector<int64_t>& v) {

@@ -42,9 +42,13 @@ std::string JoinInts(const std::vector<int64_t>& v);
 // first tap to the last window's last: (out - 1) * stride + (kernel - 1) * dilation + 1.
 int64_t WindowSpan(const WindowDim& d);
 
-// Whether windows neither overlap nor pad (nor reach past the input with ceil_mode) and the
-// innermost dim has at least 4 of them (2x2 stride 2 on rows of 8 or more): a pool then reads
-// its taps in place, strided, and its innermost output loop vectorizes (pool.cc).
+// Whether windows neither overlap nor pad (nor reach past the input with ceil_mode): each input
+// position is read by one window at most.
+bool WindowsApart(const std::vector<WindowDim>& dims);
+
+// Whether windows are apart (WindowsApart) and the innermost dim has at least 4 of them (2x2 stride
+// 2 on rows of 8 or more): a pool then reads its taps in place, strided, and its innermost output
+// loop vectorizes (pool.cc).
 bool WindowsReadInPlace(const std::vector<WindowDim>& dims);
 
 // `attr` as a list of `n` values, `def` each when empty; a wrong length is an error message.

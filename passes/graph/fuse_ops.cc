@@ -80,6 +80,7 @@
 #include <unordered_map>
 
 #include "ir/error.h"
+#include "ir/ops/window.h"
 #include "passes/pass.h"
 
 namespace kiln {
@@ -233,11 +234,11 @@ class Fuser {
     return true;
   }
 
-  // A lone channels-last max or average pool whose windows tile its input (strides equal to
-  // the window, no padding, no dilation, floor mode) consuming a conv_nhwc's group whose other
-  // members are elementwise or broadcast, over a constant batch of 2 or more that the threads
-  // split evenly or that is kMinImagesPerThread times their number. (The caller has checked
-  // that the conv group's root feeds nothing else.)
+  // A lone channels-last max or average pool whose windows neither overlap nor pad
+  // (ops::WindowsApart: each value it reads is read once) consuming a conv_nhwc's group whose
+  // other members are elementwise or broadcast, over a constant batch of 2 or more that the
+  // threads split evenly or that is kMinImagesPerThread times their number. (The caller has
+  // checked that the conv group's root feeds nothing else.)
   bool PoolTakesConv(const Group& s, const Group& p) const {
     if (s.members.size() != 1 || p.max_other > OpPattern::kBroadcast || limits_.threads < 1)
       return false;
@@ -246,23 +247,16 @@ class Fuser {
     if ((pool->op->name != "max_pool_nhwc" && pool->op->name != "avg_pool_nhwc") ||
         conv->op->name != "conv_nhwc")
       return false;
-    const std::vector<int64_t> kernel = pool->attrs.GetInts("kernel_shape");
-    const AttrValue* strides = pool->attrs.Find("strides");
-    const AttrValue* pads = pool->attrs.Find("pads");
-    const AttrValue* dilations = pool->attrs.Find("dilations");
-    const AttrValue* ceil_mode = pool->attrs.Find("ceil_mode");
-    if (!strides || std::get<std::vector<int64_t>>(*strides) != kernel) return false;
-    if (pads) {
-      const std::vector<int64_t>& pv = std::get<std::vector<int64_t>>(*pads);
-      if (std::any_of(pv.begin(), pv.end(), [](int64_t v) { return v != 0; })) return false;
-    }
-    if (dilations) {
-      const std::vector<int64_t>& dv = std::get<std::vector<int64_t>>(*dilations);
-      if (std::any_of(dv.begin(), dv.end(), [](int64_t v) { return v != 1; })) return false;
-    }
-    if (ceil_mode && std::get<bool>(*ceil_mode)) return false;
     const TensorTypeNode* t = AsTensor(order_[p.root]->type);
-    if (!t || t->ndim() != 4 || !t->shape[0].is_const()) return false;
+    if (!t || t->ndim() != 4) return false;
+    for (const Dim& d : t->shape)
+      if (!d.is_const()) return false;
+    // x is [N, H, W, C].
+    std::string error;
+    const std::vector<ops::WindowDim> dims =
+        ops::ComputeWindow({t->shape[1].value(), t->shape[2].value()},
+                           pool->attrs.GetInts("kernel_shape"), pool->attrs, &error);
+    if (!error.empty() || !ops::WindowsApart(dims)) return false;
     const int64_t n = t->shape[0].value(), threads = limits_.threads;
     return n >= 2 && (n % threads == 0 || n >= kMinImagesPerThread * threads);
   }
