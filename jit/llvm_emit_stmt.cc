@@ -96,21 +96,42 @@ int CarriedSums(const loop::ForNode* n) {
 
 // ---- Stores, Alloc and Free ----
 
-// `buf[idx] = buf[idx] op v` on floats, op add, max or min: a reduction's update
-// (LowerReductions writes them).
-bool FunctionEmitter::IsAccumulation(const loop::StoreNode* n) {
-  if (!IsFloat(n->buffer->dtype) || n->value->kind != ExprKind::kBinary) return false;
-  const auto* add = loop::AsBinary(n->value);
-  using loop::BinaryOp;
-  if (add->op != BinaryOp::kAdd && add->op != BinaryOp::kMax && add->op != BinaryOp::kMin)
-    return false;
-  if (add->a->kind != ExprKind::kLoad) return false;
-  const auto* load = loop::AsLoad(add->a);
+namespace {
+
+// Whether `e` loads the element of `n`'s buffer that `n` stores to.
+bool LoadsStoredElement(const loop::Expr& e, const loop::StoreNode* n) {
+  if (e->kind != ExprKind::kLoad) return false;
+  const auto* load = loop::AsLoad(e);
   if (load->buffer.get() != n->buffer.get() || load->indices.size() != n->indices.size())
     return false;
   for (size_t k = 0; k < n->indices.size(); ++k)
     if (!loop::StructuralEqual(load->indices[k], n->indices[k])) return false;
   return true;
+}
+
+// The update of a kMaxOrdered reduction: `acc = v > acc ? v : acc` (LowerReductions' Combine).
+bool IsOrderedMax(const loop::StoreNode* n) {
+  if (n->value->kind != ExprKind::kSelect) return false;
+  const auto* sel = loop::AsSelect(n->value);
+  if (sel->cond->kind != ExprKind::kBinary) return false;
+  const auto* gt = loop::AsBinary(sel->cond);
+  return gt->op == loop::BinaryOp::kGT && LoadsStoredElement(sel->false_value, n) &&
+         LoadsStoredElement(gt->b, n) && loop::StructuralEqual(gt->a, sel->true_value);
+}
+
+}  // namespace
+
+// `buf[idx] = buf[idx] op v` on floats, op add, max or min, or a kMaxOrdered update: a
+// reduction's update (LowerReductions writes them).
+bool FunctionEmitter::IsAccumulation(const loop::StoreNode* n) {
+  if (!IsFloat(n->buffer->dtype)) return false;
+  if (IsOrderedMax(n)) return true;
+  if (n->value->kind != ExprKind::kBinary) return false;
+  const auto* add = loop::AsBinary(n->value);
+  using loop::BinaryOp;
+  if (add->op != BinaryOp::kAdd && add->op != BinaryOp::kMax && add->op != BinaryOp::kMin)
+    return false;
+  return LoadsStoredElement(add->a, n);
 }
 
 // The update's add may reassociate: LLVM's loop vectorizer keeps per-lane partial sums only
@@ -123,7 +144,23 @@ bool FunctionEmitter::IsAccumulation(const loop::StoreNode* n) {
 // without any flag: like the reference's max they propagate NaN, and they order -0 below +0,
 // so only the sign of a zero maximum can differ from the element-by-element select (which
 // keeps the first of equal zeros).
+//
+// A kMaxOrdered update becomes llvm.maxnum with no-NaNs and no-signed-zeros, which the loop
+// vectorizer reduces per lane (it does not without no-NaNs) and x86 gives one vmaxps: a NaN
+// term leaves an unspecified maximum, which kMaxOrdered allows.
 llvm::Value* FunctionEmitter::EmitAccumulation(const loop::StoreNode* n) {
+  if (IsOrderedMax(n)) {
+    const auto* sel = loop::AsSelect(n->value);
+    llvm::Value* acc = EmitExpr(sel->false_value);
+    llvm::Value* v = EmitExpr(sel->true_value);
+    if (LanesOf(acc) != LanesOf(v)) Fail("max of ", LanesOf(acc), " and ", LanesOf(v), " lanes");
+    llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
+    llvm::FastMathFlags fmf;
+    fmf.setNoNaNs();
+    fmf.setNoSignedZeros();
+    b_.setFastMathFlags(fmf);
+    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, acc, v);
+  }
   const auto* add = loop::AsBinary(n->value);
   llvm::Value* a = EmitExpr(add->a);
   llvm::Value* b = EmitExpr(add->b);

@@ -322,6 +322,7 @@ loop::Expr Identity(loop::ReduceKind k, DType t) {
     case loop::ReduceKind::kProd:
       return loop::MakeConst(1, t);
     case loop::ReduceKind::kMax:
+    case loop::ReduceKind::kMaxOrdered:
       if (IsFloat(t)) return loop::FloatImm(-std::numeric_limits<double>::infinity(), t);
       return DispatchDType(t, [&]<typename T>() {
         if constexpr (std::is_integral_v<T>)
@@ -347,6 +348,13 @@ loop::Expr Combine(loop::ReduceKind k, loop::Expr acc, loop::Expr v) {
       return loop::Mul(std::move(acc), std::move(v));
     case loop::ReduceKind::kMax:
       return loop::Max(std::move(acc), std::move(v));
+    case loop::ReduceKind::kMaxOrdered: {
+      // `v > acc ? v : acc`: a NaN term compares false and is skipped. The JIT recognizes the
+      // form (FunctionEmitter::IsAccumulation) and gives it a vector max.
+      if (!IsFloat(acc->dtype)) return loop::Max(std::move(acc), std::move(v));
+      loop::Expr take = loop::MakeBinary(loop::BinaryOp::kGT, v, acc);
+      return loop::Select(std::move(take), std::move(v), std::move(acc));
+    }
     case loop::ReduceKind::kMin:
       return loop::Min(std::move(acc), std::move(v));
   }

@@ -78,6 +78,8 @@ const char* ReduceKindName(ReduceKind k) {
       return "max";
     case ReduceKind::kMin:
       return "min";
+    case ReduceKind::kMaxOrdered:
+      return "max_ordered";
   }
   return "?";
 }

@@ -32,7 +32,12 @@ enum class Intrinsic {
 #define KILN_INTRINSIC(E, N, A) E,
 #include "ir/loop/intrinsics.def"
 };
-enum class ReduceKind { kSum, kProd, kMax, kMin };
+// kMaxOrdered is the max of the terms that are not NaN, for a reduction whose consumers give
+// NaN for a NaN term whatever the max is (softmax shifts every term by its row's max, and a NaN
+// term makes the row's sum NaN): LowerReductions' `v > acc ? v : acc` skips NaN terms, the
+// JIT's vector max may keep or drop them, and the sign of a zero maximum is unspecified. It is one
+// vmaxps a vector, where kMax's NaN-propagating, zero-ordering max costs four to five instructions.
+enum class ReduceKind { kSum, kProd, kMax, kMin, kMaxOrdered };
 enum class ForKind {
   kSerial,
   kParallel,    // iterations run on the engine's thread pool
@@ -52,7 +57,7 @@ const char* BinaryOpName(BinaryOp op);  // "+", "//", "min", "<=", ...
 bool IsComparison(BinaryOp op);
 const char* IntrinsicName(Intrinsic fn);
 int IntrinsicArity(Intrinsic fn);
-const char* ReduceKindName(ReduceKind k);  // "sum", "prod", "max", "min"
+const char* ReduceKindName(ReduceKind k);  // "sum", "prod", "max", "min", "max_ordered"
 const char* ForKindName(
     ForKind k);  // "serial", "parallel", "vectorized", "unrolled", "gpu.block.x", ...
 

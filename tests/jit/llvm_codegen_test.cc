@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -837,6 +838,29 @@ TEST(LLVMCodegen, LoopsOfTwoSumsAreInterleaved) {
     if (two) {
       EXPECT_NEAR(y[1], s2, 1e-3);
     }
+  }
+}
+
+// A kMaxOrdered update (`acc = v > acc ? v : acc`, as LowerReductions writes it) becomes a
+// vectorized llvm.maxnum: the max of any length, odd ones and 1 included, is exact.
+TEST(LLVMCodegen, OrderedMaxIsAVectorMax) {
+  Var n = loop::MakeVar("n"), i = loop::MakeVar("i");
+  Buffer a = Buf("a", DType::kFloat32, {n}), out = Buf("out", DType::kFloat32, {I(1)});
+  Expr acc = loop::Load(out, {I(0)}), v = loop::Load(a, {i});
+  Stmt update =
+      loop::Store(out, {I(0)}, loop::Select(loop::MakeBinary(BinaryOp::kGT, v, acc), v, acc));
+  Stmt body =
+      loop::Seq({loop::Store(out, {I(0)}, loop::FloatImm(-INFINITY)), Loop1D(i, n, update)});
+  auto mod = BuildLLVM({MakeFunc("omax", {a, out}, 1, {n}, body)});
+  EXPECT_THAT(mod->source(), HasSubstr("llvm.maxnum"));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-100, 100);
+  for (int64_t len : {1, 7, 300, 4099}) {
+    std::vector<float> x(len);
+    for (float& e : x) e = dist(rng);
+    float result = 0;
+    Call(mod->Lookup("omax"), {x.data(), &result}, {len});
+    EXPECT_EQ(result, *std::max_element(x.begin(), x.end())) << len;
   }
 }
 
