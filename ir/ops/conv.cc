@@ -138,6 +138,10 @@ std::vector<LTensor> LowerConv(LowerContext& ctx, const std::vector<LTensor>& in
     KILN_CHECK(loop::IsConstInt(w.shape[i], &v), "conv with a symbolic kernel extent");
     kernel.push_back(v);
   }
+  std::vector<int> spatial_axes;
+  for (int i = 2; i < x.ndim(); ++i) spatial_axes.push_back(i);
+  if (HasSymbolicSpatial(x, spatial_axes))
+    return LowerConvSymbolic(ctx, in, attrs, out_types, kernel);
   const std::vector<WindowDim> dims = LoweredWindow(x, kernel, attrs);
   const int64_t group = attrs.GetInt("group");
   // f32: depthwise read in place, else as a GEMM that TileLoops blocks and packs
@@ -158,10 +162,7 @@ std::vector<LTensor> LowerConv(LowerContext& ctx, const std::vector<LTensor>& in
     const Expr& m = idx[1];
     const Expr cg = w.shape[1];
     loop::Var c = ctx.NewVar("c");
-    // The group of output channel m reads input channels [g * cg, (g + 1) * cg).
-    Expr xc = c;
-    if (group > 1)
-      xc = loop::Add(loop::Mul(loop::FloorDiv(m, loop::FloorDiv(w.shape[0], I64(group))), cg), c);
+    Expr xc = GroupInputChannel(m, c, w, group);
     WindowTaps taps = Taps(ctx, dims, idx);
     std::vector<Expr> xi = {idx[0], xc};
     std::vector<Expr> wi = {m, c};
@@ -197,7 +198,6 @@ std::vector<LTensor> LowerConv(LowerContext& ctx, const std::vector<LTensor>& in
 // The reference kernel scatters; the lowering gathers: output o of a dim is full position
 // q = o + pad_begin, and tap k reads input (q - k * dilation) / stride when that divides
 // exactly and lies in [0, in). Both accumulate in double.
-
 
 // [N, M, *out] for conv_transpose over x = [N, C, *spatial]. A symbolic spatial size gives
 // an output size that is an expression of it: in * stride + (output_padding + ek - stride -

@@ -58,11 +58,14 @@ Type ConvNhwcRel(TypeRelContext& ctx) {
                          " must be the weight's dim 2 ", ShapeToString(w.shape)));
   const Dim& m = w.shape[3];
   CheckBias(ctx, x, m, StrCat("the weight's M ", ShapeToString(w.shape)));
-  // The lowering needs the input channels and the window's sizes (as conv's GEMM form does).
-  for (const Dim& d : {nchw[1], nchw[2], nchw[3]})
-    if (!d.is_const())
-      ctx.Fail(StrCat("input channels and spatial dims must be constants, got ",
-                      ShapeToString(x.shape)));
+  // The lowering needs the input channels; symbolic spatial dims take explicit pads
+  // (SymbolicWindow).
+  if (!nchw[1].is_const())
+    ctx.Fail(StrCat("input channels must be a constant, got ", ShapeToString(x.shape)));
+  const std::string& auto_pad = ctx.attrs().GetString("auto_pad");
+  if ((!nchw[2].is_const() || !nchw[3].is_const()) && auto_pad != "NOTSET" && auto_pad != "VALID")
+    ctx.Fail(StrCat("auto_pad ", auto_pad, " needs constant spatial dims, got ",
+                    ShapeToString(x.shape)));
   const Type view = TensorType(nchw, x.dtype);
   const Shape out = WindowOutShapeOf(ctx, *AsTensor(view), m, kernel);
   return TensorType({out[0], out[2], out[3], out[1]}, x.dtype);
@@ -100,30 +103,11 @@ std::shared_ptr<const BoxedTensor> Boxed(const LTensor& x, const std::vector<int
   return std::make_shared<BoxedTensor>(BoxedTensor{inner, at, lower::Const(0, x.dtype)});
 }
 
-std::vector<LTensor> LowerConvNhwc(LowerContext& ctx, const std::vector<LTensor>& in,
-                                   const Attrs& attrs, const std::vector<Type>& out_types) {
-  const LTensor& x = in[0];
-  const LTensor& w = in[1];
-  const bool nhwc = attrs.GetBool(kInputNhwc);
-  const std::vector<int> axes = NchwAxes(nhwc);
-  std::vector<int64_t> kernel(2), spatial(2);
-  int64_t channels = 0;
-  for (int i = 0; i < 2; ++i) {
-    KILN_CHECK(loop::IsConstInt(w.shape[i], &kernel[i]), "conv_nhwc with a symbolic kernel");
-    KILN_CHECK(loop::IsConstInt(x.shape[axes[2 + i]], &spatial[i]),
-               "conv_nhwc with a symbolic spatial extent");
-  }
-  KILN_CHECK(loop::IsConstInt(w.shape[2], &channels), "conv_nhwc with symbolic channels");
-  std::string error;
-  const std::vector<WindowDim> dims = ComputeWindow(spatial, kernel, attrs, &error);
-  KILN_CHECK(error.empty(), error);
-  const DType t = x.dtype;
-  // f32 sums in f32 (as conv's GEMM form does); the other float dtypes in f64, as conv.
-  const DType acc = t == DType::kFloat32 ? t : DType::kFloat64;
-
-  // x padded with zeros where a tap reads outside it, in x's own layout, so each row of taps is
-  // a run of the padded rows (no bounds test in the product); x itself when nothing is padded.
-  // Only the rows and columns some tap reads are kept.
+// x padded with zeros where a tap reads outside it, in x's own layout, so each row of taps is
+// a run of the padded rows (no bounds test in the product); x itself when nothing is padded.
+// Only the rows and columns some tap reads are kept.
+LTensor PaddedCopy(LowerContext& ctx, const LTensor& x, const std::vector<int>& axes,
+                   const std::vector<WindowDim>& dims) {
   std::vector<int64_t> lo(2), extent(2);
   bool padded = false;
   for (int i = 0; i < 2; ++i) {
@@ -132,27 +116,55 @@ std::vector<LTensor> LowerConvNhwc(LowerContext& ctx, const std::vector<LTensor>
     extent[i] = WindowSpan(d);
     padded = padded || d.pad_begin > 0 || extent[i] > d.in;
   }
+  if (!padded) return x;
+  std::vector<Expr> shape = x.shape;
+  shape[axes[2]] = I64(extent[0]);
+  shape[axes[3]] = I64(extent[1]);
+  return ctx.Materialize(LTensor{x.dtype, shape,
+                                 [x, axes, lo, dims](const std::vector<Expr>& idx) {
+                                   std::vector<Expr> xi = idx;
+                                   Expr inside;
+                                   for (int i = 0; i < 2; ++i) {
+                                     const int a = axes[2 + i];
+                                     Expr pos = loop::Sub(idx[a], I64(lo[i]));
+                                     inside = And(inside, InRange(pos, I64(0), I64(dims[i].in)));
+                                     // Clamped, so the load stays inside x where the select
+                                     // drops it.
+                                     xi[a] = loop::Max(I64(0), loop::Min(pos, I64(dims[i].in - 1)));
+                                   }
+                                   return loop::Select(inside, x.at(xi), lower::Const(0, x.dtype));
+                                 },
+                                 Boxed(x, axes, lo, extent)},
+                         "conv_padded");
+}
+
+std::vector<LTensor> LowerConvNhwc(LowerContext& ctx, const std::vector<LTensor>& in,
+                                   const Attrs& attrs, const std::vector<Type>& out_types) {
+  const LTensor& x = in[0];
+  const LTensor& w = in[1];
+  const bool nhwc = attrs.GetBool(kInputNhwc);
+  const std::vector<int> axes = NchwAxes(nhwc);
+  std::vector<int64_t> kernel(2);
+  int64_t channels = 0;
+  for (int i = 0; i < 2; ++i)
+    KILN_CHECK(loop::IsConstInt(w.shape[i], &kernel[i]), "conv_nhwc with a symbolic kernel");
+  KILN_CHECK(loop::IsConstInt(w.shape[2], &channels), "conv_nhwc with symbolic channels");
+  const DType t = x.dtype;
+  // f32 sums in f32 (as conv's GEMM form does); the other float dtypes in f64, as conv.
+  const DType acc = t == DType::kFloat32 ? t : DType::kFloat64;
+  std::vector<WindowDim> dims;
   LTensor p = x;
-  if (padded) {
-    std::vector<Expr> shape = x.shape;
-    shape[axes[2]] = I64(extent[0]);
-    shape[axes[3]] = I64(extent[1]);
-    p = ctx.Materialize(LTensor{t, shape,
-                                [x, axes, lo, dims](const std::vector<Expr>& idx) {
-                                  std::vector<Expr> xi = idx;
-                                  Expr inside;
-                                  for (int i = 0; i < 2; ++i) {
-                                    const int a = axes[2 + i];
-                                    Expr pos = loop::Sub(idx[a], I64(lo[i]));
-                                    inside = And(inside, InRange(pos, I64(0), I64(dims[i].in)));
-                                    // Clamped, so the load stays inside x where the select drops
-                                    // it.
-                                    xi[a] = loop::Max(I64(0), loop::Min(pos, I64(dims[i].in - 1)));
-                                  }
-                                  return loop::Select(inside, x.at(xi), lower::Const(0, x.dtype));
-                                },
-                                Boxed(x, axes, lo, extent)},
-                        "conv_padded");
+  if (HasSymbolicSpatial(x, {axes[2], axes[3]})) {
+    // Any image size (the generic tier's kernels): the whole padded copy (conv_symbolic.cc).
+    dims = SymbolicWindow(kernel, attrs);
+    p = PaddedForWindow(ctx, x, {axes[2], axes[3]}, dims);
+  } else {
+    std::vector<int64_t> spatial(2);
+    for (int i = 0; i < 2; ++i) loop::IsConstInt(x.shape[axes[2 + i]], &spatial[i]);
+    std::string error;
+    dims = ComputeWindow(spatial, kernel, attrs, &error);
+    KILN_CHECK(error.empty(), error);
+    p = PaddedCopy(ctx, x, axes, dims);
   }
   std::optional<LTensor> bias;
   if (in.size() == 3) bias = in[2];

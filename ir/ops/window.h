@@ -125,6 +125,30 @@ void CheckWeightDtype(TypeRelContext& ctx, const TensorTypeNode& x, const Tensor
 // for the ops that compute a conv in another layout (conv_layout.cc) to check against.
 void ConvReference(const std::vector<Tensor>& in, const Attrs& attrs, Tensor& out);
 
+// The input channel that channel `c` of output channel `m`'s group reads: group g = m / (M /
+// group) reads input channels [g * cg, (g + 1) * cg), cg = w's dim 1 (conv.cc).
+loop::Expr GroupInputChannel(const loop::Expr& m, const loop::Expr& c, const LTensor& w,
+                             int64_t group);
+
+// ---- symbolic spatial extents (conv_symbolic.cc) ----
+
+// Whether any of x's `spatial_axes` is not a constant.
+bool HasSymbolicSpatial(const LTensor& x, const std::vector<int>& spatial_axes);
+// The window of a windowed op over symbolic spatial dims: kernel, stride, dilation and pads
+// from the attributes, `in` and `out` left 0 (the shapes hold them). Fails (KILN_CHECK) for
+// auto_pad SAME_UPPER/SAME_LOWER, whose pads depend on the extent, and on bad attributes.
+std::vector<WindowDim> SymbolicWindow(const std::vector<int64_t>& kernel, const Attrs& attrs);
+// x zero-padded along its `axes` (one per entry of `dims`) by each dim's begin and end pads,
+// materialized as `conv_padded`, its extents expressions of x's; loads clamped into x, so a
+// padded position never reads out of bounds. x itself when nothing is padded.
+LTensor PaddedForWindow(LowerContext& ctx, const LTensor& x, const std::vector<int>& axes,
+                        const std::vector<WindowDim>& dims);
+// conv (NCHW, any group) over symbolic spatial dims: a reduction over (channels, taps) of the
+// padded input, f32 summed in f32 and the other floats in f64.
+std::vector<LTensor> LowerConvSymbolic(LowerContext& ctx, const std::vector<LTensor>& in,
+                                       const Attrs& attrs, const std::vector<Type>& out_types,
+                                       const std::vector<int64_t>& kernel);
+
 // Reference kernels see up to 3 spatial dims; missing ones are size-1 dims of a size-1 kernel.
 inline constexpr int kMaxSpatial = 3;
 std::vector<WindowDim> PadTo3(std::vector<WindowDim> dims);

@@ -69,9 +69,11 @@ bool ConvertibleConv(const CallNode* c) {
   if (!x || x->dtype != DType::kFloat32 || x->ndim() != 4 || !w ||
       w->value.dtype() != DType::kFloat32 || w->value.shape().size() != 4)
     return false;
-  for (int d = 1; d < 4; ++d)
-    if (!x->shape[d].is_const()) return false;
-  return true;
+  if (!x->shape[1].is_const()) return false;
+  // Any image size takes explicit pads (conv_nhwc's SymbolicWindow): SAME's depend on it.
+  const std::string& auto_pad = c->attrs.GetString("auto_pad");
+  return (x->shape[2].is_const() && x->shape[3].is_const()) || auto_pad == "NOTSET" ||
+         auto_pad == "VALID";
 }
 
 // Whether the conv's kernel covers more than one pixel.
@@ -267,16 +269,23 @@ class ChannelsLast : public ExprMutator {
   static Expr Boxed(const Expr& x, const CallNode* n, Attrs& attrs) {
     const TensorTypeNode* t = AsTensor(n->args[0]->type);
     const std::vector<int64_t>& w = AsConstant(n->args[1])->value.shape();
+    const bool sized = t->shape[2].is_const() && t->shape[3].is_const();
     std::string error;
-    const std::vector<ops::WindowDim> dims = ops::ComputeWindow(
-        {t->shape[2].value(), t->shape[3].value()}, {w[2], w[3]}, n->attrs, &error);
+    // Any image size: the attribute's pads whole (past the last window's rows when the stride
+    // does not divide evenly, unread).
+    const std::vector<ops::WindowDim> dims =
+        sized ? ops::ComputeWindow({t->shape[2].value(), t->shape[3].value()}, {w[2], w[3]},
+                                   n->attrs, &error)
+              : ops::ComputeWindow({int64_t{1} << 30, int64_t{1} << 30}, {w[2], w[3]}, n->attrs,
+                                   &error);
     if (!error.empty()) return x;  // the conv's own type relation reports it
     Ints pads(8, 0);               // NHWC: [begin of N, H, W, C, end of N, H, W, C]
     bool any = false;
     for (int i = 0; i < 2; ++i) {
       const ops::WindowDim& d = dims[i];
       pads[1 + i] = d.pad_begin;
-      pads[5 + i] = std::max<int64_t>(0, ops::WindowSpan(d) - d.in - d.pad_begin);
+      pads[5 + i] =
+          sized ? std::max<int64_t>(0, ops::WindowSpan(d) - d.in - d.pad_begin) : d.pad_end;
       any = any || pads[1 + i] > 0 || pads[5 + i] > 0;
     }
     if (!any) return x;

@@ -8,6 +8,8 @@
 // kSkipCpuExitCode, which ctest reports as skipped.
 #pragma once
 
+#include <functional>
+
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -134,20 +136,18 @@ inline ::testing::AssertionResult CompiledMatchesReference(const std::string& op
   return ::testing::AssertionSuccess();
 }
 
-// `op` compiled with dim 0 of its first `batched` inputs (the batch) symbolic and every other dim
-// constant, against the reference, to `tol` (0: exactly): for the ops that need constant
-// spatial dims (the windowed ones), whose shape-generic form is a symbolic batch.
-inline ::testing::AssertionResult SymbolicBatchMatchesReference(const std::string& op,
-                                                                const std::vector<Tensor>& inputs,
-                                                                const Attrs& attrs,
-                                                                double tol = 1e-5,
-                                                                size_t batched = 1) {
+// `op` compiled with the dims `symbolic(input, dim)` picks symbolic and every other dim constant,
+// against the reference, to `tol` (0: exactly); `what` names the case in messages.
+inline ::testing::AssertionResult SymbolicDimsMatchReference(
+    const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs, double tol,
+    const std::function<bool(size_t, size_t)>& symbolic, const std::string& what) {
   std::vector<Var> params;
   std::vector<Expr> args;
   for (size_t i = 0; i < inputs.size(); ++i) {
     Shape shape;
     for (size_t d = 0; d < inputs[i].shape().size(); ++d)
-      shape.push_back(i < batched && d == 0 ? Dim::Symbol("batch") : Dim(inputs[i].shape()[d]));
+      shape.push_back(symbolic(i, d) ? Dim::Symbol(d == 0 ? std::string("batch") : StrCat("s", d))
+                                     : Dim(inputs[i].shape()[d]));
     params.push_back(MakeVar(StrCat("x", i), TensorType(shape, inputs[i].dtype())));
     args.push_back(params.back());
   }
@@ -156,18 +156,45 @@ inline ::testing::AssertionResult SymbolicBatchMatchesReference(const std::strin
   std::vector<Tensor> want = RunOpReference(op, inputs, attrs);
   std::vector<Tensor> got;
   try {
-    got = RunCompiled(fn, inputs, "k_" + op + "_batch");
+    got = RunCompiled(fn, inputs, "k_" + op + "_sym");
   } catch (const Error& e) {
-    return ::testing::AssertionFailure() << op << " (symbolic batch): " << e.what();
+    return ::testing::AssertionFailure() << op << " (" << what << "): " << e.what();
   }
   if (got.size() != want.size())
     return ::testing::AssertionFailure()
            << op << ": " << got.size() << " outputs, want " << want.size();
   for (size_t i = 0; i < want.size(); ++i) {
     ::testing::AssertionResult r = TensorsNear(got[i], want[i], tol, tol);
-    if (!r) return ::testing::AssertionFailure() << op << " output " << i << ": " << r.message();
+    if (!r)
+      return ::testing::AssertionFailure()
+             << op << " (" << what << ") output " << i << ": " << r.message();
   }
   return ::testing::AssertionSuccess();
+}
+
+// dim 0 of the first `batched` inputs (the batch) symbolic: the shape-generic form of the
+// windowed ops whose lowering needs constant spatial dims.
+inline ::testing::AssertionResult SymbolicBatchMatchesReference(const std::string& op,
+                                                                const std::vector<Tensor>& inputs,
+                                                                const Attrs& attrs,
+                                                                double tol = 1e-5,
+                                                                size_t batched = 1) {
+  return SymbolicDimsMatchReference(
+      op, inputs, attrs, tol, [batched](size_t i, size_t d) { return i < batched && d == 0; },
+      "symbolic batch");
+}
+
+// Every dim of the first input symbolic but its channels (dim `channel_axis`), every other input
+// constant: a windowed op over images of any size (the engine's generic tier).
+inline ::testing::AssertionResult SymbolicImageMatchesReference(const std::string& op,
+                                                                const std::vector<Tensor>& inputs,
+                                                                const Attrs& attrs,
+                                                                double tol = 1e-5,
+                                                                size_t channel_axis = 1) {
+  return SymbolicDimsMatchReference(
+      op, inputs, attrs, tol,
+      [channel_axis](size_t i, size_t d) { return i == 0 && d != channel_axis; },
+      "symbolic image size");
 }
 
 }  // namespace kiln::test

@@ -3,6 +3,7 @@
 // output channel counts around the vector widths (1, 5, 16, 24, 32, 48, 67), strides,
 // dilations, asymmetric and automatic pads, and f32 / f64 / f16; and the type relation's
 // errors, each naming what is at fault.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -17,6 +18,7 @@ using test::AttrsText;
 using test::CompiledMatchesReference;
 using test::RandomTensor;
 using test::SymbolicBatchMatchesReference;
+using test::SymbolicImageMatchesReference;
 
 using Ints = std::vector<int64_t>;
 
@@ -124,6 +126,27 @@ TEST(LowerConvNhwc, SymbolicBatch) {
                                               WithLayout(c)));
 }
 
+// Any image size (the generic tier): batch, height and width symbolic, every case with explicit
+// pads, both layouts, f32 and f64; SAME's pads depend on the size, so it stays an error.
+TEST(LowerConvNhwc, SymbolicImageSize) {
+  uint64_t seed = 400;
+  for (const Case& c : Cases()) {
+    if (c.attrs.Has("auto_pad")) continue;
+    for (DType t : {DType::kFloat32, DType::kFloat64}) {
+      const Attrs attrs = WithLayout(c);
+      EXPECT_TRUE(SymbolicImageMatchesReference("conv_nhwc", Inputs(t, c, &seed), attrs, 1e-5,
+                                                c.nhwc ? 3 : 1))
+          << DTypeName(t) << AttrsText(attrs);
+    }
+  }
+  const Case same = Cases().back();
+  EXPECT_THAT(test::ErrorMessage([&] {
+                (void)SymbolicImageMatchesReference(
+                    "conv_nhwc", Inputs(DType::kFloat32, same, &seed), WithLayout(same), 1e-5, 1);
+              }),
+              ::testing::HasSubstr("needs constant spatial dims"));
+}
+
 TEST(LowerConvNhwc, Float16) {
   uint64_t seed = 200;
   const Case c = {{1, 6, 5, 3}, {3, 3, 3, 16}, true, true, {{"pads", Ints{1, 1, 1, 1}}}};
@@ -173,11 +196,16 @@ TEST(ConvNhwcType, OutputShapeAndErrors) {
   EXPECT_NE(
       TypeError({TensorType({1, 2, 2, 3}, f), TensorType({3, 3, 3, 8}, f)}, {}).find("kernel"),
       std::string::npos);
-  // Symbolic spatial dims or channels: the lowering needs them, so the type says so first.
+  // Symbolic channels, or symbolic spatial dims with SAME pads: the lowering needs them, so the
+  // type says so first.
   EXPECT_NE(
-      TypeError({TensorType({1, Dim::Symbol("h"), 11, 3}, f), TensorType({3, 3, 3, 8}, f)}, {})
-          .find("must be constants"),
+      TypeError({TensorType({1, 9, 11, Dim::Symbol("c")}, f), TensorType({3, 3, 3, 8}, f)}, {})
+          .find("input channels must be a constant"),
       std::string::npos);
+  EXPECT_NE(TypeError({TensorType({1, Dim::Symbol("h"), 11, 3}, f), TensorType({3, 3, 3, 8}, f)},
+                      {{"auto_pad", std::string("SAME_UPPER")}})
+                .find("needs constant spatial dims"),
+            std::string::npos);
 }
 
 }  // namespace

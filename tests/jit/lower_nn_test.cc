@@ -25,6 +25,7 @@ using test::AttrsText;
 using test::CompiledMatchesReference;
 using test::RandomTensor;
 using test::SymbolicBatchMatchesReference;
+using test::SymbolicImageMatchesReference;
 using test::TensorsNear;
 
 using Ints = std::vector<int64_t>;
@@ -205,6 +206,34 @@ TEST(LowerConv, SymbolicBatch) {
                                 RandomTensor(DType::kFloat32, {4}, 15)};
   EXPECT_TRUE(SymbolicBatchMatchesReference("conv", planes,
                                             {{"group", int64_t{4}}, {"pads", Ints{1, 1, 1, 1}}}));
+}
+
+// Any image size (the generic tier): batch and spatial dims symbolic, 1-D to 3-D, groups,
+// strides, dilations and asymmetric pads, f32 and f64; odd and size-1 images.
+TEST(LowerConv, SymbolicImageSize) {
+  struct C {
+    Ints x, w;
+    Attrs attrs;
+  };
+  const std::vector<C> cases = {
+      {{2, 3, 17, 23}, {8, 3, 3, 3}, {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}},
+      {{1, 4, 9, 11}, {6, 2, 3, 3}, {{"group", int64_t{2}}, {"pads", Ints{1, 0, 2, 1}}}},
+      {{1, 4, 7, 6}, {4, 1, 3, 3}, {{"group", int64_t{4}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{1, 2, 1, 1}, {5, 2, 1, 1}, {}},
+      {{3, 5, 13}, {7, 5, 3}, {{"dilations", Ints{2}}, {"pads", Ints{2, 2}}}},
+      {{1, 2, 5, 6, 4}, {3, 2, 3, 3, 3}, {{"pads", Ints{1, 1, 1, 1, 1, 1}}}},
+      {{1, 3, 12, 10}, {4, 3, 2, 2}, {{"auto_pad", std::string("VALID")}, {"strides", Ints{2, 2}}}},
+  };
+  uint64_t seed = 500;
+  for (const C& c : cases) {
+    for (DType t : {DType::kFloat32, DType::kFloat64}) {
+      std::vector<Tensor> in = {RandomTensor(t, c.x, seed++), RandomTensor(t, c.w, seed++),
+                                RandomTensor(t, {c.w[0]}, seed++)};
+      EXPECT_TRUE(SymbolicImageMatchesReference("conv", in, c.attrs)) << AttrsText(c.attrs);
+      in.pop_back();
+      EXPECT_TRUE(SymbolicImageMatchesReference("conv", in, c.attrs)) << AttrsText(c.attrs);
+    }
+  }
 }
 
 // The weight is [C, M/group, *kernel]. conv_transpose's reference scatters and its lowering
