@@ -100,22 +100,41 @@ bool Engine::MatchesSignature(const Model& model, const std::vector<int64_t>& si
   return i == sig.size();
 }
 
-std::shared_ptr<const Executable> Engine::Find(const Model& model, uint64_t key_hash,
-                                               std::span<const Tensor> inputs) const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+Engine::Specialization* Engine::FindLocked(const Model& model, uint64_t key_hash,
+                                           std::span<const Tensor> inputs) const {
   auto [begin, end] = cache_.equal_range(key_hash);
-  for (auto it = begin; it != end; ++it) {
-    Specialization& s = *it->second;
-    if (s.model_id != model.id() || !MatchesSignature(model, s.signature, inputs)) continue;
+  for (auto it = begin; it != end; ++it)
+    if (it->second->model_id == model.id() &&
+        MatchesSignature(model, it->second->signature, inputs))
+      return it->second.get();
+  return nullptr;
+}
+
+std::shared_ptr<const Executable> Engine::Find(const Model& model, uint64_t key_hash,
+                                               std::span<const Tensor> inputs, bool* queue) const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  if (Specialization* found = FindLocked(model, key_hash, inputs)) {
+    Specialization& s = *found;
     s.last_used.store(clock_.fetch_add(1, std::memory_order_relaxed) + 1,
                       std::memory_order_relaxed);
+    if (s.exe->tier == Tier::kGeneric) {
+      generic_runs_.fetch_add(1, std::memory_order_relaxed);
+      // Tiered: due for specialization once it has served specialize_after runs (queued once).
+      uint32_t runs = s.generic_runs.fetch_add(1, std::memory_order_relaxed) + 1;
+      if (options_.policy == CompilePolicy::kTiered &&
+          runs >= static_cast<uint32_t>(options_.specialize_after) &&
+          !s.queued.load(std::memory_order_relaxed) &&
+          !s.queued.exchange(true, std::memory_order_relaxed))
+        *queue = true;
+    }
     return s.exe;
   }
   return nullptr;
 }
 
 std::shared_ptr<const Executable> Engine::Acquire(const Model& model,
-                                                  std::span<const Tensor> inputs) {
+                                                  std::span<const Tensor> inputs,
+                                                  bool* defer_queue) {
   CheckInputCount(model, inputs);
   for (int i : model.value_inputs())
     if (inputs[i].numel() > kMaxValueInputElements)
@@ -125,12 +144,29 @@ std::shared_ptr<const Executable> Engine::Acquire(const Model& model,
             "specialization key; it may have at most ",
             kMaxValueInputElements, " elements, got ", inputs[i].TypeString());
   uint64_t key_hash = ShapeKeyHash(model, inputs);
-  if (std::shared_ptr<const Executable> exe = Find(model, key_hash, inputs)) {
+  bool queue = false;
+  if (std::shared_ptr<const Executable> exe = Find(model, key_hash, inputs, &queue)) {
     hits_.fetch_add(1, std::memory_order_relaxed);
+    if (queue && defer_queue)
+      *defer_queue = true;
+    else if (queue)
+      QueueSpecialization(model, key_hash, inputs);
     return exe;
   }
   misses_.fetch_add(1, std::memory_order_relaxed);
+  if (options_.policy != CompilePolicy::kEager)
+    if (std::shared_ptr<const Executable> exe = ServeGeneric(model, key_hash, inputs, defer_queue))
+      return exe;
   return GetOrBuild(model, key_hash, inputs);
+}
+
+Engine::QueueAfterRun::~QueueAfterRun() {
+  if (!model) return;
+  try {
+    engine->QueueSpecialization(*model, ShapeKeyHash(*model, inputs), inputs);
+  } catch (...) {
+    // Out of memory queueing: the shape stays on its generic executable.
+  }
 }
 
 void Engine::Run(const Model& model, std::span<const Tensor> inputs,
@@ -152,7 +188,9 @@ void Engine::Run(const Model& model, std::span<const Tensor> inputs,
     return;
   }
   runs_.fetch_add(1, std::memory_order_relaxed);
-  std::shared_ptr<const Executable> exe = Acquire(model, inputs);
+  bool queue = false;
+  std::shared_ptr<const Executable> exe = Acquire(model, inputs, &queue);
+  QueueAfterRun after{this, queue ? &model : nullptr, inputs};
   if (outputs.size() != exe->outputs.size())
     Throw(ErrorCode::kInvalidArgument, exe->shape_key, ": expected ", exe->outputs.size(),
           " outputs, got ", outputs.size());
@@ -173,7 +211,9 @@ std::vector<Tensor> Engine::Run(const Model& model, std::span<const Tensor> inpu
 
 std::vector<Tensor> Engine::RunPart(const Model& model, std::span<const Tensor> inputs) {
   if (model.segments()) return RunSegments(model, inputs);
-  std::shared_ptr<const Executable> exe = Acquire(model, inputs);
+  bool queue = false;
+  std::shared_ptr<const Executable> exe = Acquire(model, inputs, &queue);
+  QueueAfterRun after{this, queue ? &model : nullptr, inputs};
   std::vector<Tensor> outputs;
   for (const TensorSignature& o : exe->outputs) outputs.push_back(Tensor::Empty(o.dtype, o.shape));
   Dispatch(*exe, inputs.data(), outputs.data());

@@ -25,6 +25,12 @@ EngineOptions Validated(EngineOptions o) {
           "EngineOptions.max_specializations must not be negative, got ", o.max_specializations);
   if (!o.cache_dir.empty() && o.cache_max_bytes == 0)
     Throw(ErrorCode::kInvalidArgument, "EngineOptions.cache_max_bytes must be positive");
+  if (o.specialize_after < 1)
+    Throw(ErrorCode::kInvalidArgument, "EngineOptions.specialize_after must be at least 1, got ",
+          o.specialize_after);
+  if (o.compile_threads < 1)
+    Throw(ErrorCode::kInvalidArgument, "EngineOptions.compile_threads must be at least 1, got ",
+          o.compile_threads);
   if (o.opt_level < 0)
     Throw(ErrorCode::kInvalidArgument, "EngineOptions.opt_level must not be negative, got ",
           o.opt_level);
@@ -80,7 +86,9 @@ Engine::Engine(EngineOptions options)
       codegen_(ParseTarget(options_.target)),
       vector_bits_(VectorRegisterBits(codegen_)),
       arena_(options_.num_threads > 0 ? options_.num_threads : tbb::task_arena::automatic),
-      kernels_(MakeKernelStore(options_)) {
+      kernels_(MakeKernelStore(options_)),
+      compile_arena_(options_.compile_threads),
+      compile_pool_(options_.compile_threads) {
   MakePassContext();  // rejects unknown config keys and values of the wrong kind, now
   graph_pipeline_ = options_.graph_pipeline.empty() ? DefaultGraphPipeline()
                                                     : ParsePipeline(options_.graph_pipeline);
@@ -138,25 +146,14 @@ std::shared_ptr<const Executable> Engine::GetOrBuild(const Model& model, uint64_
                                                      std::span<const Tensor> inputs) {
   // Bad inputs (count, rank, dtype, a symbol bound two ways) are the caller's error, found
   // before any compile is registered, so they never reach waiters or the statistics.
-  std::vector<Type> types;
-  for (const Tensor& t : inputs) types.push_back(TypeOfTensor(t));
-  std::map<std::string, int64_t> symbols;
-  try {
-    symbols = BindInputShapes(model.graph(), types);
-  } catch (const Error& e) {
-    Throw(e.code(), "model '", model.name(), "': ", e.what());
-  }
+  std::map<std::string, int64_t> symbols = BindInputs(model, inputs);
 
   std::promise<std::shared_ptr<const Executable>> promise;
   std::shared_ptr<InFlight> mine;
   {
     std::unique_lock<std::shared_mutex> lock(mu_);
     // Someone may have finished this key between our Find and this lock.
-    auto [begin, end] = cache_.equal_range(key_hash);
-    for (auto it = begin; it != end; ++it)
-      if (it->second->model_id == model.id() &&
-          MatchesSignature(model, it->second->signature, inputs))
-        return it->second->exe;
+    if (Specialization* done = FindLocked(model, key_hash, inputs)) return done->exe;
     for (const std::shared_ptr<InFlight>& f : in_flight_) {
       if (f->model_id != model.id() || f->key_hash != key_hash ||
           !MatchesSignature(model, f->signature, inputs))
@@ -176,7 +173,12 @@ std::shared_ptr<const Executable> Engine::GetOrBuild(const Model& model, uint64_
   // or later callers of this key would wait on a compile that no one runs.
   std::shared_ptr<const Executable> exe;
   try {
-    exe = Build(model, inputs, symbols);
+    BuildRequest req;
+    for (const Tensor& t : inputs) req.inputs.push_back({t.dtype(), t.shape(), t.nbytes()});
+    req.values = inputs;
+    req.symbols = std::move(symbols);
+    req.arena = &arena_;
+    exe = Build(model, req);
     auto spec = std::make_shared<Specialization>();
     spec->model_id = model.id();
     spec->key_hash = key_hash;
@@ -240,9 +242,13 @@ void Engine::Forget(const Model& model) {
     if (seg->loop_body) Forget(*seg->loop_body);
     Forget(*seg->rest);
   }
-  std::unique_lock<std::shared_mutex> lock(mu_);
-  for (auto it = cache_.begin(); it != cache_.end();)
-    it = it->second->model_id == model.id() ? cache_.erase(it) : std::next(it);
+  {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    for (auto it = cache_.begin(); it != cache_.end();)
+      it = it->second->model_id == model.id() ? cache_.erase(it) : std::next(it);
+  }
+  std::lock_guard<std::mutex> lock(generic_mu_);
+  generic_.erase(model.id());
 }
 
 EngineStats Engine::stats() const {
@@ -253,6 +259,10 @@ EngineStats Engine::stats() const {
   s.specializations = specializations_.load(std::memory_order_relaxed);
   s.compile_errors = compile_errors_.load(std::memory_order_relaxed);
   s.evictions = evictions_.load(std::memory_order_relaxed);
+  s.generic_runs = generic_runs_.load(std::memory_order_relaxed);
+  s.generic_builds = generic_builds_.load(std::memory_order_relaxed);
+  s.generic_unavailable = generic_unavailable_.load(std::memory_order_relaxed);
+  s.background_queued = background_queued_.load(std::memory_order_relaxed);
   KernelCacheCounters k = kernels_.counters();
   s.kernel_compiles = k.compiles;
   s.kernel_cache_hits = k.hits;
@@ -274,6 +284,13 @@ EngineStats Engine::stats() const {
           static_cast<double>(r.profile->total_ns.load(std::memory_order_relaxed)) / 1e6});
   }
   for (const ShapeKeyStats& r : s.shapes) s.compile_ms += r.compile_ms;
+  {
+    std::lock_guard<std::mutex> lock(generic_mu_);
+    for (const auto& [id, entry] : generic_)
+      if (entry->exe.wait_for(std::chrono::seconds(0)) == std::future_status::ready &&
+          !entry->exe.get())
+        s.generic_unavailable_reasons.push_back(entry->model_name + ": " + entry->why);
+  }
   return s;
 }
 

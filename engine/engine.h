@@ -29,6 +29,7 @@
 
 #include <tbb/task_arena.h>
 
+#include "engine/compile_pool.h"
 #include "engine/executable.h"
 #include "engine/kernel_cache.h"
 #include "engine/model.h"
@@ -40,6 +41,23 @@
 namespace kiln {
 
 struct Segments;
+
+// How a shape that has no specialized executable yet is served (EngineOptions::policy).
+enum class CompilePolicy {
+  // The caller waits while its shape is specialized and compiled (on its own thread and the
+  // engine's arena).
+  kEager,
+  // The model's shape-generic executable (kernels that take the dims as arguments, compiled
+  // once, on the model's first run) serves the shape at once; once the shape has been run
+  // `specialize_after` times it is queued for specialization on the background compile pool,
+  // and the specialized executable replaces the generic one for later runs when it is ready.
+  kTiered,
+  // The shape-generic executable serves every shape; nothing is specialized.
+  kGenericOnly,
+};
+const char* CompilePolicyName(CompilePolicy p);  // "eager", "tiered", "generic_only"
+// The policy named `eager`, `tiered` or `generic_only`; kInvalidArgument otherwise.
+CompilePolicy ParseCompilePolicy(const std::string& name);
 
 struct EngineOptions {
   // A Target (devices/target.h) as a short string (`llvm -mcpu=znver3 -mattr=+avx2,+fma`) or
@@ -71,6 +89,12 @@ struct EngineOptions {
   // own. Compiles of different shapes run on their callers' threads, so hooks may be called
   // from several threads at once: an instrument shared here must be thread-safe.
   std::vector<InstrumentPtr> instruments;
+  // Tiers (CompilePolicy). A model has a generic tier when its inputs have symbolic dims and
+  // every dim inside it is made of them; a model without one (no symbolic dims, dims that
+  // values decide, a data-dependent op's segments aside) is served eagerly whatever the policy.
+  CompilePolicy policy = CompilePolicy::kEager;
+  int specialize_after = 1;  // kTiered: runs of a shape before it is queued; at least 1
+  int compile_threads = 1;   // kTiered: the background compile pool's threads; at least 1
   // Profiling: each specialization records its per-pass timing (a PassTimingInstrument of its
   // own), and dispatch times every kernel launch, accumulated per kernel (EngineStats). Off, the
   // hit path does no timing at all.
@@ -105,7 +129,16 @@ struct EngineStats {
   uint64_t misses = 0;
   uint64_t specializations = 0;  // executables built
   uint64_t compile_errors = 0;   // specializations that failed
-  uint64_t evictions = 0;        // executables dropped for max_specializations
+  // Tiers: lookups served by a model's shape-generic executable, the generic executables built,
+  // the models found to have none (served eagerly), and background specializations queued.
+  uint64_t generic_runs = 0;
+  uint64_t generic_builds = 0;
+  uint64_t generic_unavailable = 0;
+  uint64_t background_queued = 0;
+  // Per model found to have no generic tier: `model: why` (the build's error, or the reason it
+  // was not tried).
+  std::vector<std::string> generic_unavailable_reasons;
+  uint64_t evictions = 0;  // executables dropped for max_specializations
   uint64_t cached_executables = 0;
   uint64_t kernel_compiles = 0;
   uint64_t kernel_cache_hits = 0;
@@ -117,6 +150,16 @@ struct EngineStats {
   size_t planned_peak_bytes = 0;      // the largest arena among cached executables
   std::vector<ShapeKeyStats> shapes;  // every specialization built, in order (evicted ones too)
   std::vector<KernelProfileStats> kernel_profile;  // with profile: every kernel, evicted ones too
+};
+
+// What serves a run with given inputs now, and on a miss why (Engine::Explain).
+struct Explanation {
+  std::string shape_key;           // `mlp(x: f32[7, 8])`
+  bool cached = false;             // an executable is cached for the shape key
+  Tier tier = Tier::kSpecialized;  // cached: what serves it; a miss: what would
+  // A miss: what is new, `first run of model 'mlp'`, `input 'x' dim 0 is 7; cached: 1, 3`,
+  // `input 'x' has dtype f16; cached: f32`, `a new combination of seen dims`. "" on a hit.
+  std::string reason;
 };
 
 class Engine {
@@ -145,6 +188,15 @@ class Engine {
   void Forget(const Model& model);
 
   EngineStats stats() const;
+  // What a run of `model` on `inputs` would be served by now, and on a miss which component of
+  // the shape key is new. Looks only: nothing is compiled, counted or made recently used.
+  // `inputs` are checked as a run checks them (count, rank, dtype, constraints).
+  Explanation Explain(const Model& model, std::span<const Tensor> inputs) const;
+  // Blocks until the background compile pool (CompilePolicy::kTiered) has nothing queued or
+  // running: every shape queued so far is then served by its specialized executable.
+  void WaitForBackgroundCompiles();
+  // Why `model` has no shape-generic executable (empty when it has one, or none was tried).
+  std::string GenericUnavailableReason(const Model& model) const;
   const EngineOptions& options() const { return options_; }
   int num_threads() const { return arena_.max_concurrency(); }
 
@@ -155,8 +207,29 @@ class Engine {
     uint64_t model_id = 0;
     uint64_t key_hash = 0;
     std::vector<int64_t> signature;
+    // Replaced (under the exclusive lock) when a background specialization of a tier-0 entry
+    // is published.
     std::shared_ptr<const Executable> exe;
-    std::atomic<uint64_t> last_used{0};  // the engine's clock at the last hit
+    std::atomic<uint64_t> last_used{0};     // the engine's clock at the last hit
+    std::atomic<uint32_t> generic_runs{0};  // runs served by a tier-0 `exe`
+    std::atomic<bool> queued{false};        // queued for background specialization
+  };
+  // A model's shape-generic executable, built once by the first run that needs it; null in the
+  // future when the model has none (`why` says why).
+  struct GenericEntry {
+    std::shared_future<std::shared_ptr<const Executable>> exe;
+    std::string model_name;
+    std::string why;
+  };
+  // What Build compiles: one shape key (`inputs`' signatures; `values`, the input tensors, for
+  // a model whose shapes depend on values; `symbols`, their binding), or with `generic` the
+  // model's shape-generic executable (the rest unused). Groups compile in parallel on `arena`.
+  struct BuildRequest {
+    bool generic = false;
+    std::vector<TensorSignature> inputs;
+    std::span<const Tensor> values;
+    std::map<std::string, int64_t> symbols;
+    tbb::task_arena* arena = nullptr;
   };
   // A shape key being compiled: its one compiler fulfils `result`, its waiters read it.
   struct InFlight {
@@ -192,10 +265,22 @@ class Engine {
   static bool MatchesSignature(const Model& model, const std::vector<int64_t>& signature,
                                std::span<const Tensor> inputs);
 
+  // The binding of the model's symbols that `inputs` give, checked against its constraints.
+  // Errors (the caller's) name the model.
+  static std::map<std::string, int64_t> BindInputs(const Model& model,
+                                                   std::span<const Tensor> inputs);
   // Hit path (dispatch.cc): the executable for `inputs`, found or (on a miss) built.
-  std::shared_ptr<const Executable> Acquire(const Model& model, std::span<const Tensor> inputs);
+  // With `defer_queue`, a background specialization the lookup makes due is not queued but
+  // flagged there, for the caller to queue once its run is dispatched (QueueAfterRun): a
+  // compile that starts beside a shape's first run slowed it 2-5x on 2 cores.
+  std::shared_ptr<const Executable> Acquire(const Model& model, std::span<const Tensor> inputs,
+                                            bool* defer_queue = nullptr);
+  // The cached entry of `inputs`' shape key, or null; mu_ held (shared or exclusive).
+  Specialization* FindLocked(const Model& model, uint64_t key_hash,
+                             std::span<const Tensor> inputs) const;
+  // Sets `*queue` when a tier-0 hit makes the shape due for background specialization.
   std::shared_ptr<const Executable> Find(const Model& model, uint64_t key_hash,
-                                         std::span<const Tensor> inputs) const;
+                                         std::span<const Tensor> inputs, bool* queue) const;
   void Dispatch(const Executable& exe, const Tensor* inputs, const Tensor* outputs);
   // Run without counting it in stats().runs: a whole run, or a segment of one (its head, a loop
   // body's iteration, its rest), which counts as part of the run that asked for it.
@@ -204,11 +289,25 @@ class Engine {
   std::vector<Tensor> RunSegments(const Model& model, std::span<const Tensor> inputs);
   // A segment's loop (Segments::loop_body), iteration by iteration.
   std::vector<Tensor> RunLoop(const Segments& seg, const std::vector<Tensor>& args);
+  // Queues the background specialization Acquire deferred (`model` set) when the run leaves,
+  // by return or by exception, so a shape flagged as queued is always queued.
+  struct QueueAfterRun {
+    Engine* engine;
+    const Model* model;
+    std::span<const Tensor> inputs;
+    ~QueueAfterRun();
+  };
   // Miss path: single flight per shape key (engine.cc), building (specialize.cc).
   std::shared_ptr<const Executable> GetOrBuild(const Model& model, uint64_t key_hash,
                                                std::span<const Tensor> inputs);
-  std::shared_ptr<const Executable> Build(const Model& model, std::span<const Tensor> inputs,
-                                          const std::map<std::string, int64_t>& symbols);
+  std::shared_ptr<const Executable> Build(const Model& model, const BuildRequest& req);
+  // Tiers (tiers.cc): the shape served by the model's generic executable, or null when the
+  // model has none; the generic executable itself, built on first use; a shape's background
+  // specialization, queued and published.
+  std::shared_ptr<const Executable> ServeGeneric(const Model& model, uint64_t key_hash,
+                                                 std::span<const Tensor> inputs, bool* defer_queue);
+  std::shared_ptr<const Executable> GenericFor(const Model& model);
+  void QueueSpecialization(const Model& model, uint64_t key_hash, std::span<const Tensor> inputs);
   std::shared_ptr<PassContext> MakePassContext() const;
   void InsertLocked(std::shared_ptr<Specialization> spec);
 
@@ -223,6 +322,8 @@ class Engine {
   mutable ParallelTeamPool teams_;
   ScratchPool scratch_;
   KernelCache kernels_;
+  // Background compiles (kTiered) group-compile on an arena of their own, compile_threads wide.
+  mutable tbb::task_arena compile_arena_;
 
   // Cached executables by shape-key hash (model id, dtypes, dims). Readers (the hit path)
   // take the lock shared; inserting, evicting and the in-flight table take it exclusively.
@@ -242,11 +343,22 @@ class Engine {
     std::shared_ptr<const KernelProfile> profile;
   };
   std::vector<ProfileRecord> profiles_;
+
+  mutable std::mutex generic_mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<GenericEntry>> generic_;  // by model id
+  mutable std::atomic<uint64_t> generic_runs_{0}, generic_builds_{0}, generic_unavailable_{0},
+      background_queued_{0};
+  // Last, so it is destroyed first: its running jobs use the members above.
+  CompilePool compile_pool_;
 };
 
 // The shape key's hash of `inputs` for `model`: over its id and each input's dtype, rank and
 // dims, and the values of its value inputs. Allocation-free; equal keys are confirmed by
 // comparing the signature itself.
 uint64_t ShapeKeyHash(const Model& model, std::span<const Tensor> inputs);
+// The shape key as text, `mlp(x: f32[3, 8])` (value inputs show their leading values from
+// `values`, the input tensors, when given).
+std::string ShapeKeyText(const Model& model, const std::vector<TensorSignature>& inputs,
+                         std::span<const Tensor> values);
 
 }  // namespace kiln

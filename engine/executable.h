@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/memory_plan.h"
+#include "ir/dim.h"
 #include "passes/compile.h"
 #include "passes/instrument.h"
 
@@ -74,6 +75,21 @@ struct IntermediateBuffer {
 // Kernel calls bind at most this many buffers (a stack array in dispatch; checked at build).
 inline constexpr uint32_t kMaxKernelBuffers = 256;
 
+// What a shape-generic executable (Executable::generic) knows of its tensors: shapes over the
+// model's input symbols, evaluated per shape by BindGeneric.
+struct GenericShapes {
+  std::vector<Shape> inputs, outputs;
+  std::vector<Shape> intermediates;         // of Executable::intermediates, in order
+  std::vector<std::string> scalar_symbols;  // the symbol each of Executable::scalars takes
+};
+
+// Which tier made an executable (EngineOptions::policy).
+enum class Tier : uint8_t {
+  kSpecialized,  // compiled for its one shape key
+  kGeneric,      // the model's shape-generic kernels, bound to one shape key (BindGeneric)
+};
+const char* TierName(Tier t);  // "specialized", "generic"
+
 struct Executable {
   std::string shape_key;  // `mlp(x: f32[3, 8])`: the model and the shapes, for messages and stats
   uint64_t model_id = 0;
@@ -93,6 +109,22 @@ struct Executable {
 
   double compile_ms = 0;  // the whole specialization, kernel cache hits included
   std::vector<PassTimingInstrument::Entry> pass_timing;  // when the engine profiles
+
+  Tier tier = Tier::kSpecialized;
+  // Set on the model's shape-generic executable only, which is never dispatched itself: its
+  // kernels take the dims as scalar arguments, and `inputs`, `outputs`, `intermediates`,
+  // `scalars`, `plan`, the arena offsets in `buffer_refs` and the sizes of `copies` are
+  // placeholders that BindGeneric fills in for one shape.
+  std::shared_ptr<const GenericShapes> generic;
 };
+
+// `generic` (a shape-generic executable) for one binding of its model's symbols: a concrete
+// executable of tier kGeneric that shares its kernels and constants, with its own memory plan.
+// The binding must satisfy the model's constraints (CheckConstraints); a shape that evaluates
+// negative (an input too small for a window) is kInvalidArgument naming the tensor. Cheap: no
+// pass runs and nothing compiles.
+std::shared_ptr<const Executable> BindGeneric(const Executable& generic,
+                                              const std::map<std::string, int64_t>& symbols,
+                                              std::string shape_key);
 
 }  // namespace kiln

@@ -18,7 +18,8 @@ namespace kiln {
 
 struct Segments;
 
-class Model {
+// enable_shared_from_this: the engine's background compiles keep the models they compile alive.
+class Model : public std::enable_shared_from_this<Model> {
  public:
   // Validates `graph`: every parameter is annotated with a tensor type (dims may be symbolic),
   // and InferTypes succeeds with the symbolic dims. Errors keep the code of the failure

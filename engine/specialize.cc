@@ -12,6 +12,8 @@
 #include <cctype>
 #include <chrono>
 #include <exception>
+#include <optional>
+#include <set>
 #include <unordered_map>
 
 #include <tbb/parallel_for_each.h>
@@ -30,14 +32,26 @@ std::string TensorSignature::ToString() const {
 
 namespace {
 
-TensorSignature SignatureOf(const Type& t, const std::string& what) {
+// A tensor's dtype and shape, symbolic in a shape-generic build.
+struct TypedShape {
+  DType dtype = DType::kFloat32;
+  Shape shape;
+};
+
+TypedShape ShapeOf(const Type& t, const std::string& what, bool generic) {
   const TensorTypeNode* tt = AsTensor(t);
-  if (!tt || !IsConstShape(tt->shape))
+  if (!tt || (!generic && !IsConstShape(tt->shape)))
     Throw(ErrorCode::kInternal, what, " has type ", TypeToString(t),
           " after specialization; expected a tensor of concrete shape");
+  return {tt->dtype, tt->shape};
+}
+
+// The signature of a concrete shape; in a generic build, a placeholder that BindGeneric fills.
+TensorSignature SignatureOf(const TypedShape& t, const std::string& what) {
   TensorSignature s;
-  s.dtype = tt->dtype;
-  s.shape = ConstShape(tt->shape);
+  s.dtype = t.dtype;
+  if (!IsConstShape(t.shape)) return s;
+  s.shape = ConstShape(t.shape);
   s.nbytes = static_cast<size_t>(CheckedNumel(s.shape, what)) * DTypeSize(s.dtype);
   return s;
 }
@@ -87,44 +101,81 @@ std::string KernelName(const std::string& call_name) {
 
 }  // namespace
 
-std::shared_ptr<const Executable> Engine::Build(const Model& model, std::span<const Tensor> inputs,
-                                                const std::map<std::string, int64_t>& symbols) {
-  auto t0 = std::chrono::steady_clock::now();
-  auto exe = std::make_shared<Executable>();
-  exe->model_id = model.id();
-  exe->symbols = symbols;
+std::string ShapeKeyText(const Model& model, const std::vector<TensorSignature>& inputs,
+                         std::span<const Tensor> values) {
   std::string key = model.name() + "(";
   for (size_t i = 0; i < inputs.size(); ++i) {
-    TensorSignature s{inputs[i].dtype(), inputs[i].shape(), inputs[i].nbytes()};
-    key += StrCat(i ? ", " : "", model.graph()->params[i]->name, ": ", s.ToString());
-    if (model.is_value_input(static_cast<int>(i))) {
+    key += StrCat(i ? ", " : "", model.graph()->params[i]->name, ": ", inputs[i].ToString());
+    if (model.is_value_input(static_cast<int>(i)) && i < values.size()) {
       // A value input is specialized on: its values are part of the key (`shape: i64[2] = [3,
       // 2]`); the key stays short for large ones, which the hash and signature still cover.
-      bool ints = IsInteger(inputs[i].dtype()) || inputs[i].dtype() == DType::kBool;
-      AttrValue all = AttrFromTensor(inputs[i].Reshaped({inputs[i].numel()}),
+      const Tensor& v = values[i];
+      bool ints = IsInteger(v.dtype()) || v.dtype() == DType::kBool;
+      AttrValue all = AttrFromTensor(v.Reshaped({v.numel()}),
                                      ints ? AttrKind::kInts : AttrKind::kFloats, "value input");
-      std::string values;
-      for (int64_t k = 0; k < std::min<int64_t>(inputs[i].numel(), 8); ++k)
-        values += StrCat(k ? ", " : "", ints ? StrCat(std::get<std::vector<int64_t>>(all)[k])
-                                             : FormatDouble(std::get<std::vector<double>>(all)[k]));
-      key += StrCat(" = [", values, inputs[i].numel() > 8 ? ", ...]" : "]");
+      std::string text;
+      for (int64_t k = 0; k < std::min<int64_t>(v.numel(), 8); ++k)
+        text += StrCat(k ? ", " : "", ints ? StrCat(std::get<std::vector<int64_t>>(all)[k])
+                                           : FormatDouble(std::get<std::vector<double>>(all)[k]));
+      key += StrCat(" = [", text, v.numel() > 8 ? ", ...]" : "]");
     }
-    exe->inputs.push_back(std::move(s));
   }
-  exe->shape_key = key + ")";
+  return key + ")";
+}
+
+std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildRequest& req) {
+  auto t0 = std::chrono::steady_clock::now();
+  const bool generic = req.generic;
+  auto exe = std::make_shared<Executable>();
+  exe->model_id = model.id();
+  exe->symbols = req.symbols;
+  auto shapes = std::make_shared<GenericShapes>();
+  if (generic) {
+    // `mlp(x: f32[batch, 784])`: the model's own parameter types.
+    std::string key = model.name() + "(";
+    for (size_t i = 0; i < model.graph()->params.size(); ++i) {
+      const Var& p = model.graph()->params[i];
+      TypedShape t = ShapeOf(p->type, DescribeNode(p), true);
+      key += StrCat(i ? ", " : "", p->name, ": ", DTypeName(t.dtype), ShapeToString(t.shape));
+      exe->inputs.push_back(SignatureOf(t, p->name));
+      shapes->inputs.push_back(t.shape);
+    }
+    exe->shape_key = key + ")";
+  } else {
+    exe->inputs = req.inputs;
+    exe->shape_key = ShapeKeyText(model, req.inputs, req.values);
+  }
 
   // One leaf per tensor a graph value holds. `intermediate` >= 0 for a kernel's output.
   struct Leaf {
     BufferRef ref;
-    TensorSignature type;
+    TypedShape type;
     int intermediate = -1;
   };
   std::vector<IntermediateBuffer> temps;
+  std::vector<Shape> temp_shapes;   // of `temps`, symbolic in a generic build
   std::vector<int> output_of_temp;  // per intermediate: the output it is written to, or -1
+  // The symbols the inputs' shapes bind: every dim of a generic build must be made of them.
+  std::set<std::string> input_symbols;
+  for (const Shape& in : shapes->inputs)
+    for (const Dim& d : in) d.CollectSymbols(&input_symbols);
+  auto check_bound = [&](const Shape& shape, const std::string& what) {
+    std::set<std::string> used;
+    for (const Dim& d : shape) d.CollectSymbols(&used);
+    for (const std::string& u : used)
+      if (!input_symbols.count(u))
+        Throw(ErrorCode::kUnsupported, what, " has shape ", ShapeToString(shape), ", whose '", u,
+              "' no input's shape binds");
+  };
 
   try {
-    Function fn = BindSymbols(model.graph(), symbols, model.constraints());
-    if (model.dynamic()) fn = ResolveDynamic(fn, std::vector<Tensor>(inputs.begin(), inputs.end()));
+    // The generic build compiles the model's graph as Model::Create typed it, symbols and all.
+    Function fn = model.graph();
+    if (!generic) {
+      fn = BindSymbols(fn, req.symbols, model.constraints());
+      if (model.dynamic())
+        fn = ResolveDynamic(fn, std::vector<Tensor>(req.values.begin(), req.values.end()));
+    }
     std::shared_ptr<PassContext> ctx = MakePassContext();
     // Profiling: a timing instrument of this compile's own, so concurrent compiles never
     // share one (PassTiming is not thread-safe).
@@ -169,7 +220,7 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, std::span<co
       }
     };
     if (groups.size() > 1 && ctx->instruments().empty()) {
-      arena_.execute([&] {
+      req.arena->execute([&] {
         tbb::parallel_for_each(groups.begin(), groups.end(), [&](GroupCompile& g) {
           // The current PassContext is per thread: each task enters one of its own, made from
           // the same options, so passes on workers see the engine's configuration.
@@ -202,13 +253,13 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, std::span<co
           if (it == param_index.end())
             Throw(ErrorCode::kUnsupported, DescribeNode(e), " is not an input of the model");
           leaves[e.get()] = {Leaf{{BufferRef::Kind::kInput, it->second, 0},
-                                  SignatureOf(e->type, DescribeNode(e))}};
+                                  ShapeOf(e->type, DescribeNode(e), generic)}};
           break;
         }
         case ExprKind::kConstant: {
           const Tensor& value = AsConstant(e)->value;
           leaves[e.get()] = {Leaf{{BufferRef::Kind::kConstant, add_constant(value), 0},
-                                  SignatureOf(e->type, DescribeNode(e))}};
+                                  ShapeOf(e->type, DescribeNode(e), false)}};
           break;
         }
         case ExprKind::kFunction:
@@ -284,13 +335,16 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, std::span<co
           for (const Type& t : out_types) {
             IntermediateBuffer tmp;
             tmp.producer = e->name;
-            tmp.type = SignatureOf(t, where);
+            TypedShape shape = ShapeOf(t, where, generic);
+            tmp.type = SignatureOf(shape, where);
             tmp.lifetime = {tmp.type.nbytes, step, step};
             int id = static_cast<int>(temps.size());
             BufferRef ref{BufferRef::Kind::kArena, static_cast<uint32_t>(id), 0};
             exe->buffer_refs.push_back(ref);
-            outs.push_back(Leaf{ref, tmp.type, id});
+            outs.push_back(Leaf{ref, shape, id});
             temps.push_back(std::move(tmp));
+            if (generic) check_bound(shape.shape, where);
+            temp_shapes.push_back(shape.shape);
             output_of_temp.push_back(-1);
           }
           launch.num_buffers = static_cast<uint32_t>(exe->buffer_refs.size()) - launch.first_buffer;
@@ -303,8 +357,18 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, std::span<co
 
           launch.first_scalar = static_cast<uint32_t>(exe->scalars.size());
           for (const std::string& s : l.symbols) {
-            auto it = symbols.find(s);
-            if (it == symbols.end())
+            if (generic) {
+              // Bound per shape; a symbol that no input binds (a dim values decide) makes the
+              // model unable to have a generic tier.
+              if (!input_symbols.count(s))
+                Throw(ErrorCode::kUnsupported, where, " has dim '", s,
+                      "', which no input's shape binds");
+              shapes->scalar_symbols.push_back(s);
+              exe->scalars.push_back(0);
+              continue;
+            }
+            auto it = req.symbols.find(s);
+            if (it == req.symbols.end())
               Throw(ErrorCode::kInternal, where, ": symbol '", s, "' is unbound");
             exe->scalars.push_back(it->second);
           }
@@ -325,7 +389,9 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, std::span<co
     const std::vector<Leaf>& result = leaves_of(main->body);
     for (size_t j = 0; j < result.size(); ++j) {
       const Leaf& leaf = result[j];
-      exe->outputs.push_back(leaf.type);
+      exe->outputs.push_back(SignatureOf(leaf.type, StrCat("output ", j)));
+      shapes->outputs.push_back(leaf.type.shape);
+      if (generic) check_bound(leaf.type.shape, StrCat("output ", j));
       const uint32_t out = static_cast<uint32_t>(j);
       if (leaf.intermediate >= 0 && output_of_temp[leaf.intermediate] < 0) {
         output_of_temp[leaf.intermediate] = static_cast<int>(out);
@@ -335,7 +401,7 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, std::span<co
       if (leaf.intermediate >= 0)
         from = {BufferRef::Kind::kOutput, static_cast<uint32_t>(output_of_temp[leaf.intermediate]),
                 0};
-      exe->copies.push_back(OutputCopy{from, out, leaf.type.nbytes});
+      exe->copies.push_back(OutputCopy{from, out, exe->outputs.back().nbytes});
     }
     scope.Close();
     if (timing) exe->pass_timing = timing->report();
@@ -352,6 +418,7 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, std::span<co
     arena_slot[i] = static_cast<int>(exe->intermediates.size());
     lifetimes.push_back(temps[i].lifetime);
     exe->intermediates.push_back(std::move(temps[i]));
+    shapes->intermediates.push_back(temp_shapes[i]);
   }
   exe->plan = PlanMemory(lifetimes);
   for (BufferRef& r : exe->buffer_refs) {
@@ -363,8 +430,65 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, std::span<co
       r.offset = exe->plan.offsets[r.index];
     }
   }
+  if (generic) {
+    exe->tier = Tier::kGeneric;
+    exe->generic = std::move(shapes);
+  }
   exe->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return exe;
+}
+
+const char* TierName(Tier t) {
+  return t == Tier::kGeneric ? "generic" : "specialized";
+}
+
+std::shared_ptr<const Executable> BindGeneric(const Executable& generic,
+                                              const std::map<std::string, int64_t>& symbols,
+                                              std::string shape_key) {
+  KILN_CHECK(generic.generic, "BindGeneric of an executable that is not shape-generic");
+  const GenericShapes& g = *generic.generic;
+  auto exe = std::make_shared<Executable>(generic);  // shares kernels and constants
+  exe->generic = nullptr;
+  exe->tier = Tier::kGeneric;
+  exe->symbols = symbols;
+  exe->shape_key = std::move(shape_key);
+  exe->compile_ms = 0;
+  exe->pass_timing.clear();
+  auto bind = [&](const Shape& shape, TensorSignature* sig, const std::string& what) {
+    sig->shape.resize(shape.size());
+    for (size_t d = 0; d < shape.size(); ++d) {
+      std::optional<int64_t> v = shape[d].TryEval(symbols);
+      if (!v || *v < 0)
+        Throw(ErrorCode::kInvalidArgument, exe->shape_key, ": ", what, " would have shape ",
+              ShapeToString(shape), " = dim ", d, " of ", v ? StrCat(*v) : "no value",
+              "; the inputs are too small for the model");
+      sig->shape[d] = *v;
+    }
+    sig->nbytes = static_cast<size_t>(CheckedNumel(sig->shape, what)) * DTypeSize(sig->dtype);
+  };
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    bind(g.inputs[i], &exe->inputs[i], StrCat("input ", i));
+  for (size_t i = 0; i < g.outputs.size(); ++i)
+    bind(g.outputs[i], &exe->outputs[i], StrCat("output ", i));
+  std::vector<BufferLifetime> lifetimes;
+  for (size_t i = 0; i < g.intermediates.size(); ++i) {
+    IntermediateBuffer& b = exe->intermediates[i];
+    bind(g.intermediates[i], &b.type, StrCat("the result of kernel '", b.producer, "'"));
+    b.lifetime.bytes = b.type.nbytes;
+    lifetimes.push_back(b.lifetime);
+  }
+  for (size_t i = 0; i < g.scalar_symbols.size(); ++i) {
+    auto it = symbols.find(g.scalar_symbols[i]);
+    if (it == symbols.end())
+      Throw(ErrorCode::kInternal, exe->shape_key, ": symbol '", g.scalar_symbols[i],
+            "' is unbound");
+    exe->scalars[i] = it->second;
+  }
+  exe->plan = PlanMemory(lifetimes);
+  for (BufferRef& r : exe->buffer_refs)
+    if (r.kind == BufferRef::Kind::kArena) r.offset = exe->plan.offsets[r.index];
+  for (OutputCopy& c : exe->copies) c.nbytes = exe->outputs[c.output].nbytes;
   return exe;
 }
 

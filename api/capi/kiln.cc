@@ -396,11 +396,21 @@ std::string StatsJson(const kiln::EngineStats& s) {
   field("specializations", s.specializations);
   field("compile_errors", s.compile_errors);
   field("evictions", s.evictions);
+  field("generic_runs", s.generic_runs);
+  field("generic_builds", s.generic_builds);
+  field("generic_unavailable", s.generic_unavailable);
+  field("background_queued", s.background_queued);
   field("cached_executables", s.cached_executables);
   field("kernel_compiles", s.kernel_compiles);
   field("kernel_cache_hits", s.kernel_cache_hits);
   field("disk_hits", s.disk_hits);
   field("disk_rejections", s.disk_rejections);
+  out += "\"generic_unavailable_reasons\":[";
+  for (size_t i = 0; i < s.generic_unavailable_reasons.size(); ++i) {
+    if (i) out += ',';
+    JsonString(out, s.generic_unavailable_reasons[i]);
+  }
+  out += "],";
   out += "\"disk_rejections_by_reason\":{";
   bool first = true;
   for (const auto& [reason, n] : s.disk_rejections_by_reason) {
@@ -1134,6 +1144,31 @@ kiln_status kiln_options_set_max_specializations(kiln_options* options, int max)
   KILN_API_END
 }
 
+kiln_status kiln_options_set_compile_policy(kiln_options* options, const char* policy) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(options);
+  KILN_REQUIRE(policy);
+  options->options.policy = kiln::ParseCompilePolicy(policy);
+  KILN_API_END
+}
+
+kiln_status kiln_options_set_specialize_after(kiln_options* options, int runs) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(options);
+  if (runs < 1) Throw(ErrorCode::kInvalidArgument, __func__, ": runs ", runs, " is below 1");
+  options->options.specialize_after = runs;
+  KILN_API_END
+}
+
+kiln_status kiln_options_set_compile_threads(kiln_options* options, int threads) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(options);
+  if (threads < 1)
+    Throw(ErrorCode::kInvalidArgument, __func__, ": threads ", threads, " is below 1");
+  options->options.compile_threads = threads;
+  KILN_API_END
+}
+
 kiln_status kiln_options_set_pipeline(kiln_options* options, const char* pipeline) {
   KILN_API_BEGIN
   KILN_REQUIRE(options);
@@ -1274,6 +1309,32 @@ kiln_status kiln_engine_prepare(kiln_engine* engine, const kiln_model* model, si
   KILN_REQUIRE(model);
   std::vector<kiln::Tensor> in = GatherInputs(*model, num_inputs, input_names, inputs, __func__);
   engine->engine->Prepare(*model->model, in);
+  KILN_API_END
+}
+
+kiln_status kiln_engine_explain(kiln_engine* engine, const kiln_model* model, size_t num_inputs,
+                                const char* const* input_names, const kiln_tensor* const* inputs,
+                                char** out_json) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(engine);
+  KILN_REQUIRE(model);
+  KILN_REQUIRE(out_json);
+  std::vector<kiln::Tensor> in = GatherInputs(*model, num_inputs, input_names, inputs, __func__);
+  kiln::Explanation x = engine->engine->Explain(*model->model, in);
+  std::string out = "{\"shape_key\":";
+  JsonString(out, x.shape_key);
+  out += kiln::StrCat(",\"cached\":", x.cached ? "true" : "false", ",\"tier\":\"",
+                      kiln::TierName(x.tier), "\",\"reason\":");
+  JsonString(out, x.reason);
+  out += "}";
+  *out_json = NewCString(out);
+  KILN_API_END
+}
+
+kiln_status kiln_engine_wait_background_compiles(kiln_engine* engine) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(engine);
+  engine->engine->WaitForBackgroundCompiles();
   KILN_API_END
 }
 

@@ -310,6 +310,16 @@ kiln_status kiln_options_set_config_string(kiln_options* options, const char* ke
 kiln_status kiln_options_set_config_bool(kiln_options* options, const char* key, int value);
 /* The most shapes compiled per model; past it the least recently used goes. 0: unbounded. */
 kiln_status kiln_options_set_max_specializations(kiln_options* options, int max);
+/* How a shape with no compiled executable yet is served: "eager" (the default: the run waits
+ * while its shape compiles), "tiered" (the model's shape-generic kernels, compiled on its first
+ * run, serve it at once, and the shape is specialized on a background compile pool and served
+ * specialized when ready) or "generic_only" (never specialized). A model whose dims values
+ * decide, or with no symbolic dims, is served eagerly under every policy. */
+kiln_status kiln_options_set_compile_policy(kiln_options* options, const char* policy);
+/* Tiered: runs of a shape before it is queued for specialization (default 1), and the
+ * background compile pool's threads (default 1). Both at least 1. */
+kiln_status kiln_options_set_specialize_after(kiln_options* options, int runs);
+kiln_status kiln_options_set_compile_threads(kiln_options* options, int threads);
 /* The graph pipeline as a pipeline string (`InferType,FoldConstant,MyPass`); NULL or "" for
  * the default. Checked now: a syntax error or an unknown pass is KILN_INVALID_ARGUMENT
  * naming it. */
@@ -358,8 +368,23 @@ kiln_status kiln_engine_run(kiln_engine* engine, const kiln_model* model, size_t
 kiln_status kiln_engine_prepare(kiln_engine* engine, const kiln_model* model, size_t num_inputs,
                                 const char* const* input_names, const kiln_tensor* const* inputs);
 
+/* What would serve a run on these inputs now, as a JSON object the caller frees with
+ * kiln_string_free: {"shape_key", "cached" (bool), "tier" ("specialized" or "generic"),
+ * "reason"}. On a miss "reason" says which part of the shape key is new (`input 'x' dim 0 is
+ * 7; cached: 1, 3`, or `first run of model 'mlp'`); "" on a hit. Looks only: nothing compiles
+ * or counts. Inputs as for a run. */
+kiln_status kiln_engine_explain(kiln_engine* engine, const kiln_model* model, size_t num_inputs,
+                                const char* const* input_names, const kiln_tensor* const* inputs,
+                                char** out_json);
+
+/* Blocks until the engine's background compiles (the tiered policy) are done: every shape run
+ * so far and due for specialization is then served specialized (or failed to compile, counted
+ * in "compile_errors", and stays on its generic kernels). */
+kiln_status kiln_engine_wait_background_compiles(kiln_engine* engine);
+
 /* The engine's statistics as a JSON object, the caller's to free with kiln_string_free:
  *   {"runs", "hits", "misses", "specializations", "compile_errors", "evictions",
+ *    "generic_runs", "generic_builds", "generic_unavailable", "background_queued",
  *    "cached_executables", "kernel_compiles", "kernel_cache_hits", "disk_hits",
  *    "disk_rejections", "disk_rejections_by_reason": {reason: n}, "compile_ms",
  *    "planned_peak_bytes",

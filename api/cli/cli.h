@@ -1,6 +1,6 @@
 // The `kiln` tool's shared pieces (api/cli): usage errors, owning wrappers over the C API's
 // handles, argument parsing, model I/O types and element access, and the commands kiln.cc
-// dispatches to (run.cc, test_onnx.cc).
+// dispatches to (run.cc, bench.cc, test_onnx.cc).
 #pragma once
 
 #include <cstdint>
@@ -68,10 +68,13 @@ uint16_t FloatToHalf(float f);
 double GetElement(const void* data, kiln_dtype dtype, int64_t i);
 void FillRandom(kiln_tensor* t, std::mt19937& rng);
 std::string FirstValues(const kiln_tensor* t, int64_t limit);
+// The p-th percentile (0-100) of `v`, nearest rank; 0 for none.
+double Percentile(std::vector<double> v, double p);
 
 // The commands: each parses its arguments (UsageError on bad usage, Failure on a C API error)
 // and returns the exit status.
 int RunCommand(const std::vector<std::string>& args);
 int TestOnnxCommand(const std::vector<std::string>& args);
+int BenchCommand(const std::vector<std::string>& args);
 
 }  // namespace kiln::cli

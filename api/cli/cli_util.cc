@@ -259,4 +259,11 @@ std::string FirstValues(const kiln_tensor* t, int64_t limit) {
   return s + (n > limit ? ", ...]" : "]");
 }
 
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size()))) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
 }  // namespace kiln::cli

@@ -3,8 +3,9 @@
 //
 //   kiln run MODEL [--shape NAME=1x784 ...] [--input NAME=FILE.pb ...] [--iters N] [--warmup N]
 //            [--threads N] [--opt-level N] [--disable-pass P] [--cache-dir D] [--target T]
-//            [--config K=V] [--versus 'K=V ...']
+//            [--config K=V] [--versus 'K=V ...'] [--policy eager|tiered|generic_only]
 //            [--print-ir after=PASS|all] [--time-passes] [--stats]
+//   kiln bench MODEL --shapes 'x=1x784;x=7x784' [--iters N] [--policy P] [--threads N] [--json]
 //   kiln types MODEL
 //   kiln passes
 //   kiln test-onnx [--rtol R] [--atol A] CASE_DIR...
@@ -14,6 +15,10 @@
 // machine whose speed drifts by half within a minute, only such interleaved timings compare two
 // configurations (tile sizes, say) fairly. At more than one thread the two engines' worker
 // pools share the cores and can slow each other unevenly: compare there across processes.
+//
+// bench runs the shapes in order through one engine (policy tiered unless given) and prints per
+// shape: the first call, the p50 while tier 0 (the model's shape-generic kernels) served it,
+// the p50 once specialized, and when the switch happened after the first call.
 //
 // test-onnx prints a line per case, `PASS NAME` or `FAIL NAME: REASON`; a pass whose outputs no
 // compiled kernel computed (folded at specialization, or copied from inputs) is
@@ -37,8 +42,10 @@ const char kUsage[] =
     "  kiln run MODEL [--shape NAME=1x784 ...] [--input NAME=FILE.pb ...] [--iters N]\n"
     "           [--warmup N] [--threads N] [--opt-level N] [--disable-pass P] [--cache-dir D]\n"
     "           [--target 'llvm -mcpu=CPU -mattr=+f,-g'] [--config KEY=VALUE]\n"
-    "           [--versus 'KEY=VALUE ...']\n"
+    "           [--versus 'KEY=VALUE ...'] [--policy eager|tiered|generic_only]\n"
     "           [--print-ir after=PASS|all] [--time-passes] [--stats]\n"
+    "  kiln bench MODEL --shapes 'NAME=DIMS ...;NAME=DIMS ...' [--iters N]\n"
+    "           [--policy tiered|eager|generic_only] [--threads N] [--json]\n"
     "  kiln types MODEL\n"
     "  kiln passes\n"
     "  kiln test-onnx [--rtol R] [--atol A] CASE_DIR...\n";
@@ -96,6 +103,7 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   try {
     if (command == "run") return RunCommand(args);
+    if (command == "bench") return BenchCommand(args);
     if (command == "types") return TypesCommand(args);
     if (command == "passes") return PassesCommand(args);
     if (command == "test-onnx") return TestOnnxCommand(args);

@@ -61,13 +61,6 @@ void AfterPass(const char* pass, const char* module_text, void* user_data) {
     std::printf("// IR after %s\n%s\n", pass, module_text);
 }
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size()))) - 1;
-  return v[std::min(i, v.size() - 1)];
-}
-
 // --config KEY=VALUE: KEY=INTEGER for the integer keys (tile sizes, vector width); anything
 // else as a string.
 void SetConfig(kiln_options* options, const std::string& flag, const std::string& v) {
@@ -143,6 +136,10 @@ int RunCommand(const std::vector<std::string>& args) {
       });
     } else if (a == "--config") {
       set([v = value()](kiln_options* o) { SetConfig(o, "--config", v); });
+    } else if (a == "--policy") {
+      set([p = value()](kiln_options* o) {
+        if (kiln_options_set_compile_policy(o, p.c_str())) throw UsageError{kiln_last_error()};
+      });
     } else if (a == "--versus") {
       std::istringstream words(value());
       for (std::string w; words >> w;) versus.push_back(w);

@@ -651,6 +651,54 @@ static void test_mlp(void) {
     FAILS(kiln_engine_stats_json(NULL, &json), KILN_INVALID_ARGUMENT, "engine is NULL");
     FAILS(kiln_engine_stats_json(engine, NULL), KILN_INVALID_ARGUMENT, "out_json is NULL");
   }
+
+  /* Explain: a cached shape, a new batch; then tiers: a new shape is served by the generic
+   * kernels, then specialized in the background. */
+  {
+    const int64_t s3[2] = {3, 4}, s5[2] = {5, 4};
+    kiln_tensor* x = NULL;
+    kiln_tensor* outs[2] = {NULL, NULL};
+    const kiln_tensor* ins[1];
+    char* json = NULL;
+    kiln_options* o = NULL;
+    kiln_engine* tiered = NULL;
+    OK(kiln_tensor_wrap(KILN_F32, 2, s3, (void*)x3, 12 * sizeof(float), &x));
+    ins[0] = x;
+    OK(kiln_engine_explain(engine, model, 1, NULL, ins, &json));
+    CHECK(json && strstr(json, "\"cached\":true") && strstr(json, "\"tier\":\"specialized\""));
+    kiln_string_free(json);
+    kiln_tensor_destroy(x);
+    OK(kiln_tensor_create(KILN_F32, 2, s5, &x));
+    ins[0] = x;
+    OK(kiln_engine_explain(engine, model, 1, NULL, ins, &json));
+    CHECK(json && strstr(json, "\"cached\":false") && strstr(json, "input 'x' dim 0 is 5"));
+    kiln_string_free(json);
+    FAILS(kiln_engine_explain(engine, model, 1, NULL, ins, NULL), KILN_INVALID_ARGUMENT,
+          "out_json is NULL");
+
+    OK(kiln_options_create(&o));
+    FAILS(kiln_options_set_compile_policy(o, "lazy"), KILN_INVALID_ARGUMENT, "'lazy'");
+    FAILS(kiln_options_set_specialize_after(o, 0), KILN_INVALID_ARGUMENT, "below 1");
+    FAILS(kiln_options_set_compile_threads(o, 0), KILN_INVALID_ARGUMENT, "below 1");
+    OK(kiln_options_set_compile_policy(o, "tiered"));
+    OK(kiln_options_set_specialize_after(o, 1));
+    OK(kiln_options_set_compile_threads(o, 1));
+    OK(kiln_engine_create(o, &tiered));
+    OK(kiln_engine_run(tiered, model, 1, NULL, ins, 2, NULL, outs));
+    kiln_tensor_destroy(outs[0]);
+    kiln_tensor_destroy(outs[1]);
+    OK(kiln_engine_wait_background_compiles(tiered));
+    OK(kiln_engine_explain(tiered, model, 1, NULL, ins, &json));
+    CHECK(json && strstr(json, "\"tier\":\"specialized\""));
+    kiln_string_free(json);
+    OK(kiln_engine_stats_json(tiered, &json));
+    CHECK(json && strstr(json, "\"generic_builds\":1") && strstr(json, "\"background_queued\":1"));
+    kiln_string_free(json);
+    FAILS(kiln_engine_wait_background_compiles(NULL), KILN_INVALID_ARGUMENT, "engine is NULL");
+    kiln_engine_destroy(tiered);
+    kiln_options_destroy(o);
+    kiln_tensor_destroy(x);
+  }
   kiln_engine_destroy(engine);
   kiln_model_destroy(model);
   kiln_model_destroy(NULL);

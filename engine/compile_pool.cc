@@ -1,0 +1,55 @@
+#include "engine/compile_pool.h"
+
+#include <algorithm>
+
+namespace kiln {
+
+CompilePool::CompilePool(int threads) : threads_(std::max(1, threads)) {}
+
+CompilePool::~CompilePool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    queue_.clear();
+  }
+  wake_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void CompilePool::Submit(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
+    queue_.push_back(std::move(job));
+    if (static_cast<int>(workers_.size()) < threads_) workers_.emplace_back([this] { Work(); });
+  }
+  wake_.notify_one();
+}
+
+void CompilePool::WaitIdle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [this] { return queue_.empty() && running_ == 0; });
+}
+
+size_t CompilePool::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size() + running_;
+}
+
+void CompilePool::Work() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    std::function<void()> job = std::move(queue_.front());
+    queue_.pop_front();
+    ++running_;
+    lock.unlock();
+    job();
+    lock.lock();
+    --running_;
+    if (queue_.empty() && running_ == 0) idle_.notify_all();
+  }
+}
+
+}  // namespace kiln

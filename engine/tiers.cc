@@ -1,0 +1,306 @@
+// Tiers (EngineOptions::policy): a shape without a specialized executable is served by the
+// model's shape-generic executable, bound to its shape (BindGeneric), and specialized in the
+// background on the compile pool; the specialized executable then replaces the bound generic
+// one in the shape's cache entry, so later runs find it with no more work than any hit.
+//
+// Threading: the generic executable is built once per model (single flight through a shared
+// future in generic_, under generic_mu_); a background specialization registers its key in
+// in_flight_ like an eager compile, so a key is never compiled twice at once; publishing swaps
+// the entry's executable under the exclusive lock, and runs in flight keep the one they took.
+#include <future>
+#include <set>
+#include <shared_mutex>
+
+#include "engine/engine.h"
+#include "ir/error.h"
+#include "ir/type_infer.h"
+
+namespace kiln {
+
+const char* CompilePolicyName(CompilePolicy p) {
+  switch (p) {
+    case CompilePolicy::kEager:
+      return "eager";
+    case CompilePolicy::kTiered:
+      return "tiered";
+    case CompilePolicy::kGenericOnly:
+      return "generic_only";
+  }
+  return "?";
+}
+
+CompilePolicy ParseCompilePolicy(const std::string& name) {
+  for (CompilePolicy p :
+       {CompilePolicy::kEager, CompilePolicy::kTiered, CompilePolicy::kGenericOnly})
+    if (name == CompilePolicyName(p)) return p;
+  Throw(ErrorCode::kInvalidArgument, "unknown compile policy '", name,
+        "'; expected eager, tiered or generic_only");
+}
+
+std::map<std::string, int64_t> Engine::BindInputs(const Model& model,
+                                                  std::span<const Tensor> inputs) {
+  std::vector<Type> types;
+  for (const Tensor& t : inputs) types.push_back(TypeOfTensor(t));
+  try {
+    std::map<std::string, int64_t> symbols = BindInputShapes(model.graph(), types);
+    CheckConstraints(model.constraints(), symbols);
+    return symbols;
+  } catch (const Error& e) {
+    Throw(e.code(), "model '", model.name(), "': ", e.what());
+  }
+}
+
+namespace {
+
+// Why `model` cannot have a generic tier without trying to build one; empty if it may.
+std::string GenericPrecondition(const Model& model) {
+  if (model.dynamic() || !model.value_inputs().empty()) return "its shapes depend on input values";
+  for (const Var& p : model.graph()->params)
+    if (const TensorTypeNode* t = AsTensor(p->type); t && !IsConstShape(t->shape)) return "";
+  return "its inputs have no symbolic dims (one shape: nothing to be generic over)";
+}
+
+}  // namespace
+
+std::shared_ptr<const Executable> Engine::GenericFor(const Model& model) {
+  std::shared_ptr<GenericEntry> entry;
+  std::promise<std::shared_ptr<const Executable>> promise;
+  bool build = false;
+  {
+    std::lock_guard<std::mutex> lock(generic_mu_);
+    auto it = generic_.find(model.id());
+    if (it == generic_.end()) {
+      entry = std::make_shared<GenericEntry>();
+      entry->exe = promise.get_future().share();
+      entry->model_name = model.name();
+      generic_.emplace(model.id(), entry);
+      build = true;
+    } else {
+      entry = it->second;
+    }
+  }
+  if (!build) return entry->exe.get();  // never throws: a failed build leaves null
+  std::shared_ptr<const Executable> exe;
+  std::string why = GenericPrecondition(model);
+  if (why.empty()) {
+    try {
+      BuildRequest req;
+      req.generic = true;
+      req.arena = &arena_;
+      exe = Build(model, req);
+      generic_builds_.fetch_add(1, std::memory_order_relaxed);
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      shape_stats_.push_back(ShapeKeyStats{exe->shape_key, exe->compile_ms, 0, 0,
+                                           static_cast<int>(exe->launches.size()),
+                                           exe->pass_timing});
+      // Every shape bound to it shares these launches' counters.
+      for (const KernelLaunch& k : exe->launches)
+        if (k.profile) profiles_.push_back(ProfileRecord{exe->shape_key, k.name, k.profile});
+    } catch (const std::exception& e) {
+      why = e.what();
+      exe = nullptr;
+    }
+  }
+  if (!exe) generic_unavailable_.fetch_add(1, std::memory_order_relaxed);
+  entry->why = why;  // before set_value: readers read it after the future is ready
+  promise.set_value(exe);
+  return exe;
+}
+
+std::string Engine::GenericUnavailableReason(const Model& model) const {
+  std::shared_ptr<GenericEntry> entry;
+  {
+    std::lock_guard<std::mutex> lock(generic_mu_);
+    auto it = generic_.find(model.id());
+    if (it == generic_.end()) return "";
+    entry = it->second;
+  }
+  if (entry->exe.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return "";
+  return entry->exe.get() ? "" : entry->why;
+}
+
+std::shared_ptr<const Executable> Engine::ServeGeneric(const Model& model, uint64_t key_hash,
+                                                       std::span<const Tensor> inputs,
+                                                       bool* defer_queue) {
+  std::shared_ptr<const Executable> generic = GenericFor(model);
+  if (!generic) return nullptr;
+  std::map<std::string, int64_t> symbols = BindInputs(model, inputs);
+  std::vector<TensorSignature> sigs;
+  for (const Tensor& t : inputs) sigs.push_back({t.dtype(), t.shape(), t.nbytes()});
+  auto spec = std::make_shared<Specialization>();
+  spec->model_id = model.id();
+  spec->key_hash = key_hash;
+  spec->signature = MakeSignature(model, inputs);
+  spec->exe = BindGeneric(*generic, symbols, ShapeKeyText(model, sigs, inputs));
+  spec->generic_runs.store(1, std::memory_order_relaxed);
+  std::shared_ptr<const Executable> exe = spec->exe;
+  {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    // Another run may have bound (or specialized) this shape meanwhile: use its entry.
+    if (Specialization* done = FindLocked(model, key_hash, inputs)) return done->exe;
+    spec->queued.store(options_.policy == CompilePolicy::kTiered && options_.specialize_after <= 1,
+                       std::memory_order_relaxed);
+    InsertLocked(spec);
+  }
+  generic_runs_.fetch_add(1, std::memory_order_relaxed);
+  if (spec->queued.load(std::memory_order_relaxed)) {
+    if (defer_queue)
+      *defer_queue = true;
+    else
+      QueueSpecialization(model, key_hash, inputs);
+  }
+  return exe;
+}
+
+void Engine::QueueSpecialization(const Model& model, uint64_t key_hash,
+                                 std::span<const Tensor> inputs) {
+  auto promise = std::make_shared<std::promise<std::shared_ptr<const Executable>>>();
+  auto mine = std::make_shared<InFlight>();
+  mine->model_id = model.id();
+  mine->key_hash = key_hash;
+  mine->signature = MakeSignature(model, inputs);
+  {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    for (const std::shared_ptr<InFlight>& f : in_flight_)
+      if (f->model_id == model.id() && f->key_hash == key_hash && f->signature == mine->signature)
+        return;  // already being compiled
+    mine->result = promise->get_future().share();
+    in_flight_.push_back(mine);
+  }
+  background_queued_.fetch_add(1, std::memory_order_relaxed);
+  BuildRequest req;
+  for (const Tensor& t : inputs) req.inputs.push_back({t.dtype(), t.shape(), t.nbytes()});
+  req.symbols = BindInputs(model, inputs);
+  req.arena = &compile_arena_;
+  std::shared_ptr<const Model> keep = model.shared_from_this();
+  compile_pool_.Submit([this, keep, req = std::move(req), mine, promise] {
+    std::shared_ptr<const Executable> exe;
+    try {
+      exe = Build(*keep, req);
+    } catch (...) {
+      // The shape stays on its generic executable; the error is counted (and an eager compile
+      // of the same key, were one to wait on this, gets it).
+      compile_errors_.fetch_add(1, std::memory_order_relaxed);
+      std::unique_lock<std::shared_mutex> lock(mu_);
+      in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), mine));
+      promise->set_exception(std::current_exception());
+      return;
+    }
+    {
+      std::unique_lock<std::shared_mutex> lock(mu_);
+      bool published = false;
+      auto [begin, end] = cache_.equal_range(mine->key_hash);
+      for (auto it = begin; it != end && !published; ++it) {
+        Specialization& s = *it->second;
+        if (s.model_id != mine->model_id || s.signature != mine->signature) continue;
+        s.exe = exe;
+        published = true;
+      }
+      if (!published) {  // evicted meanwhile: cached anew, it was asked for
+        auto spec = std::make_shared<Specialization>();
+        spec->model_id = mine->model_id;
+        spec->key_hash = mine->key_hash;
+        spec->signature = mine->signature;
+        spec->exe = exe;
+        InsertLocked(std::move(spec));
+      }
+      in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), mine));
+    }
+    specializations_.fetch_add(1, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      shape_stats_.push_back(ShapeKeyStats{
+          exe->shape_key, exe->compile_ms, exe->plan.peak_bytes, exe->plan.naive_bytes,
+          static_cast<int>(exe->launches.size()), exe->pass_timing});
+      for (const KernelLaunch& k : exe->launches)
+        if (k.profile) profiles_.push_back(ProfileRecord{exe->shape_key, k.name, k.profile});
+    }
+    promise->set_value(exe);
+  });
+}
+
+void Engine::WaitForBackgroundCompiles() {
+  compile_pool_.WaitIdle();
+}
+
+Explanation Engine::Explain(const Model& model, std::span<const Tensor> inputs) const {
+  if (model.segments())
+    Throw(ErrorCode::kUnsupported, "model '", model.name(),
+          "' runs in segments (it has a data-dependent op): each segment has its own key");
+  BindInputs(model, inputs);  // the run's checks, with its messages
+  Explanation x;
+  std::vector<TensorSignature> sigs;
+  for (const Tensor& t : inputs) sigs.push_back({t.dtype(), t.shape(), t.nbytes()});
+  x.shape_key = ShapeKeyText(model, sigs, inputs);
+  const uint64_t key_hash = ShapeKeyHash(model, inputs);
+  std::vector<std::vector<int64_t>> seen;  // the model's cached signatures
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    for (const auto& [hash, spec] : cache_) {
+      if (spec->model_id != model.id()) continue;
+      if (hash == key_hash && MatchesSignature(model, spec->signature, inputs)) {
+        x.cached = true;
+        x.tier = spec->exe->tier;
+        return x;
+      }
+      seen.push_back(spec->signature);
+    }
+  }
+  // A miss: served by the generic tier when the policy and the model allow.
+  if (options_.policy != CompilePolicy::kEager) {
+    std::lock_guard<std::mutex> lock(generic_mu_);
+    auto it = generic_.find(model.id());
+    bool unavailable =
+        it != generic_.end() &&
+        it->second->exe.wait_for(std::chrono::seconds(0)) == std::future_status::ready &&
+        !it->second->exe.get();
+    if (!unavailable && GenericPrecondition(model).empty()) x.tier = Tier::kGeneric;
+  }
+  if (seen.empty()) {
+    x.reason = StrCat("first run of model '", model.name(), "'");
+    return x;
+  }
+  // The first input component whose value no cached key has. A signature is, per input,
+  // dtype, rank, dims (and a value input's words): walk the inputs through each one.
+  std::vector<size_t> pos(seen.size(), 0);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    const std::string name = StrCat("input '", model.graph()->params[i]->name, "'");
+    std::set<int64_t> dtypes, ranks;
+    for (size_t k = 0; k < seen.size(); ++k) {
+      dtypes.insert(seen[k][pos[k]]);
+      ranks.insert(seen[k][pos[k] + 1]);
+    }
+    auto list = [](const std::set<int64_t>& v, auto show) {
+      std::string s;
+      for (int64_t e : v) s += StrCat(s.empty() ? "" : ", ", show(e));
+      return s;
+    };
+    if (!dtypes.count(static_cast<int64_t>(t.dtype()))) {
+      x.reason = StrCat(name, " has dtype ", DTypeName(t.dtype()), "; cached: ",
+                        list(dtypes, [](int64_t d) { return DTypeName(static_cast<DType>(d)); }));
+      return x;
+    }
+    for (int d = 0; d < t.ndim(); ++d) {
+      std::set<int64_t> values;
+      for (size_t k = 0; k < seen.size(); ++k) values.insert(seen[k][pos[k] + 2 + d]);
+      if (!values.count(t.shape()[d])) {
+        x.reason = StrCat(name, " dim ", d, " is ", t.shape()[d],
+                          "; cached: ", list(values, [](int64_t v) { return StrCat(v); }));
+        return x;
+      }
+    }
+    for (size_t k = 0; k < seen.size(); ++k) {
+      pos[k] += 2 + static_cast<size_t>(t.ndim());
+      if (model.is_value_input(static_cast<int>(i))) pos[k] += (t.nbytes() + 7) / 8;
+    }
+    if (model.is_value_input(static_cast<int>(i))) {
+      x.reason = StrCat(name, " sets shapes, and its values are new");
+      return x;
+    }
+  }
+  x.reason = "a new combination of dims seen before";
+  return x;
+}
+
+}  // namespace kiln

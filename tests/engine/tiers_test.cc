@@ -1,0 +1,270 @@
+// Tiers (EngineOptions::policy): the shape-generic executable serves any shape of a model whose
+// dims the inputs bind, within the reference tolerance of the specialized one; under kTiered a
+// new shape is answered by it at once and specialized in the background, once per key; models
+// without a generic tier are served eagerly; memory stays bounded over many shapes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <barrier>
+#include <cstring>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "common/models.h"
+#include "engine/engine.h"
+
+namespace kiln {
+namespace {
+
+using test::ErrorMessage;
+using test::RandomTensor;
+using test::TensorsNear;
+using ::testing::HasSubstr;
+
+EngineOptions Policy(CompilePolicy p, int threads = 1) {
+  EngineOptions o;
+  o.policy = p;
+  o.num_threads = threads;
+  return o;
+}
+
+struct Case {
+  const char* name;
+  Function graph;
+  std::vector<std::vector<int64_t>> shapes;
+};
+
+std::vector<Case> SymbolicBatchCases() {
+  return {
+      {"mlp", test::MlpModel(), {{1, 8}, {3, 8}, {17, 8}, {64, 8}}},
+      {"encoder", test::EncoderLayerModel(), {{1, 1, 16}, {1, 5, 16}, {3, 7, 16}, {2, 33, 16}}},
+      {"elementwise_reduction", test::ElementwiseReductionModel(), {{1, 32}, {9, 32}, {100, 32}}},
+      {"shared_and_dead", test::SharedAndDeadModel(), {{1, 6}, {5, 6}, {31, 6}}},
+      // Any image size: strided, dilated and asymmetrically padded convs, channels-last.
+      {"conv_chain", test::ConvChainModel(), {{1, 3, 19, 23}, {2, 3, 8, 8}, {1, 3, 33, 17}}},
+  };
+}
+
+// Every shape through the generic executable matches the specialized one (which the engine
+// tests check against the interpreter), and nothing is specialized.
+TEST(EngineTiers, GenericOnlyMatchesEager) {
+  for (const Case& c : SymbolicBatchCases()) {
+    SCOPED_TRACE(c.name);
+    ModelPtr model = Model::Create(c.graph, c.name);
+    Engine eager(Policy(CompilePolicy::kEager)), generic(Policy(CompilePolicy::kGenericOnly, 2));
+    uint64_t seed = 1;
+    for (const std::vector<int64_t>& shape : c.shapes) {
+      std::vector<Tensor> in{RandomTensor(DType::kFloat32, shape, seed++, -2, 2)};
+      std::vector<Tensor> want = eager.Run(*model, in), got = generic.Run(*model, in);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(TensorsNear(got[i], want[i]));
+      // A second run of the shape is a hit on the bound generic executable.
+      got = generic.Run(*model, in);
+      EXPECT_TRUE(TensorsNear(got[0], want[0]));
+      std::shared_ptr<const Executable> exe = generic.Prepare(*model, in);
+      EXPECT_EQ(exe->tier, Tier::kGeneric);
+      EXPECT_EQ(exe->inputs[0].shape, shape);
+    }
+    EngineStats s = generic.stats();
+    EXPECT_EQ(s.specializations, 0u);
+    EXPECT_EQ(s.generic_builds, 1u);
+    EXPECT_EQ(s.generic_unavailable, 0u);
+    EXPECT_EQ(s.generic_runs, 3 * c.shapes.size());
+    EXPECT_EQ(s.background_queued, 0u);
+    // At most one compile per kernel of the generic executable (equal groups share one),
+    // whatever the number of shapes.
+    std::vector<Tensor> any{RandomTensor(DType::kFloat32, c.shapes[0], 9)};
+    EXPECT_LE(s.kernel_compiles, generic.Prepare(*model, any)->launches.size());
+  }
+}
+
+// Tiered: the first run of a shape is served generic and queues it; once the background compile
+// is done the shape is served by its specialized executable, equal bit for bit to an eager
+// engine's (the same compile).
+TEST(EngineTiers, TieredServesGenericThenSpecialized) {
+  ModelPtr model = Model::Create(test::EncoderLayerModel(), "encoder");
+  Engine eager(Policy(CompilePolicy::kEager)), tiered(Policy(CompilePolicy::kTiered));
+  std::vector<Tensor> in{RandomTensor(DType::kFloat32, {2, 9, 16}, 5)};
+  std::vector<Tensor> want = eager.Run(*model, in);
+  std::vector<Tensor> first = tiered.Run(*model, in);
+  EXPECT_TRUE(TensorsNear(first[0], want[0]));
+  EXPECT_EQ(tiered.stats().background_queued, 1u);
+  tiered.WaitForBackgroundCompiles();
+  EXPECT_EQ(tiered.Prepare(*model, in)->tier, Tier::kSpecialized);
+  std::vector<Tensor> later = tiered.Run(*model, in);
+  ASSERT_EQ(later[0].nbytes(), want[0].nbytes());
+  EXPECT_EQ(std::memcmp(later[0].raw_data(), want[0].raw_data(), want[0].nbytes()), 0);
+  EngineStats s = tiered.stats();
+  EXPECT_EQ(s.specializations, 1u);
+  EXPECT_EQ(s.background_queued, 1u);
+  EXPECT_EQ(s.compile_errors, 0u);
+}
+
+// specialize_after: a shape is queued on its Nth run, once.
+TEST(EngineTiers, SpecializeAfterCountsRuns) {
+  ModelPtr model = Model::Create(test::MlpModel(), "mlp");
+  EngineOptions o = Policy(CompilePolicy::kTiered);
+  o.specialize_after = 3;
+  Engine engine(o);
+  std::vector<Tensor> in{RandomTensor(DType::kFloat32, {4, 8}, 1)};
+  engine.Run(*model, in);
+  engine.Run(*model, in);
+  engine.WaitForBackgroundCompiles();
+  EXPECT_EQ(engine.stats().background_queued, 0u);
+  EXPECT_EQ(engine.Prepare(*model, in)->tier, Tier::kGeneric);  // Prepare is the third lookup
+  engine.Run(*model, in);
+  engine.Run(*model, in);
+  engine.WaitForBackgroundCompiles();
+  EngineStats s = engine.stats();
+  EXPECT_EQ(s.background_queued, 1u);
+  EXPECT_EQ(s.specializations, 1u);
+  EXPECT_EQ(engine.Prepare(*model, in)->tier, Tier::kSpecialized);
+}
+
+// A model without a generic tier is served eagerly under every policy, and the reason is kept:
+// no symbolic dims; a SAME-padded conv over a symbolic image size (its pads depend on the size).
+TEST(EngineTiers, ModelsWithoutAGenericTierAreServedEagerly) {
+  Var x = MakeVar("x", TensorType({2, 3}, DType::kFloat32));
+  ModelPtr fixed = Model::Create(MakeFunction({x}, MakeCall("relu", {x})), "fixed");
+  Var img = MakeVar("x", TensorType({1, 3, Dim::Symbol("h"), Dim::Symbol("w")}, DType::kFloat32));
+  Expr same = MakeCall("conv", {img, test::Weight({4, 3, 3, 3}, 7, "w")},
+                       {{"auto_pad", std::string("SAME_UPPER")}}, "same");
+  ModelPtr conv = Model::Create(MakeFunction({img}, same), "same_conv");
+  for (CompilePolicy p : {CompilePolicy::kTiered, CompilePolicy::kGenericOnly}) {
+    SCOPED_TRACE(CompilePolicyName(p));
+    Engine engine(Policy(p)), eager(Policy(CompilePolicy::kEager));
+    std::vector<Tensor> a{RandomTensor(DType::kFloat32, {2, 3}, 1)};
+    EXPECT_TRUE(TensorsNear(engine.Run(*fixed, a)[0], eager.Run(*fixed, a)[0]));
+    std::vector<Tensor> b{RandomTensor(DType::kFloat32, {1, 3, 19, 23}, 2)};
+    EXPECT_TRUE(TensorsNear(engine.Run(*conv, b)[0], eager.Run(*conv, b)[0]));
+    EngineStats s = engine.stats();
+    EXPECT_EQ(s.generic_unavailable, 2u);
+    EXPECT_EQ(s.generic_runs, 0u);
+    EXPECT_EQ(s.specializations, 2u);
+    EXPECT_THAT(engine.GenericUnavailableReason(*fixed), HasSubstr("no symbolic dims"));
+    EXPECT_THAT(engine.GenericUnavailableReason(*conv), HasSubstr("SAME_UPPER"));
+    ASSERT_EQ(s.generic_unavailable_reasons.size(), 2u);
+  }
+}
+
+// Bad inputs are the caller's errors before any tier is involved, and leave nothing behind.
+TEST(EngineTiers, BadInputsAreErrors) {
+  ModelPtr model = Model::Create(test::MlpModel(), "mlp");
+  Engine engine(Policy(CompilePolicy::kTiered));
+  EXPECT_THAT(ErrorMessage([&] {
+                engine.Run(*model, std::vector<Tensor>{RandomTensor(DType::kFloat32, {3, 9}, 1)});
+              }),
+              HasSubstr("model 'mlp'"));
+  EXPECT_THAT(ErrorMessage([&] {
+                engine.Run(*model, std::vector<Tensor>{RandomTensor(DType::kFloat32, {3}, 1)});
+              }),
+              HasSubstr("model 'mlp'"));
+  engine.WaitForBackgroundCompiles();
+  EngineStats s = engine.stats();
+  EXPECT_EQ(s.cached_executables, 0u);
+  EXPECT_EQ(s.background_queued, 0u);
+  EXPECT_EQ(s.compile_errors, 0u);
+
+  EngineOptions o;
+  o.specialize_after = 0;
+  EXPECT_THAT(ErrorMessage([&] { Engine e(o); }), HasSubstr("specialize_after"));
+  o.specialize_after = 1;
+  o.compile_threads = 0;
+  EXPECT_THAT(ErrorMessage([&] { Engine e(o); }), HasSubstr("compile_threads"));
+  EXPECT_THAT(ErrorMessage([] { ParseCompilePolicy("lazy"); }), HasSubstr("'lazy'"));
+  EXPECT_EQ(ParseCompilePolicy("generic_only"), CompilePolicy::kGenericOnly);
+}
+
+// Many threads, random shapes, one tiered engine: every output matches the single-threaded
+// eager result within tolerance (bitwise once specialized), and each shape key is compiled
+// once.
+TEST(EngineTiers, ThreadsWithRandomShapesCompileEachKeyOnce) {
+  ModelPtr model = Model::Create(test::EncoderLayerModel(), "encoder");
+  std::vector<std::vector<int64_t>> shapes;
+  for (int64_t b : {1, 2, 3})
+    for (int64_t s : {1, 4, 9, 16}) shapes.push_back({b, s, 16});
+  Engine reference(Policy(CompilePolicy::kEager));
+  std::vector<std::vector<Tensor>> inputs, want;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    inputs.push_back({RandomTensor(DType::kFloat32, shapes[i], 50 + i)});
+    want.push_back(reference.Run(*model, inputs.back()));
+  }
+  EngineOptions o = Policy(CompilePolicy::kTiered, 2);
+  o.compile_threads = 2;
+  Engine engine(o);
+  constexpr int kThreads = 16, kRuns = 30;
+  std::barrier start(kThreads);
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      start.arrive_and_wait();
+      for (int r = 0; r < kRuns; ++r) {
+        size_t i = rng() % shapes.size();
+        std::vector<Tensor> got = engine.Run(*model, inputs[i]);
+        if (!TensorsNear(got[0], want[i][0])) mismatches.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  engine.WaitForBackgroundCompiles();
+  EXPECT_EQ(mismatches.load(), 0);
+  EngineStats s = engine.stats();
+  std::set<std::string> keys;
+  for (const ShapeKeyStats& k : s.shapes) keys.insert(k.shape_key);
+  EXPECT_EQ(keys.size(), s.shapes.size()) << "a shape key compiled twice";
+  EXPECT_EQ(s.generic_builds, 1u);
+  EXPECT_EQ(s.specializations, s.background_queued);
+  EXPECT_LE(s.specializations, shapes.size());
+  EXPECT_EQ(s.compile_errors, 0u);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::vector<Tensor> got = engine.Run(*model, inputs[i]);
+    EXPECT_EQ(std::memcmp(got[0].raw_data(), want[i][0].raw_data(), want[i][0].nbytes()), 0);
+  }
+}
+
+// 1000 distinct shapes with max_specializations: the cache holds at most that many
+// executables, and the arenas stay those of the largest shapes seen.
+TEST(EngineTiers, ThousandShapesStayBounded) {
+  ModelPtr model = Model::Create(test::MlpModel(), "mlp");
+  for (CompilePolicy p : {CompilePolicy::kTiered, CompilePolicy::kGenericOnly}) {
+    SCOPED_TRACE(CompilePolicyName(p));
+    EngineOptions o = Policy(p);
+    o.max_specializations = 16;
+    o.specialize_after = 4;  // most shapes here run once: they never compile
+    Engine engine(o);
+    for (int64_t b = 1; b <= 1000; ++b) {
+      std::vector<Tensor> in{RandomTensor(DType::kFloat32, {b, 8}, b)};
+      engine.Run(*model, in);
+      if (b % 100 == 0) {
+        for (int r = 0; r < 4; ++r) engine.Run(*model, in);  // due for specialization
+        EXPECT_LE(engine.stats().cached_executables, 16u);
+      }
+    }
+    engine.WaitForBackgroundCompiles();
+    EngineStats s = engine.stats();
+    EXPECT_LE(s.cached_executables, 16u);
+    EXPECT_GE(s.evictions, 1000u - 16u);
+    EXPECT_EQ(s.generic_builds, 1u);
+    EXPECT_EQ(s.specializations, p == CompilePolicy::kTiered ? 10u : 0u);
+    // The largest arena is that of the largest batch, as planned for it.
+    EXPECT_LE(s.planned_peak_bytes, size_t{1000} * 16 * 4 * 2 + 4096);
+  }
+}
+
+// Forget drops the generic executable too: the next run builds it again.
+TEST(EngineTiers, ForgetDropsTheGenericExecutable) {
+  ModelPtr model = Model::Create(test::MlpModel(), "mlp");
+  Engine engine(Policy(CompilePolicy::kGenericOnly));
+  std::vector<Tensor> in{RandomTensor(DType::kFloat32, {2, 8}, 1)};
+  engine.Run(*model, in);
+  engine.Forget(*model);
+  engine.Run(*model, in);
+  EXPECT_EQ(engine.stats().generic_builds, 2u);
+}
+
+}  // namespace
+}  // namespace kiln
