@@ -1,6 +1,7 @@
 #include "ir/lower_api.h"
 
 #include "ir/error.h"
+#include "ir/loop/loop_text.h"
 
 namespace kiln::lower {
 
@@ -10,15 +11,24 @@ loop::Expr Const(double v, DType t) {
 
 std::vector<loop::Expr> BroadcastIndex(const LTensor& in,
                                        const std::vector<loop::Expr>& out_index) {
+  return BroadcastIndex(in, out_index, {});
+}
+
+std::vector<loop::Expr> BroadcastIndex(const LTensor& in, const std::vector<loop::Expr>& out_index,
+                                       const std::vector<loop::Expr>& out_shape) {
   size_t n = out_index.size(), r = in.shape.size();
   KILN_CHECK(r <= n, "broadcast of rank ", r, " to rank ", n);
   std::vector<loop::Expr> idx(r);
   for (size_t i = 0; i < r; ++i) {
     const loop::Expr& dim = in.shape[i];
     const loop::Expr& o = out_index[n - r + i];
+    const size_t from_end = r - i;  // the output dim this one aligns with, counted from the end
     int64_t c;
     if (loop::IsConstInt(dim, &c)) {
       idx[i] = c == 1 ? loop::IntImm(0) : o;
+    } else if (from_end <= out_shape.size() &&
+               loop::StructuralEqual(dim, out_shape[out_shape.size() - from_end])) {
+      idx[i] = o;
     } else {
       // Shape-generic kernels: the dim is only known at run time and may be 1.
       idx[i] = loop::Select(loop::MakeBinary(loop::BinaryOp::kEQ, dim, loop::IntImm(1)),

@@ -279,9 +279,10 @@ LTensor LowerIntPower(LowerContext& ctx, const LTensor& base_in, const LTensor& 
 
 // Reads each input at its broadcast index of the output index.
 std::vector<loop::Expr> ReadBroadcast(const std::vector<LTensor>& in,
-                                      const std::vector<loop::Expr>& idx) {
+                                      const std::vector<loop::Expr>& idx,
+                                      const std::vector<loop::Expr>& out_shape) {
   std::vector<loop::Expr> v;
-  for (const LTensor& t : in) v.push_back(t.at(lower::BroadcastIndex(t, idx)));
+  for (const LTensor& t : in) v.push_back(t.at(lower::BroadcastIndex(t, idx, out_shape)));
   return v;
 }
 
@@ -293,9 +294,9 @@ LTensor LowerBroadcastBinary(LowerContext& ctx, const std::vector<LTensor>& in,
   const TensorTypeNode* tt = AsTensor(out_type);
   KILN_CHECK(tt, "binary op without a tensor result");
   DType out = tt->dtype, compute = ComputeDType(in.at(0).dtype);
-  return LTensor{out, ctx.ShapeExpr(tt->shape),
-                 [in, fn, out, compute](const std::vector<loop::Expr>& idx) {
-                   std::vector<loop::Expr> v = ReadBroadcast(in, idx);
+  const std::vector<loop::Expr> shape = ctx.ShapeExpr(tt->shape);
+  return LTensor{out, shape, [in, fn, out, compute, shape](const std::vector<loop::Expr>& idx) {
+                   std::vector<loop::Expr> v = ReadBroadcast(in, idx, shape);
                    return loop::Cast(out, fn(loop::Cast(compute, v[0]), loop::Cast(compute, v[1])));
                  }};
 }
@@ -325,8 +326,8 @@ std::vector<LTensor> LowerPower(LowerContext& ctx, const std::vector<LTensor>& i
   std::vector<LTensor> full;
   for (size_t i = 0; i < 2; ++i) {
     LTensor x = in.at(i);
-    full.push_back(LTensor{x.dtype, shape, [x](const std::vector<loop::Expr>& idx) {
-                             return x.at(lower::BroadcastIndex(x, idx));
+    full.push_back(LTensor{x.dtype, shape, [x, shape](const std::vector<loop::Expr>& idx) {
+                             return x.at(lower::BroadcastIndex(x, idx, shape));
                            }});
   }
   return {LowerIntPower(ctx, full[0], full[1])};
@@ -550,11 +551,12 @@ void RegisterBinaryOps(OpRegistry& r) {
           [](LowerContext& ctx, const std::vector<LTensor>& in, const Attrs&,
              const std::vector<Type>& out_types) {
             const TensorTypeNode* tt = AsTensor(out_types.at(0));
-            return std::vector<LTensor>{LTensor{
-                tt->dtype, ctx.ShapeExpr(tt->shape), [in](const std::vector<loop::Expr>& idx) {
-                  std::vector<loop::Expr> v = ReadBroadcast(in, idx);
-                  return loop::Select(v[0], v[1], v[2]);
-                }}};
+            const std::vector<loop::Expr> shape = ctx.ShapeExpr(tt->shape);
+            return std::vector<LTensor>{
+                LTensor{tt->dtype, shape, [in, shape](const std::vector<loop::Expr>& idx) {
+                          std::vector<loop::Expr> v = ReadBroadcast(in, idx, shape);
+                          return loop::Select(v[0], v[1], v[2]);
+                        }}};
           },
   });
 }

@@ -360,10 +360,12 @@ std::vector<LTensor> LowerMatmul(LowerContext& ctx, const std::vector<LTensor>& 
   LTensor a_batch{a.dtype, {a.shape.begin(), a.shape.end() - std::min(a.ndim(), 2)}, nullptr};
   LTensor b_batch{b.dtype, {b.shape.begin(), b.shape.end() - std::min(b.ndim(), 2)}, nullptr};
   const DType dtype = a.dtype;
-  auto at = [&ctx, a, b, a_batch, b_batch, nbatch, dtype](const std::vector<loop::Expr>& idx) {
+  const std::vector<loop::Expr> batch_shape(shape.begin(), shape.begin() + nbatch);
+  auto at = [&ctx, a, b, a_batch, b_batch, nbatch, batch_shape,
+             dtype](const std::vector<loop::Expr>& idx) {
     std::vector<loop::Expr> batch(idx.begin(), idx.begin() + nbatch);
-    std::vector<loop::Expr> ai = lower::BroadcastIndex(a_batch, batch);
-    std::vector<loop::Expr> bi = lower::BroadcastIndex(b_batch, batch);
+    std::vector<loop::Expr> ai = lower::BroadcastIndex(a_batch, batch, batch_shape);
+    std::vector<loop::Expr> bi = lower::BroadcastIndex(b_batch, batch, batch_shape);
     if (a.ndim() >= 2) ai.push_back(idx[nbatch]);
     auto x = [&](const loop::Expr& k) {
       std::vector<loop::Expr> i = ai;
@@ -396,8 +398,9 @@ std::vector<LTensor> LowerGemm(LowerContext& ctx, const std::vector<LTensor>& in
   const DType dtype = a.dtype;
   const loop::Expr k_extent = a.shape[trans_a ? 0 : 1];
   const int64_t panel = attrs.GetInt("b_panel");
-  auto at = [&ctx, a, b, c, trans_a, trans_b, alpha, beta, use_c, dtype, k_extent,
-             panel](const std::vector<loop::Expr>& idx) {
+  const std::vector<loop::Expr> out_shape = ctx.ShapeExpr(AsTensor(out_types[0])->shape);
+  auto at = [&ctx, a, b, c, trans_a, trans_b, alpha, beta, use_c, dtype, k_extent, panel,
+             out_shape](const std::vector<loop::Expr>& idx) {
     const loop::Expr& i = idx[0];
     const loop::Expr& j = idx[1];
     auto x = [&](const loop::Expr& k) { return trans_a ? a.at({k, i}) : a.at({i, k}); };
@@ -415,7 +418,7 @@ std::vector<LTensor> LowerGemm(LowerContext& ctx, const std::vector<LTensor>& in
     // reference's f64 sum rounded to f32 does (double rounding is harmless for + when the wider
     // format has at least 2p + 2 bits: 53 >= 2 * 24 + 2), without converting each tile to f64.
     if (dtype == DType::kFloat32 && alpha == 1.0 && beta == 1.0 && use_c)
-      return loop::Add(dot, c.at(lower::BroadcastIndex(c, idx)));
+      return loop::Add(dot, c.at(lower::BroadcastIndex(c, idx, out_shape)));
     // Integer alpha and beta are whole numbers within int64 (checked by the type relation).
     const DType e = IsFloat(dtype) ? DType::kFloat64 : DType::kInt64;
     auto scalar = [e](double v) {
@@ -423,10 +426,11 @@ std::vector<LTensor> LowerGemm(LowerContext& ctx, const std::vector<LTensor>& in
     };
     loop::Expr r = loop::Mul(scalar(alpha), loop::Cast(e, dot));
     if (use_c)
-      r = loop::Add(r, loop::Mul(scalar(beta), loop::Cast(e, c.at(lower::BroadcastIndex(c, idx)))));
+      r = loop::Add(r, loop::Mul(scalar(beta),
+                                 loop::Cast(e, c.at(lower::BroadcastIndex(c, idx, out_shape)))));
     return loop::Cast(dtype, r);
   };
-  return {LTensor{dtype, ctx.ShapeExpr(AsTensor(out_types[0])->shape), at}};
+  return {LTensor{dtype, out_shape, at}};
 }
 
 }  // namespace

@@ -357,8 +357,9 @@ DType ComputeDType(DType t) {
 }
 
 // `param`'s element for the output index `idx` of x (NumPy broadcasting from the right), in `c`.
-loop::Expr ParamAt(const LTensor& param, const std::vector<loop::Expr>& idx, DType c) {
-  return loop::Cast(c, param.at(lower::BroadcastIndex(param, idx)));
+loop::Expr ParamAt(const LTensor& param, const std::vector<loop::Expr>& idx, DType c,
+                   const std::vector<loop::Expr>& x_shape) {
+  return loop::Cast(c, param.at(lower::BroadcastIndex(param, idx, x_shape)));
 }
 
 // Statistics over `axes` of x: the mean, then a two-pass variance. The mean is materialized
@@ -501,10 +502,10 @@ std::vector<LTensor> LowerLayerNorm(LowerContext& ctx, const std::vector<LTensor
   LTensor scale = in[1];
   std::optional<LTensor> bias;
   if (in.size() > 2) bias = in[2];
-  return {lower::Map(x, t, [s, inv_std, scale, bias, t, c](const std::vector<loop::Expr>& idx) {
+  return {lower::Map(x, t, [s, inv_std, scale, bias, t, c, x](const std::vector<loop::Expr>& idx) {
     loop::Expr v = loop::Mul(loop::Mul(loop::Cast(c, s.centered.at(idx)), inv_std.at(s.group(idx))),
-                             ParamAt(scale, idx, c));
-    if (bias) v = loop::Add(v, ParamAt(*bias, idx, c));
+                             ParamAt(scale, idx, c, x.shape));
+    if (bias) v = loop::Add(v, ParamAt(*bias, idx, c, x.shape));
     return loop::Cast(t, v);
   })};
 }

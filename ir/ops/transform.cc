@@ -338,8 +338,9 @@ std::vector<LTensor> LowerTranspose(LowerContext& ctx, const std::vector<LTensor
 std::vector<LTensor> LowerExpand(LowerContext& ctx, const std::vector<LTensor>& in, const Attrs&,
                                  const std::vector<Type>& out_types) {
   LTensor x = in[0];
-  return {LTensor{x.dtype, OutShape(ctx, out_types[0]), [x](const std::vector<loop::Expr>& idx) {
-                    return x.at(lower::BroadcastIndex(x, idx));
+  const std::vector<loop::Expr> shape = OutShape(ctx, out_types[0]);
+  return {LTensor{x.dtype, shape, [x, shape](const std::vector<loop::Expr>& idx) {
+                    return x.at(lower::BroadcastIndex(x, idx, shape));
                   }}};
 }
 
