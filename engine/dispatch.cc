@@ -117,6 +117,7 @@ std::shared_ptr<const Executable> Engine::Find(const Model& model, uint64_t key_
     Specialization& s = *found;
     s.last_used.store(clock_.fetch_add(1, std::memory_order_relaxed) + 1,
                       std::memory_order_relaxed);
+    s.lookups.fetch_add(1, std::memory_order_relaxed);
     if (s.exe->tier == Tier::kGeneric) {
       generic_runs_.fetch_add(1, std::memory_order_relaxed);
       // Tiered: due for specialization once it has served specialize_after runs (queued once).

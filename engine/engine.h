@@ -162,6 +162,18 @@ struct Explanation {
   std::string reason;
 };
 
+// A shape key a process ran, for warm starts (Engine::SeenShapes, Precompile): each input's
+// dims (dtypes are the model's), and the lookups it had.
+struct SeenShape {
+  std::vector<std::vector<int64_t>> inputs;
+  uint64_t runs = 0;
+};
+// The shape log as text, one shape a line: `RUNS NAME=DIMS NAME=DIMS ...`, DIMS as `3x784` (empty
+// for a scalar); `#` starts a comment line. Parse errors (kParseError) name the line and what is
+// wrong; inputs are matched by name against `model`'s.
+std::string FormatShapeLog(const Model& model, const std::vector<SeenShape>& shapes);
+std::vector<SeenShape> ParseShapeLog(const Model& model, const std::string& text);
+
 class Engine {
  public:
   // Validates the options (target, pass names, config keys); errors are kInvalidArgument,
@@ -192,6 +204,13 @@ class Engine {
   // the shape key is new. Looks only: nothing is compiled, counted or made recently used.
   // `inputs` are checked as a run checks them (count, rank, dtype, constraints).
   Explanation Explain(const Model& model, std::span<const Tensor> inputs) const;
+  // Warm start. The shapes of `model` cached now, most run first (a model whose input values
+  // set shapes records none: its keys hold values). Precompile builds the specialized executable
+  // of each shape as an eager miss would, running nothing, whatever the policy: with the disk
+  // cache of an earlier process that ran them, LLVM does not run, and the first request of each
+  // shape is a hit. Shapes are checked as a run's inputs are (errors name the input).
+  std::vector<SeenShape> SeenShapes(const Model& model) const;
+  void Precompile(const Model& model, const std::vector<SeenShape>& shapes);
   // Blocks until the background compile pool (CompilePolicy::kTiered) has nothing queued or
   // running: every shape queued so far is then served by its specialized executable.
   void WaitForBackgroundCompiles();
@@ -212,6 +231,7 @@ class Engine {
     std::shared_ptr<const Executable> exe;
     std::atomic<uint64_t> last_used{0};     // the engine's clock at the last hit
     std::atomic<uint32_t> generic_runs{0};  // runs served by a tier-0 `exe`
+    std::atomic<uint64_t> lookups{0};       // hits, for SeenShapes
     std::atomic<bool> queued{false};        // queued for background specialization
   };
   // A model's shape-generic executable, built once by the first run that needs it; null in the

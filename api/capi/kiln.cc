@@ -11,9 +11,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <new>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -1328,6 +1330,38 @@ kiln_status kiln_engine_explain(kiln_engine* engine, const kiln_model* model, si
   JsonString(out, x.reason);
   out += "}";
   *out_json = NewCString(out);
+  KILN_API_END
+}
+
+kiln_status kiln_engine_save_shapes(const kiln_engine* engine, const kiln_model* model,
+                                    const char* path) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(engine);
+  KILN_REQUIRE(model);
+  KILN_REQUIRE(path);
+  const std::string text =
+      kiln::FormatShapeLog(*model->model, engine->engine->SeenShapes(*model->model));
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f || !f.write(text.data(), static_cast<std::streamsize>(text.size())) || !f.flush())
+    Throw(ErrorCode::kInvalidArgument, __func__, ": cannot write '", path, "'");
+  KILN_API_END
+}
+
+kiln_status kiln_engine_precompile_shapes(kiln_engine* engine, const kiln_model* model,
+                                          const char* path) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(engine);
+  KILN_REQUIRE(model);
+  KILN_REQUIRE(path);
+  std::ifstream f(path, std::ios::binary);
+  if (!f) Throw(ErrorCode::kNotFound, __func__, ": cannot read '", path, "'");
+  std::stringstream text;
+  text << f.rdbuf();
+  try {
+    engine->engine->Precompile(*model->model, kiln::ParseShapeLog(*model->model, text.str()));
+  } catch (const kiln::Error& e) {
+    Throw(e.code(), "'", path, "': ", e.what());
+  }
   KILN_API_END
 }
 

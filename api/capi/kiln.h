@@ -377,6 +377,16 @@ kiln_status kiln_engine_explain(kiln_engine* engine, const kiln_model* model, si
                                 const char* const* input_names, const kiln_tensor* const* inputs,
                                 char** out_json);
 
+/* Warm start. save_shapes writes the shapes of `model` the engine has cached, with their run
+ * counts, to a text file (`RUNS NAME=DIMS ...` a line; a model whose input values set shapes
+ * records none). precompile_shapes reads such a file and compiles the specialized executable of
+ * each shape without running it, whatever the policy; with the disk cache (cache_dir) of the
+ * process that ran them, LLVM does not run. Errors name the file, its line and what is wrong. */
+kiln_status kiln_engine_save_shapes(const kiln_engine* engine, const kiln_model* model,
+                                    const char* path);
+kiln_status kiln_engine_precompile_shapes(kiln_engine* engine, const kiln_model* model,
+                                          const char* path);
+
 /* Blocks until the engine's background compiles (the tiered policy) are done: every shape run
  * so far and due for specialization is then served specialized (or failed to compile, counted
  * in "compile_errors", and stays on its generic kernels). */

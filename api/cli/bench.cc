@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <random>
 #include <sstream>
@@ -74,7 +75,7 @@ struct Row {
 }  // namespace
 
 int BenchCommand(const std::vector<std::string>& args) {
-  std::string model_path, shapes_text, policy = "tiered";
+  std::string model_path, shapes_text, policy = "tiered", cache_dir, record, warm;
   int64_t iters = 100;
   int threads = 0;
   bool json = false;
@@ -93,6 +94,12 @@ int BenchCommand(const std::vector<std::string>& args) {
       policy = value();
     } else if (a == "--threads") {
       threads = static_cast<int>(ParseInt(a, value()));
+    } else if (a == "--cache-dir") {
+      cache_dir = value();
+    } else if (a == "--record") {
+      record = value();
+    } else if (a == "--warm") {
+      warm = value();
     } else if (a == "--json") {
       json = true;
     } else if (!a.empty() && a[0] == '-') {
@@ -112,12 +119,22 @@ int BenchCommand(const std::vector<std::string>& args) {
   OptionsPtr options(o);
   if (kiln_options_set_compile_policy(o, policy.c_str())) throw UsageError{kiln_last_error()};
   if (kiln_options_set_num_threads(o, threads)) throw UsageError{kiln_last_error()};
+  if (!cache_dir.empty()) Check(kiln_options_set_cache_dir(o, cache_dir.c_str()), "--cache-dir");
   ModelPtr model = LoadModel(model_path);
   kiln_engine* e = nullptr;
   Check(kiln_engine_create(o, &e), "engine");
   EnginePtr engine(e);
   std::vector<IoType> io = ModelIo(model.get(), true);
   std::vector<IoType> outs = ModelIo(model.get(), false);
+
+  // --warm: the shapes an earlier process recorded, compiled before the first request (from
+  // the disk cache when --cache-dir has it).
+  double warm_ms = -1;
+  if (!warm.empty()) {
+    Clock::time_point t0 = Clock::now();
+    Check(kiln_engine_precompile_shapes(engine.get(), model.get(), warm.c_str()), "--warm");
+    warm_ms = MsSince(t0);
+  }
 
   std::mt19937 rng(0);
   std::vector<Row> rows;
@@ -174,13 +191,26 @@ int BenchCommand(const std::vector<std::string>& args) {
     rows.push_back(std::move(row));
   }
 
+  if (!record.empty())
+    Check(kiln_engine_save_shapes(engine.get(), model.get(), record.c_str()), "--record");
+  // What compiled: the counters a warm start should keep at zero.
+  char* stats_json = nullptr;
+  Check(kiln_engine_stats_json(engine.get(), &stats_json), "stats");
+  std::string stats = stats_json;
+  kiln_string_free(stats_json);
+  auto counter = [&stats](const char* key) {
+    size_t at = stats.find(std::string("\"") + key + "\":");
+    return at == std::string::npos ? std::string("?")
+                                   : stats.substr(at + std::strlen(key) + 3,
+                                                  stats.find(',', at) - at - std::strlen(key) - 3);
+  };
   auto ms_or_dash = [](double v) {
     char b[32];
     std::snprintf(b, sizeof b, "%.4f", v);
     return v < 0 ? std::string("-") : std::string(b);
   };
   if (json) {
-    std::printf("[");
+    std::printf("{\"shapes\":[");
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       std::printf(
@@ -192,7 +222,9 @@ int BenchCommand(const std::vector<std::string>& args) {
           r.specialized_ms.empty() ? "null" : ms_or_dash(Percentile(r.specialized_ms, 50)).c_str(),
           r.specialized_ms.size(), r.switch_ms < 0 ? "null" : ms_or_dash(r.switch_ms).c_str());
     }
-    std::printf("]\n");
+    std::printf("],\"warm_ms\":%s,\"kernel_compiles\":%s,\"disk_hits\":%s}\n",
+                warm_ms < 0 ? "null" : ms_or_dash(warm_ms).c_str(),
+                counter("kernel_compiles").c_str(), counter("disk_hits").c_str());
     return 0;
   }
   std::printf("policy %s, %lld runs a phase\n", policy.c_str(), static_cast<long long>(iters));
@@ -205,6 +237,10 @@ int BenchCommand(const std::vector<std::string>& args) {
                 ms_or_dash(g).c_str(), r.generic_ms.size(), ms_or_dash(s).c_str(),
                 ms_or_dash(r.switch_ms).c_str(), s > 0 ? ms_or_dash(r.first_ms / s).c_str() : "-");
   }
+  std::printf("kernel compiles %s, disk cache hits %s, specializations %s%s\n",
+              counter("kernel_compiles").c_str(), counter("disk_hits").c_str(),
+              counter("specializations").c_str(),
+              warm_ms < 0 ? "" : (", warm start " + ms_or_dash(warm_ms) + " ms").c_str());
   return 0;
 }
 

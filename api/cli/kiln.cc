@@ -6,6 +6,7 @@
 //            [--config K=V] [--versus 'K=V ...'] [--policy eager|tiered|generic_only]
 //            [--print-ir after=PASS|all] [--time-passes] [--stats]
 //   kiln bench MODEL --shapes 'x=1x784;x=7x784' [--iters N] [--policy P] [--threads N] [--json]
+//              [--cache-dir D] [--record FILE] [--warm FILE]
 //   kiln types MODEL
 //   kiln passes
 //   kiln test-onnx [--rtol R] [--atol A] CASE_DIR...
@@ -18,7 +19,9 @@
 //
 // bench runs the shapes in order through one engine (policy tiered unless given) and prints per
 // shape: the first call, the p50 while tier 0 (the model's shape-generic kernels) served it,
-// the p50 once specialized, and when the switch happened after the first call.
+// the p50 once specialized, and when the switch happened after the first call. --record writes
+// the shapes it ran to a file; --warm compiles a file's shapes before the first request (from
+// the disk cache of --cache-dir when an earlier process filled it).
 //
 // test-onnx prints a line per case, `PASS NAME` or `FAIL NAME: REASON`; a pass whose outputs no
 // compiled kernel computed (folded at specialization, or copied from inputs) is
@@ -46,6 +49,7 @@ const char kUsage[] =
     "           [--print-ir after=PASS|all] [--time-passes] [--stats]\n"
     "  kiln bench MODEL --shapes 'NAME=DIMS ...;NAME=DIMS ...' [--iters N]\n"
     "           [--policy tiered|eager|generic_only] [--threads N] [--json]\n"
+    "           [--cache-dir D] [--record SHAPES_FILE] [--warm SHAPES_FILE]\n"
     "  kiln types MODEL\n"
     "  kiln passes\n"
     "  kiln test-onnx [--rtol R] [--atol A] CASE_DIR...\n";

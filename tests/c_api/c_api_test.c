@@ -695,6 +695,23 @@ static void test_mlp(void) {
     CHECK(json && strstr(json, "\"generic_builds\":1") && strstr(json, "\"background_queued\":1"));
     kiln_string_free(json);
     FAILS(kiln_engine_wait_background_compiles(NULL), KILN_INVALID_ARGUMENT, "engine is NULL");
+
+    /* Warm start: the shapes it ran, saved and compiled again by a fresh engine. */
+    {
+      const char* path = "c_api_test_shapes.txt"; /* in the working directory */
+      kiln_engine* fresh = NULL;
+      OK(kiln_engine_save_shapes(tiered, model, path));
+      OK(kiln_engine_create(NULL, &fresh));
+      OK(kiln_engine_precompile_shapes(fresh, model, path));
+      OK(kiln_engine_explain(fresh, model, 1, NULL, ins, &json));
+      CHECK(json && strstr(json, "\"cached\":true"));
+      kiln_string_free(json);
+      FAILS(kiln_engine_precompile_shapes(fresh, model, "/nonexistent/shapes"), KILN_NOT_FOUND,
+            "cannot read '/nonexistent/shapes'");
+      FAILS(kiln_engine_save_shapes(fresh, model, NULL), KILN_INVALID_ARGUMENT, "path is NULL");
+      kiln_engine_destroy(fresh);
+      remove(path);
+    }
     kiln_engine_destroy(tiered);
     kiln_options_destroy(o);
     kiln_tensor_destroy(x);
