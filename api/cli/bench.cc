@@ -139,6 +139,9 @@ int BenchCommand(const std::vector<std::string>& args) {
   std::mt19937 rng(0);
   std::vector<Row> rows;
   for (const auto& shape : shapes) {
+    for (const auto& [name, dims] : shape)
+      if (std::none_of(io.begin(), io.end(), [&](const IoType& t) { return t.name == name; }))
+        throw UsageError{"--shapes: the model has no input '" + name + "'"};
     std::vector<TensorPtr> owned;
     std::vector<const kiln_tensor*> in;
     for (const IoType& t : io) {
@@ -156,9 +159,6 @@ int BenchCommand(const std::vector<std::string>& args) {
       FillRandom(k, rng);
       in.push_back(k);
     }
-    for (const auto& [name, dims] : shape)
-      if (std::none_of(io.begin(), io.end(), [&](const IoType& t) { return t.name == name; }))
-        throw UsageError{"--shapes: the model has no input '" + name + "'"};
     std::vector<kiln_tensor*> out(outs.size(), nullptr);
     auto run = [&] {
       Check(kiln_engine_run(engine.get(), model.get(), in.size(), nullptr, in.data(), out.size(),

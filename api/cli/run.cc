@@ -83,7 +83,7 @@ int RunCommand(const std::vector<std::string>& args) {
   std::map<std::string, std::vector<int64_t>> shapes;
   std::map<std::string, std::string> input_files;
   int64_t iters = 10, warmup = 2;
-  bool stats = false;
+  bool stats = false, explain = false;
   PassObserver observer;
   auto new_options = [] {
     kiln_options* o = nullptr;
@@ -157,6 +157,8 @@ int RunCommand(const std::vector<std::string>& args) {
       observer.time = true;
     } else if (a == "--stats") {
       stats = true;
+    } else if (a == "--explain") {
+      explain = true;
     } else if (!a.empty() && a[0] == '-') {
       throw UsageError{"kiln run: unknown option '" + a + "'"};
     } else if (model_path.empty()) {
@@ -235,6 +237,16 @@ int RunCommand(const std::vector<std::string>& args) {
     other.reset(e);
   }
 
+  // --explain: what serves the first run (and why it misses), and what serves the later ones.
+  auto print_explain = [&](const char* when) {
+    char* json = nullptr;
+    Check(kiln_engine_explain(engine.get(), model.get(), in_ptrs.size(), nullptr, in_ptrs.data(),
+                              &json),
+          "explain");
+    std::printf("explain %s: %s\n", when, json);
+    kiln_string_free(json);
+  };
+  if (explain) print_explain("first run");
   // The first run compiles; later runs write into the same outputs, in place.
   auto t0 = std::chrono::steady_clock::now();
   Check(kiln_engine_run(engine.get(), model.get(), in_ptrs.size(), nullptr, in_ptrs.data(),
@@ -280,6 +292,7 @@ int RunCommand(const std::vector<std::string>& args) {
     }
   }
 
+  if (explain) print_explain("after the timed runs");
   for (size_t j = 0; j < outputs.size(); ++j)
     std::printf("%s: %s = %s\n", outputs[j].name.c_str(), ShapeString(out_ptrs[j]).c_str(),
                 FirstValues(out_ptrs[j], 8).c_str());

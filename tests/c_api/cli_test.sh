@@ -189,6 +189,30 @@ expect_output "run --versus with a bad assignment" 2 "--versus wants KEY=VALUE, 
 expect_output "run --versus with an unknown key" 2 "no.such.key" \
   -- "$KILN" run "$MLP" --shape x=8x4 --versus "no.such.key=1"
 
+expect_output "run --policy tiered --explain" 0 '"reason":"first run of model' '"tier":"generic"' \
+  "explain after the timed runs:" '"cached":true' \
+  -- "$KILN" run "$MLP" --shape x=3x4 --iters 2 --policy tiered --explain
+expect_output "run --policy with a bad name" 2 "unknown compile policy 'lazy'" \
+  -- "$KILN" run "$MLP" --shape x=3x4 --policy lazy
+
+# kiln bench: shapes in order through one tiered engine, the shape log, a warm start from it.
+mkdir -p -m 700 "$WORK/bench_cache"
+expect_output "bench tiered" 0 "policy tiered" "x=1x4" "x=7x4" "x=2x4" "first/spec" \
+  "kernel compiles" -- "$KILN" bench "$MLP" --shapes "x=1x4;x=7x4;x=2x4" --iters 5 \
+  --cache-dir "$WORK/bench_cache" --record "$WORK/shapes.txt"
+expect_output "bench --record wrote the shapes" 0 "x=7x4" -- cat "$WORK/shapes.txt"
+expect_output "bench --warm from the disk cache" 0 "kernel compiles 0," "warm start" \
+  -- "$KILN" bench "$MLP" --shapes "x=1x4;x=7x4" --iters 3 --cache-dir "$WORK/bench_cache" \
+  --warm "$WORK/shapes.txt"
+expect_output "bench --json" 0 '{"shapes":[{"shape":"x=5x4","first_ms":' '"kernel_compiles":' \
+  -- "$KILN" bench "$MLP" --shapes "x=5x4" --iters 2 --policy eager --json
+expect_output "bench without --shapes" 2 "--shapes is required" -- "$KILN" bench "$MLP"
+expect_output "bench with an unknown input" 2 "the model has no input 'y'" \
+  -- "$KILN" bench "$MLP" --shapes "y=1x4"
+echo "x=1x4" > "$WORK/bad_shapes.txt"
+expect_output "bench --warm with a bad log" 1 "line 1" "run count" \
+  -- "$KILN" bench "$MLP" --shapes "x=1x4" --warm "$WORK/bad_shapes.txt"
+
 mkdir -p -m 700 "$WORK/cache"
 expect_output "run --cache-dir" 0 "probs: f32[4, 3]" \
   -- "$KILN" run "$MLP" --shape x=4x4 --cache-dir "$WORK/cache" --iters 1
