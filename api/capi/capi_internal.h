@@ -1,0 +1,97 @@
+// The C API's implementation, shared by its files (kiln.cc: status, tensors, models, graph
+// building, passes; engine_api.cc: options, engines, runs, statistics): the handles behind
+// kiln.h's opaque types, the helpers both use, and the frame every fallible function has
+// (KILN_API_BEGIN ... KILN_API_END, kiln.cc's file comment). Not installed.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/model.h"
+#include "ir/error.h"
+#include "kiln.h"
+
+// ---- the handles ------------------------------------------------------------------------
+
+struct kiln_tensor {
+  kiln::Tensor t;
+};
+
+// A model and what its introspection functions return: the strings live here so that the
+// `const char*` the C caller gets stay valid as long as the handle.
+struct kiln_model {
+  struct Io {
+    std::string name;
+    kiln::Type type;                    // a tensor type; dims may be symbolic
+    std::vector<std::string> dim_text;  // per dim: "" for a constant, else its text
+  };
+  kiln::ModelPtr model;
+  std::vector<Io> inputs, outputs;
+};
+
+struct kiln_engine {
+  std::unique_ptr<kiln::Engine> engine;
+};
+
+struct kiln_options {
+  kiln::EngineOptions options;
+};
+
+struct kiln_attrs {
+  kiln::Attrs attrs;
+};
+
+struct kiln_graph_builder {
+  std::string name;
+  std::vector<kiln::Var> params;
+  std::vector<kiln::Expr> values;  // indexed by kiln_value
+  std::vector<std::pair<kiln::Expr, std::string>> outputs;
+};
+
+struct kiln_pass_result {
+  bool has_text = false;
+  std::string text;
+  std::string error;
+};
+
+namespace kiln_capi {
+
+// Sets the thread's last-error message and returns `status`.
+kiln_status Fail(kiln_status status, const char* message) noexcept;
+// The kiln_status of an ErrorCode (kiln.h mirrors them; anything else is KILN_INTERNAL).
+kiln_status ToStatus(kiln::ErrorCode code);
+// Copies a C string the caller passed; NULL is an error naming the function and parameter.
+std::string Str(const char* s, const char* fn, const char* what);
+// A malloc'ed copy, the caller's to free with kiln_string_free.
+char* NewCString(const std::string& s);
+std::string Join(const std::vector<std::string>& v, const char* sep);
+
+}  // namespace kiln_capi
+
+// The boundary: one frame for every fallible function. `__func__` names the function in the
+// messages of KILN_REQUIRE.
+#define KILN_API_BEGIN try {
+#define KILN_API_END                                                           \
+  }                                                                            \
+  catch (const kiln::Error& e) {                                               \
+    return ::kiln_capi::Fail(::kiln_capi::ToStatus(e.code()), e.what());       \
+  }                                                                            \
+  catch (const std::bad_alloc&) {                                              \
+    return ::kiln_capi::Fail(KILN_OUT_OF_MEMORY, "kiln: out of memory");       \
+  }                                                                            \
+  catch (const std::exception& e) {                                            \
+    return ::kiln_capi::Fail(KILN_INTERNAL, e.what());                         \
+  }                                                                            \
+  catch (...) {                                                                \
+    return ::kiln_capi::Fail(KILN_INTERNAL, "kiln: an unknown C++ exception"); \
+  }                                                                            \
+  return KILN_OK;
+
+// A required pointer argument: NULL is KILN_INVALID_ARGUMENT naming the function and argument.
+#define KILN_REQUIRE(p)                                                                         \
+  do {                                                                                          \
+    if (!(p)) ::kiln::Throw(::kiln::ErrorCode::kInvalidArgument, __func__, ": " #p " is NULL"); \
+  } while (0)
