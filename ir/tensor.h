@@ -58,6 +58,9 @@ class Tensor {
   }
 
   Tensor Clone() const;
+  // The buffer's owner, held weakly: while it lives, Wrap(dtype(), shape(), raw_data(),
+  // owner.lock()) is this tensor again (a cache can find a buffer without keeping it alive).
+  std::weak_ptr<void> weak_owner() const { return owner_; }
   // Same buffer, another shape with the same element count.
   Tensor Reshaped(const std::vector<int64_t>& shape) const;
   // Element i (row-major) converted to double; for printing and tests.

@@ -29,12 +29,15 @@ struct ReductionBody {
   int64_t prepacked = 0;
 };
 
-// A block of rows: the i loop's variable becomes `base + r` for r in [0, rows).
+// A block of rows: the i loop's variable becomes `base + r` for r in [0, rows), or, with
+// `last` set, `min(base + r, last)`: a block over fewer rows than it has (a symbolic tail),
+// whose extra rows compute the last one again and store the same values.
 struct RowBlock {
   const VarNode* i;
   Expr base;
   loop::Var r;
   int64_t rows;
+  Expr last = {};
 };
 
 // A load inside a reduction loop `k` that reads a panel of an operand: `src[indices]`, where

@@ -661,6 +661,8 @@ free acc0_1
   ExpectSameResults(f9, g9);
 }
 
+// A symbolic row count leaves a symbolic tail (m % 4 rows): a single row alone, else one
+// block of 2 or of 4 rows, whichever holds it, its rows past m clamped to the last (min).
 TEST(TileLoops, SymbolicRowsGetASymbolicRowTail) {
   Var m = loop::MakeVar("m"), n = loop::MakeVar("n");
   auto f = Matmul(m, n, I(5), {m, n});
@@ -707,38 +709,126 @@ TEST(TileLoops, SymbolicRowsGetASymbolicRowTail) {
   }
   free acc0_1
 }
-for i in [m // 4 * 4, m // 4 * 4 + m % 4) {
-  for j_outer_1 in [0, n // 16) {
-    alloc acc0_2: f32[16] local
-    for j_inner_2 in [0, 16) {
-      acc0_2[j_inner_2] = 0.0f
-    }
-    for k in [0, 5) {
-      for j_inner_2 in [0, 16) {
-        acc0_2[j_inner_2] = acc0_2[j_inner_2] + a[i, k] * b[k, j_outer_1 * 16 + j_inner_2]
+if (m % 4 != 0) {
+  if (m % 4 == 1) {
+    for i in [m // 4 * 4, m // 4 * 4 + 1) {
+      for j_outer_1 in [0, n // 16) {
+        alloc acc0_2: f32[16] local
+        for j_inner_2 in [0, 16) {
+          acc0_2[j_inner_2] = 0.0f
+        }
+        for k in [0, 5) {
+          for j_inner_2 in [0, 16) {
+            acc0_2[j_inner_2] = acc0_2[j_inner_2] + a[i, k] * b[k, j_outer_1 * 16 + j_inner_2]
+          }
+        }
+        for j_inner_2 in [0, 16) {
+          out[i, j_outer_1 * 16 + j_inner_2] = max(acc0_2[j_inner_2] + bias[j_outer_1 * 16 + j_inner_2], 0.0f)
+        }
+        free acc0_2
       }
+      alloc acc0_3: f32[16] local
+      for j_inner_3 in [0, n % 16) {
+        acc0_3[j_inner_3] = 0.0f
+      }
+      for k in [0, 5) {
+        for j_inner_3 in [0, n % 16) {
+          acc0_3[j_inner_3] = acc0_3[j_inner_3] + a[i, k] * b[k, n // 16 * 16 + j_inner_3]
+        }
+      }
+      for j_inner_3 in [0, n % 16) {
+        out[i, n // 16 * 16 + j_inner_3] = max(acc0_3[j_inner_3] + bias[n // 16 * 16 + j_inner_3], 0.0f)
+      }
+      free acc0_3
     }
-    for j_inner_2 in [0, 16) {
-      out[i, j_outer_1 * 16 + j_inner_2] = max(acc0_2[j_inner_2] + bias[j_outer_1 * 16 + j_inner_2], 0.0f)
+  } else {
+    if (m % 4 <= 2) {
+      for j_outer_2 in [0, n // 16) {
+        alloc acc0_4: f32[32] local
+        for i_rest in [0, 2) unrolled {
+          for j_inner_4 in [0, 16) {
+            acc0_4[i_rest * 16 + j_inner_4] = 0.0f
+          }
+        }
+        for k in [0, 5) {
+          for i_rest in [0, 2) unrolled {
+            for j_inner_4 in [0, 16) {
+              acc0_4[i_rest * 16 + j_inner_4] = acc0_4[i_rest * 16 + j_inner_4] + a[min(m // 4 * 4 + i_rest, m - 1), k] * b[k, j_outer_2 * 16 + j_inner_4]
+            }
+          }
+        }
+        for i_rest in [0, 2) unrolled {
+          for j_inner_4 in [0, 16) {
+            out[min(m // 4 * 4 + i_rest, m - 1), j_outer_2 * 16 + j_inner_4] = max(acc0_4[i_rest * 16 + j_inner_4] + bias[j_outer_2 * 16 + j_inner_4], 0.0f)
+          }
+        }
+        free acc0_4
+      }
+      alloc acc0_5: f32[32] local
+      for i_rest in [0, 2) unrolled {
+        for j_inner_5 in [0, n % 16) {
+          acc0_5[i_rest * 16 + j_inner_5] = 0.0f
+        }
+      }
+      for k in [0, 5) {
+        for i_rest in [0, 2) unrolled {
+          for j_inner_5 in [0, n % 16) {
+            acc0_5[i_rest * 16 + j_inner_5] = acc0_5[i_rest * 16 + j_inner_5] + a[min(m // 4 * 4 + i_rest, m - 1), k] * b[k, n // 16 * 16 + j_inner_5]
+          }
+        }
+      }
+      for i_rest in [0, 2) unrolled {
+        for j_inner_5 in [0, n % 16) {
+          out[min(m // 4 * 4 + i_rest, m - 1), n // 16 * 16 + j_inner_5] = max(acc0_5[i_rest * 16 + j_inner_5] + bias[n // 16 * 16 + j_inner_5], 0.0f)
+        }
+      }
+      free acc0_5
+    } else {
+      for j_outer_3 in [0, n // 16) {
+        alloc acc0_6: f32[64] local
+        for i_rest_1 in [0, 4) unrolled {
+          for j_inner_6 in [0, 16) {
+            acc0_6[i_rest_1 * 16 + j_inner_6] = 0.0f
+          }
+        }
+        for k in [0, 5) {
+          for i_rest_1 in [0, 4) unrolled {
+            for j_inner_6 in [0, 16) {
+              acc0_6[i_rest_1 * 16 + j_inner_6] = acc0_6[i_rest_1 * 16 + j_inner_6] + a[min(m // 4 * 4 + i_rest_1, m - 1), k] * b[k, j_outer_3 * 16 + j_inner_6]
+            }
+          }
+        }
+        for i_rest_1 in [0, 4) unrolled {
+          for j_inner_6 in [0, 16) {
+            out[min(m // 4 * 4 + i_rest_1, m - 1), j_outer_3 * 16 + j_inner_6] = max(acc0_6[i_rest_1 * 16 + j_inner_6] + bias[j_outer_3 * 16 + j_inner_6], 0.0f)
+          }
+        }
+        free acc0_6
+      }
+      alloc acc0_7: f32[64] local
+      for i_rest_1 in [0, 4) unrolled {
+        for j_inner_7 in [0, n % 16) {
+          acc0_7[i_rest_1 * 16 + j_inner_7] = 0.0f
+        }
+      }
+      for k in [0, 5) {
+        for i_rest_1 in [0, 4) unrolled {
+          for j_inner_7 in [0, n % 16) {
+            acc0_7[i_rest_1 * 16 + j_inner_7] = acc0_7[i_rest_1 * 16 + j_inner_7] + a[min(m // 4 * 4 + i_rest_1, m - 1), k] * b[k, n // 16 * 16 + j_inner_7]
+          }
+        }
+      }
+      for i_rest_1 in [0, 4) unrolled {
+        for j_inner_7 in [0, n % 16) {
+          out[min(m // 4 * 4 + i_rest_1, m - 1), n // 16 * 16 + j_inner_7] = max(acc0_7[i_rest_1 * 16 + j_inner_7] + bias[n // 16 * 16 + j_inner_7], 0.0f)
+        }
+      }
+      free acc0_7
     }
-    free acc0_2
   }
-  alloc acc0_3: f32[16] local
-  for j_inner_3 in [0, n % 16) {
-    acc0_3[j_inner_3] = 0.0f
-  }
-  for k in [0, 5) {
-    for j_inner_3 in [0, n % 16) {
-      acc0_3[j_inner_3] = acc0_3[j_inner_3] + a[i, k] * b[k, n // 16 * 16 + j_inner_3]
-    }
-  }
-  for j_inner_3 in [0, n % 16) {
-    out[i, n // 16 * 16 + j_inner_3] = max(acc0_3[j_inner_3] + bias[n // 16 * 16 + j_inner_3], 0.0f)
-  }
-  free acc0_3
 }
 )");
-  ExpectSameResults(f, g, {{1, 1}, {4, 16}, {7, 17}, {13, 35}, {0, 3}});
+  ExpectSameResults(f, g, {{1, 1}, {4, 16}, {7, 17}, {13, 35}, {0, 3}, {6, 20}, {3, 16}});
 }
 
 // Odd row counts through the whole loop pipeline (parallel row blocks, vector columns,
@@ -873,14 +963,16 @@ TEST(TileLoops, PackedPanelsThroughThePipeline) {
 
 // out[i, j] = sum_k a[i, k] * bp[j // t, k, j % t]: b pre-packed into panels of t columns (as
 // gemm's b_panel reads it).
-loop::PrimFunc PrepackedMatmul(int64_t m, int64_t n, int64_t depth, int64_t t) {
+// `m` rows: a constant, or a symbolic Var listed in `scalars`.
+loop::PrimFunc PrepackedMatmul(Expr m, int64_t n, int64_t depth, int64_t t,
+                               std::vector<Var> scalars = {}) {
   Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");
-  Buffer a = Buf("a", {I(m), I(depth)}), bp = Buf("bp", {I((n + t - 1) / t), I(depth), I(t)}),
-         out = Buf("out", {I(m), I(n)});
+  Buffer a = Buf("a", {m, I(depth)}), bp = Buf("bp", {I((n + t - 1) / t), I(depth), I(t)}),
+         out = Buf("out", {m, I(n)});
   Expr b = loop::Load(bp, {loop::FloorDiv(j, I(t)), k, loop::FloorMod(j, I(t))});
   return Func(
-      {a, bp, out}, 2, {},
-      Loop(i, I(m),
+      {a, bp, out}, 2, std::move(scalars),
+      Loop(i, m,
            Loop(j, I(n),
                 loop::Store(out, {i, j}, Sum(loop::Mul(loop::Load(a, {i, k}), b), k, I(depth))))));
 }
@@ -888,7 +980,7 @@ loop::PrimFunc PrepackedMatmul(int64_t m, int64_t n, int64_t depth, int64_t t) {
 // A pre-packed operand sets the tile width to its panels' (16 here, though tile.j asks for 32)
 // and is read in place: no panel is copied, the column tiles still go outermost.
 TEST(TileLoops, PrepackedOperandIsReadInPlace) {
-  auto f = PrepackedMatmul(5, 20, 3, 16);
+  auto f = PrepackedMatmul(I(5), 20, 3, 16);
   auto g = Tile(f, 32, "TileLoops", 4, /*pack=*/true);
   std::string text = BodyText(g);
   EXPECT_THAT(text, Not(HasSubstr("_panel")));
@@ -900,7 +992,7 @@ TEST(TileLoops, PrepackedOperandIsReadInPlace) {
       "TileLoops,ParallelizeLoops,VectorizeLoops,UnrollLoops,FlattenBuffers,LoopSimplify,"
       "PlanStorage";
   for (auto [m, n, t] : {std::tuple{1, 16, 16}, {13, 70, 16}, {30, 130, 64}, {6, 7, 2}}) {
-    auto h = PrepackedMatmul(m, n, 19, t);
+    auto h = PrepackedMatmul(I(m), n, 19, t);
     ExpectSameResults(h, Tile(h, 64, pipeline, 6, /*pack=*/true));
     ExpectSameResults(h, Tile(h, 64, pipeline, 6, /*pack=*/false));
   }
@@ -911,7 +1003,7 @@ TEST(TileLoops, PrepackedOperandIsReadInPlace) {
 // rows (3 vectors each, 24 accumulators); 64-column panels keep 4 rows.
 TEST(TileLoops, NarrowPrepackedPanelsGetEightRows) {
   test::PassConfig avx512 = {{"target.vector_bits", int64_t{512}}};
-  auto f = PrepackedMatmul(32, 128, 19, 48);
+  auto f = PrepackedMatmul(I(32), 128, 19, 48);
   auto g = test::RunLoopPipeline("TileLoops", f, avx512);
   std::string text = BodyText(g);
   EXPECT_THAT(text, HasSubstr("i_row in [0, 8) unrolled")) << text;
@@ -919,13 +1011,13 @@ TEST(TileLoops, NarrowPrepackedPanelsGetEightRows) {
   EXPECT_THAT(text, HasSubstr("j_inner in [0, 32)")) << text;  // 128 = 2 x 48 + 32
   EXPECT_THAT(text, HasSubstr("bp[2, k, j_inner]")) << text;
   ExpectSameResults(f, g);
-  auto wide = PrepackedMatmul(32, 128, 19, 64);
+  auto wide = PrepackedMatmul(I(32), 128, 19, 64);
   std::string kept = BodyText(test::RunLoopPipeline("TileLoops", wide, avx512));
   EXPECT_THAT(kept, HasSubstr("i_row in [0, 4) unrolled")) << kept;
   EXPECT_THAT(kept, HasSubstr("j_inner in [0, 64)")) << kept;
   // 32-column panels (TileShape's half panels) take 12 rows, 2 vectors each; 16 rows are a
   // block of 12 and one of 4.
-  auto half = PrepackedMatmul(16, 256, 19, 32);
+  auto half = PrepackedMatmul(I(16), 256, 19, 32);
   auto hg = test::RunLoopPipeline("TileLoops", half, avx512);
   std::string halved = BodyText(hg);
   EXPECT_THAT(halved, HasSubstr("i_row in [0, 12) unrolled")) << halved;
@@ -937,9 +1029,20 @@ TEST(TileLoops, NarrowPrepackedPanelsGetEightRows) {
       "TileLoops,ParallelizeLoops,VectorizeLoops,UnrollLoops,FlattenBuffers,LoopSimplify,"
       "PlanStorage";
   for (auto [m, n] : {std::pair{1, 48}, {13, 130}, {30, 96}}) {
-    auto h = PrepackedMatmul(m, n, 23, 48);
+    auto h = PrepackedMatmul(I(m), n, 23, 48);
     ExpectSameResults(h, test::RunLoopPipeline(pipeline, h, avx512));
   }
+  // A symbolic row count (a shape-generic kernel's batch): blocks of 8, then the tail as
+  // one block of 2, 4 or 8 rows clamped to the last row, or a single row.
+  Var m = loop::MakeVar("m");
+  auto sym = PrepackedMatmul(m, 130, 23, 48, {m});
+  auto sg = test::RunLoopPipeline("TileLoops", sym, avx512);
+  std::string tail = BodyText(sg);
+  for (const char* block : {" in [0, 2) unrolled", " in [0, 4) unrolled", " in [0, 8) unrolled"})
+    EXPECT_THAT(tail, HasSubstr(block)) << tail;
+  EXPECT_THAT(tail, HasSubstr("a[min(m // 8 * 8 + i_rest")) << tail;
+  ExpectSameResults(sym, sg, {{1}, {2}, {7}, {8}, {15}, {21}});
+  ExpectSameResults(sym, test::RunLoopPipeline(pipeline, sym, avx512), {{1}, {6}, {13}, {23}});
 }
 
 // On a 512-bit target with the tile keys unset, a product narrower than one 64-column tile
