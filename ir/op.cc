@@ -31,6 +31,7 @@ const char* OpPatternName(OpPattern p) {
 
 std::string DimConstraint::ToString() const {
   if (kind == Kind::kEqual) return where + ": " + a.ToString() + " == " + b.ToString();
+  if (kind == Kind::kAtMost) return where + ": " + a.ToString() + " <= " + b.ToString();
   return where + ": " + a.ToString() + " and " + b.ToString() + " must broadcast";
 }
 
@@ -50,6 +51,16 @@ void TypeRelContext::AssertEqual(const Dim& a, const Dim& b, const std::string& 
   if (diff.is_const()) Fail(StrCat(what, ": ", a.ToString(), " != ", b.ToString()));
   if (constraints_)
     constraints_->push_back({DimConstraint::Kind::kEqual, a, b, where_ + ", " + what});
+}
+
+void TypeRelContext::AssertAtMost(const Dim& a, const Dim& b, const std::string& what) {
+  Dim slack = b - a;
+  if (slack.is_const()) {
+    if (slack.value() < 0) Fail(StrCat(what, ": ", a.ToString(), " > ", b.ToString()));
+    return;
+  }
+  if (constraints_)
+    constraints_->push_back({DimConstraint::Kind::kAtMost, a, b, where_ + ", " + what});
 }
 
 Dim TypeRelContext::BroadcastDim(const Dim& a, const Dim& b, const std::string& what) {

@@ -35,7 +35,8 @@ const char* OpPatternName(OpPattern p);
 // A constraint on symbolic dims that a relation could not decide: it holds for some bindings
 // of the symbols only, so it is checked when the shapes are bound.
 struct DimConstraint {
-  enum class Kind { kEqual, kBroadcast };  // a == b;  a == b or a == 1 or b == 1
+  // a == b;  a == b or a == 1 or b == 1;  a <= b
+  enum class Kind { kEqual, kBroadcast, kAtMost };
   Kind kind;
   Dim a, b;
   std::string where;  // the node and op, e.g. "add 'res1', dim 1 of the output"
@@ -62,6 +63,12 @@ class TypeRelContext {
   // The NumPy broadcast of two dims. Symbolic cases give max(a, b) (exact whenever the
   // broadcast is valid) and record a constraint.
   Dim BroadcastDim(const Dim& a, const Dim& b, const std::string& what);
+  // A dim that must not exceed another (a count within a length, a length of at least 1):
+  // provably larger -> a type error with `what` in the message; undecidable (symbolic) -> a
+  // recorded constraint. Relations check decidable cases with messages of their own first;
+  // this keeps the symbolic case from going unchecked where a shape-generic executable, which
+  // binds shapes without inferring types again, would otherwise run with it.
+  void AssertAtMost(const Dim& a, const Dim& b, const std::string& what);
   // NumPy broadcast of two shapes.
   Shape BroadcastShapes(const Shape& a, const Shape& b);
   // Normalizes an axis in [-rank, rank) to [0, rank); out of range is a type error.

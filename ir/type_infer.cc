@@ -471,11 +471,16 @@ void CheckConstraints(const std::vector<DimConstraint>& constraints,
     auto a = c.a.TryEval(values);
     auto b = c.b.TryEval(values);
     if (!a || !b) continue;  // not decidable with these symbols; re-inference checks it
-    bool ok = c.kind == DimConstraint::Kind::kEqual ? *a == *b : (*a == *b || *a == 1 || *b == 1);
+    using Kind = DimConstraint::Kind;
+    bool ok = c.kind == Kind::kEqual    ? *a == *b
+              : c.kind == Kind::kAtMost ? *a <= *b
+                                        : (*a == *b || *a == 1 || *b == 1);
     if (!ok)
-      Throw(ErrorCode::kTypeError, c.where, ": ", c.a.ToString(), " = ", *a, " and ",
-            c.b.ToString(), " = ", *b,
-            c.kind == DimConstraint::Kind::kEqual ? " must be equal" : " do not broadcast");
+      Throw(ErrorCode::kTypeError, c.where, ": ", c.a.ToString(), " = ", *a,
+            c.kind == Kind::kAtMost ? " is more than " : " and ", c.b.ToString(), " = ", *b,
+            c.kind == Kind::kEqual    ? " (they must be equal)"
+            : c.kind == Kind::kAtMost ? ""
+                                      : " (they do not broadcast)");
   }
 }
 

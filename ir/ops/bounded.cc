@@ -160,6 +160,9 @@ Type CompressBoundedRel(TypeRelContext& ctx) {
     ctx.Fail(StrCat("condition has ", cond.shape[0].value(), " elements, more than the ",
                     len.value(), " ", axis ? "slices" : "elements of the input",
                     " it selects from"));
+  ctx.AssertAtMost(cond.shape[0], len,
+                   StrCat("the condition's length (at most the ",
+                          axis ? "slices" : "elements of the input", " it selects from)"));
   return TupleType({TensorType(y, x.dtype), TensorType({}, DType::kInt64)});
 }
 

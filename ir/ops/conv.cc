@@ -74,6 +74,7 @@ Type ConvRel(TypeRelContext& ctx) {
                          ") x the weight's dim 1 ", ShapeToString(w.shape)));
   if (m.is_const() && m.value() % group != 0)
     ctx.Fail(StrCat("output channels ", m.value(), " are not divisible by group ", group));
+  ctx.AssertEqual(Mod(m, Dim(group)), Dim(0), StrCat("output channels modulo group ", group));
   CheckBias(ctx, x, m, StrCat("the weight's M ", ShapeToString(w.shape)));
   return TensorType(WindowOutShapeOf(ctx, x, m, kernel), x.dtype);
 }
@@ -244,6 +245,7 @@ Type ConvTransposeRel(TypeRelContext& ctx) {
   for (const Dim& c : {x.shape[1], w.shape[0]}) {
     if (c.is_const() && c.value() % group != 0)
       ctx.Fail(StrCat("input channels ", c.value(), " are not divisible by group ", group));
+    ctx.AssertEqual(Mod(c, Dim(group)), Dim(0), StrCat("input channels modulo group ", group));
   }
   const Dim m = w.shape[1] * Dim(group);
   CheckBias(ctx, x, m,

@@ -38,6 +38,7 @@ Type NllLossRel(TypeRelContext& ctx) {
     ctx.Fail(StrCat("input must have rank >= 2 ([N, C, d...]), got ", ShapeToString(x.shape)));
   if (x.shape[1].is_const() && x.shape[1].value() == 0)
     ctx.Fail(StrCat("input ", ShapeToString(x.shape), " has no classes (dim 1 is 0)"));
+  ctx.AssertAtMost(Dim(1), x.shape[1], "the class count (dim 1 of the input)");
   if (target.dtype != DType::kInt32 && target.dtype != DType::kInt64)
     ctx.Fail(StrCat("target must be i32 or i64, got ", DTypeName(target.dtype)));
   if (target.ndim() != x.ndim() - 1)

@@ -242,6 +242,8 @@ Type GroupNormRel(TypeRelContext& ctx) {
   if (x.shape[1].is_const() && x.shape[1].value() % groups != 0)
     ctx.Fail(StrCat("num_groups ", groups, " does not divide the ", x.shape[1].value(),
                     " channels of x ", ShapeToString(x.shape)));
+  ctx.AssertEqual(Mod(x.shape[1], Dim(groups)), Dim(0),
+                  StrCat("the channels of x modulo num_groups ", groups));
   return ctx.arg(0);
 }
 

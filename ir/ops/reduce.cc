@@ -261,6 +261,7 @@ Type ArgRel(TypeRelContext& ctx, const char* name) {
   if (d.is_const() && d.value() == 0)
     ctx.Fail(StrCat("cannot take ", name, " over the empty axis ", axis, " of ",
                     ShapeToString(x.shape)));
+  ctx.AssertAtMost(Dim(1), d, StrCat("the length of axis ", axis, " (", name, " needs one)"));
   bool keepdims = ctx.attrs().GetBool("keepdims");
   Shape out;
   for (int i = 0; i < rank; ++i) {

@@ -409,6 +409,8 @@ Type ResizeRel(TypeRelContext& ctx) {
       if (in.is_const() && in.value() == 0 && p.sizes[d] > 0)
         ctx.Fail(StrCat("dim ", d, " of x ", ShapeToString(x.shape),
                         " is empty and cannot be resized to size ", p.sizes[d]));
+      if (p.sizes[d] > 0)
+        ctx.AssertAtMost(Dim(1), in, StrCat("dim ", d, " of x (resized to ", p.sizes[d], ")"));
       out.push_back(Dim(p.sizes[d]));
       continue;
     }
@@ -826,10 +828,12 @@ Type GridSampleRel(TypeRelContext& ctx) {
     ctx.Fail(StrCat("mode ", std::string(kGsModes[static_cast<int>(p.mode)]),
                     " needs a float x (f32, f16, bf16, f64), got ", TypeToString(ctx.arg(0)),
                     "; only nearest takes other dtypes"));
-  for (int d = 2; d < 4; ++d)
+  for (int d = 2; d < 4; ++d) {
     if (x.shape[d].is_const() && x.shape[d].value() == 0)
       ctx.Fail(StrCat("dim ", d, " of x ", ShapeToString(x.shape),
                       " is empty: there is nothing to sample"));
+    ctx.AssertAtMost(Dim(1), x.shape[d], StrCat("dim ", d, " of x (sampled from)"));
+  }
   ctx.AssertEqual(x.shape[0], grid.shape[0],
                   StrCat("the batch dim of x ", ShapeToString(x.shape), " and grid ",
                          ShapeToString(grid.shape)));
@@ -1068,10 +1072,12 @@ Type RoiAlignRel(TypeRelContext& ctx) {
   if (batch.ndim() != 1 || !IsInteger(batch.dtype))
     ctx.Fail(StrCat("batch_indices must be a 1-D integer tensor [num_rois], got ",
                     TypeToString(ctx.arg(2))));
-  for (int d = 2; d < 4; ++d)
+  for (int d = 2; d < 4; ++d) {
     if (x.shape[d].is_const() && x.shape[d].value() == 0)
       ctx.Fail(StrCat("dim ", d, " of x ", ShapeToString(x.shape),
                       " is empty: there is nothing to sample"));
+    ctx.AssertAtMost(Dim(1), x.shape[d], StrCat("dim ", d, " of x (sampled from)"));
+  }
   ctx.AssertEqual(rois.shape[0], batch.shape[0],
                   StrCat("the region count of rois ", ShapeToString(rois.shape),
                          " and batch_indices ", ShapeToString(batch.shape)));

@@ -93,6 +93,7 @@ Type SplitRel(TypeRelContext& ctx) {
     if (last.is_const() && last.value() < 0)
       ctx.Fail(StrCat("cannot split axis ", axis, " of ", ShapeToString(x.shape), " into ", n,
                       " parts of ", chunk.ToString()));
+    ctx.AssertAtMost(Dim(0), last, StrCat("the last part of axis ", axis, " split in ", n));
     sizes.assign(n - 1, chunk);
     sizes.push_back(last);
   }
@@ -813,6 +814,7 @@ Type TopKRel(TypeRelContext& ctx) {
   if (n.is_const() && k > n.value())
     ctx.Fail(
         StrCat("k = ", k, " is larger than axis ", axis, " of input ", ShapeToString(x.shape)));
+  ctx.AssertAtMost(Dim(k), n, StrCat("k (at most the length of axis ", axis, ")"));
   Shape out = x.shape;
   out[axis] = k;
   return TupleType({TensorType(out, x.dtype), TensorType(out, DType::kInt64)});

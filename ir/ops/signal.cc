@@ -104,6 +104,7 @@ Type DftRel(TypeRelContext& ctx) {
   if (length.is_const() && length.value() == 0)
     ctx.Fail(StrCat("the DFT length is 0: x ", TypeToString(ctx.arg(0)),
                     " has no samples along axis ", axis, " and no length is given"));
+  ctx.AssertAtMost(Dim(1), length, "the DFT length");
   Shape s = x.shape;
   s[axis] = Bins(length, ctx.attrs().GetBool("onesided"));
   s.back() = 2;
@@ -183,6 +184,8 @@ Type StftRel(TypeRelContext& ctx) {
   if (frame_length.is_const() && length.is_const() && length.value() < frame_length.value())
     ctx.Fail(StrCat("signal ", TypeToString(ctx.arg(0)), " has ", length.value(),
                     " samples, fewer than one frame of frame_length ", frame_length.value()));
+  ctx.AssertAtMost(Dim(1), frame_length, "the frame length");
+  ctx.AssertAtMost(frame_length, length, "the frame length (at most the signal's samples)");
   Dim frames = FloorDiv(length - frame_length, Dim(ctx.attrs().GetInt("frame_step"))) + 1;
   return TensorType({s.shape[0], frames, Bins(frame_length, ctx.attrs().GetBool("onesided")), 2},
                     s.dtype);

@@ -14,6 +14,8 @@
 
 #include "common/models.h"
 #include "engine/engine.h"
+#include "ir/text.h"
+#include "ir/type_infer.h"
 
 namespace kiln {
 namespace {
@@ -21,6 +23,7 @@ namespace {
 using test::ErrorMessage;
 using test::RandomTensor;
 using test::TensorsNear;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 EngineOptions Policy(CompilePolicy p, int threads = 1) {
@@ -175,6 +178,42 @@ TEST(EngineTiers, BadInputsAreErrors) {
   EXPECT_THAT(ErrorMessage([&] { Engine e(o); }), HasSubstr("compile_threads"));
   EXPECT_THAT(ErrorMessage([] { ParseCompilePolicy("lazy"); }), HasSubstr("'lazy'"));
   EXPECT_EQ(ParseCompilePolicy("generic_only"), CompilePolicy::kGenericOnly);
+}
+
+// A relation's checks that symbolic dims leave undecided (a count within a length, a length of
+// at least one) are constraints on the model's symbols, checked when a run binds them: the
+// generic tier, which binds shapes without inferring types again, refuses such inputs as the
+// specialized one does, where its kernels would have read or written past a buffer.
+TEST(EngineTiers, ShapeChecksHoldInEveryTier) {
+  struct Bad {
+    const char* text;
+    std::vector<Tensor> inputs;
+    const char* message;
+  };
+  const std::vector<Bad> bad = {
+      {"def @main(%x: f32[n, 4]) { topk(%x, axis=0, k=3).0 }",
+       {RandomTensor(DType::kFloat32, {2, 4}, 1)},
+       "k (at most the length of axis 0)"},
+      {"def @main(%x: f32[b, n]) { argmax(%x, axis=1) }",
+       {RandomTensor(DType::kFloat32, {3, 0}, 2)},
+       "the length of axis 1"},
+      {"def @main(%x: f32[n, c]) { group_norm(%x, const(f32[3], [1, 1, 1]), "
+       "const(f32[3], [0, 0, 0]), num_groups=2) }",
+       {RandomTensor(DType::kFloat32, {2, 3}, 3)},
+       "modulo num_groups 2"},
+  };
+  for (CompilePolicy p :
+       {CompilePolicy::kEager, CompilePolicy::kTiered, CompilePolicy::kGenericOnly}) {
+    for (const Bad& b : bad) {
+      SCOPED_TRACE(std::string(CompilePolicyName(p)) + ": " + b.text);
+      ModelPtr model = Model::Create(InferTypes(ParseModule(b.text)).Lookup("main"), "m");
+      Engine engine(Policy(p));
+      EXPECT_THAT(ErrorMessage([&] { engine.Run(*model, b.inputs); }),
+                  AllOf(HasSubstr("model 'm'"), HasSubstr(b.message)));
+      engine.WaitForBackgroundCompiles();
+      EXPECT_EQ(engine.stats().compile_errors, 0u);
+    }
+  }
 }
 
 // Many threads, random shapes, one tiered engine: every output matches the single-threaded

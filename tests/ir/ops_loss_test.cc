@@ -52,7 +52,9 @@ TEST(NllLoss, SymbolicShapes) {
   EXPECT_EQ(Infer("nll_loss", {F32({S("n"), S("c")}), I64({S("m")}), F32({S("k")})},
                   Reduction("mean"), &constraints),
             "f32[]");
-  EXPECT_EQ(constraints.size(), 2u);  // m == n, k == c
+  ASSERT_EQ(constraints.size(), 3u);  // 1 <= c, m == n, k == c
+  EXPECT_EQ(constraints[0].kind, DimConstraint::Kind::kAtMost);
+  EXPECT_EQ(constraints[0].b.ToString(), "c");
 }
 
 TEST(NllLoss, Errors) {
