@@ -16,12 +16,21 @@
 // 512 columns are 10 panels of 48 and one of 32) or M is 64 or less (few row blocks), which
 // TileLoops runs 8 rows at a time; 64 otherwise.
 //
-// A single row (M = 1: a matrix-vector product) is packed too, in panels of TileLoops'
-// single-row tile (256 columns on AVX-512): its column tiles are what the threads split, and
-// in B's own layout each thread's tile is a strided piece of every weight row, whose
-// neighbours the hardware prefetcher pulls into that core's L2 as well. In panels, each
-// thread streams only its own (the batch-1 MLP at 2 threads, weights 2.6 MB in two 2 MB L2s:
-// 37-41 -> 18-20 us, ONNX Runtime 25).
+// A single row (M = 1: a matrix-vector product) is packed too, in the same panels as a few
+// rows: its column tiles are what the threads split, and in B's own layout each thread's tile
+// is a strided piece of every weight row, whose neighbours the hardware prefetcher pulls into
+// that core's L2 as well. In panels, each thread streams only its own (the batch-1 MLP at 2
+// threads, weights 2.6 MB in two 2 MB L2s: 37-41 -> 18-20 us, ONNX Runtime 25). The panels
+// are the few-rows ones, not TileLoops' wider single-row tile (256 columns on AVX-512), so
+// that one packed copy of a weight serves every row count up to 64 and the shape-generic
+// tier: a model serving batches of 1 and of 2 to 64 holds its weights once, and a request
+// after a switch of row count finds them in cache. AVX-512 Xeon, p50: the batch-1 encoder
+// layer at 2 threads 60-66 -> 21 us (its 256-column products were one tile: one thread;
+// ONNX Runtime 46), at 1 thread 95 both ways; the batch-1 MLP 67-69 us both ways at 1 thread,
+// 13-14 at 2. AVX2 code (-mcpu=znver1) on the same machine: MLP 68 -> 63 us at 1 thread, 19.5
+// -> 22 at 2 (16-column panels: two accumulators a row); encoder 104 -> 96 and 31 both ways.
+// Switching shapes (kiln bench, 1 thread, tiered): the MLP's first batch-2 request after
+// batch 1 ran 0.20 -> 0.15 ms, a batch-1 request after batch 2 0.16 -> 0.08 ms.
 //
 // Few rows (2 to 4 x tile.i, where TileLoops would not copy panels) are packed too: TileLoops
 // reads pre-packed panels in place, and in B's own layout a 64-column tile reads a 256-byte run
@@ -34,7 +43,7 @@
 // 78-83).
 //
 // Rules: a gemm with transB = 0 whose B is a 2-D f32 constant of at least T columns, whose A
-// is 2-D (T is the single-row tile for M = 1, the few-rows panel for a symbolic M), on a
+// is 2-D (T is the few-rows panel for M = 1 and for a symbolic M), on a
 // target whose vector width is known (target.vector_bits), with TileLoops' tile T >= 2. A
 // matmul the same, with A of rank 2 or more (its rows: all its dims but the last). Anything
 // else is left as it is.
@@ -115,7 +124,6 @@ class WeightPacker : public ExprMutator {
   // take the few-rows panels: the kernel then reads B in place whatever the row count, where
   // unpacked it would copy every panel on every run, the whole weight matrix even for one row.
   int64_t PanelFor(int64_t cols, int64_t rows) const {
-    if (rows == 1) return shape_.single_row_columns;
     return shape_.PanelColumns(cols, rows < 0 ? kGenericRows : rows);
   }
 

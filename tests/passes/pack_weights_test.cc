@@ -132,7 +132,8 @@ TEST(PackConstantWeights, TileShapeFollowsTheTarget) {
 // columns (TileLoops runs them 8 rows at a time) where its columns are a multiple of 48 or
 // leave a tail of at least 32 (two vectors); a tail of one vector takes 32-column panels
 // (12 rows) where 32 divides the columns, else keeps 64-column ones, unless at most 64 rows
-// read a B of 16 panels or more. A single row keeps its own tile, and so does a set tile.j.
+// read a B of 16 panels or more. A single row takes the same panels as a few; a set tile.j
+// keeps its tile.
 TEST(PackConstantWeights, NarrowPanelsWhereTheColumnsFit) {
   auto with = [&](const char* rows, int64_t cols) {
     return std::string("def @main(%x: f32[") + rows + ", 3]) { gemm(%x, " + Const(3, cols) + ") }";
@@ -153,7 +154,7 @@ TEST(PackConstantWeights, NarrowPanelsWhereTheColumnsFit) {
   EXPECT_EQ(panel("65", 1072, {}), "b_panel=64");  // 22 x 48 + 16, 33 x 32 + 16
   EXPECT_EQ(panel("32", 740, {}), "b_panel=64");   // 15 x 48 + 20: under 16 panels
   EXPECT_EQ(panel("32", 47, {}), "none");
-  EXPECT_EQ(panel("1", 512, {}), "b_panel=256");
+  EXPECT_EQ(panel("1", 512, {}), "b_panel=48");
   EXPECT_EQ(panel("32", 96, {{"tile.j", 32}}), "b_panel=32");
   EXPECT_EQ(panel("32", 96, {{"tile.i", 6}}), "b_panel=64");
   // The same values, through the reference interpreter.
@@ -163,20 +164,29 @@ TEST(PackConstantWeights, NarrowPanelsWhereTheColumnsFit) {
                                 Interpret(before.Lookup("main"), x)[0], 0, 0));
 }
 
-// A single row (a matrix-vector product) is packed in the panels of TileLoops' single-row
-// tile, so each thread's columns are one contiguous stream (the batch-1 MLP at 2 threads: its
-// hardware prefetch pulled the other thread's half of every weight row into the L2 too): 256
-// columns (64 x 4) on AVX-512 with the keys unset, tile.j where it is set. Two rows take the
-// row blocks' panels (64 columns).
-TEST(PackConstantWeights, SingleRowsArePackedInTheirOwnTile) {
+// A single row (a matrix-vector product) is packed in the same panels as a few rows, not in
+// TileLoops' wider single-row tile (256 columns on AVX-512): one packed copy of a weight then
+// serves every row count up to 64 and the shape-generic tier, and the threads still split the
+// panels, each streaming its own. With tile.j set, its tile.
+TEST(PackConstantWeights, SingleRowsShareTheFewRowsPanels) {
   auto with = [&](const char* rows, int64_t cols) {
     return std::string("def @main(%x: f32[") + rows + ", 3]) { gemm(%x, " + Const(3, cols) + ") }";
   };
-  EXPECT_NE(Print(Pack(with("1", 300), 512, {})).find("b_panel=256"), std::string::npos);
-  EXPECT_NE(Print(Pack(with("1", 5))).find("b_panel=4"), std::string::npos);
-  // Narrower than the single-row tile; two rows.
-  EXPECT_EQ(Print(Pack(with("1", 200), 512, {})), Printed(with("1", 200)));
-  EXPECT_NE(Print(Pack(with("2", 300), 512, {})).find("b_panel=64"), std::string::npos);
+  auto panel = [&](const std::string& text, int64_t bits,
+                   const std::map<std::string, int64_t>& config) {
+    std::string printed = Print(Pack(text, bits, config));
+    size_t at = printed.find("b_panel=");
+    return at == std::string::npos ? std::string("none")
+                                   : printed.substr(at, printed.find(',', at) - at);
+  };
+  for (int64_t cols : {300, 512, 1024, 200, 96})
+    for (int64_t bits : {256, 512})
+      EXPECT_EQ(panel(with("1", cols), bits, {}), panel(with("8", cols), bits, {}))
+          << cols << " columns, " << bits << " bits";
+  EXPECT_EQ(panel(with("1", 300), 512, {}), "b_panel=64");  // 6 x 48 + 12: 64-column panels
+  EXPECT_EQ(panel(with("1", 512), 256, {}), "b_panel=16");  // AVX2: tile.j's 16 columns
+  EXPECT_EQ(panel(with("1", 5), 256, {{"tile.j", 4}}), "b_panel=4");
+  EXPECT_EQ(panel(with("1", 47), 512, {}), "none");  // narrower than a panel
   // The same values, through the reference interpreter.
   IRModule before = InferTypes(ParseModule(with("1", 300)));
   std::vector<Tensor> x = {test::RandomTensor(DType::kFloat32, {1, 3}, 3)};
@@ -197,9 +207,9 @@ TEST(PackConstantWeights, MatmulWeightsBecomePanels) {
   EXPECT_TRUE(test::TensorsNear(Interpret(out.Lookup("main"), x)[0],
                                 Interpret(InferTypes(ParseModule(text)).Lookup("main"), x)[0], 0,
                                 0));
-  // One row: the single-row tile's panels (256 columns on AVX-512).
+  // One row: the few-rows panels (64 columns for 300 on AVX-512).
   auto one_row = "def @main(%x: f32[1, 3]) { matmul(%x, " + Const(3, 300) + ") }";
-  EXPECT_NE(Print(Pack(one_row, 512, {})).find("b_panel=256"), std::string::npos);
+  EXPECT_NE(Print(Pack(one_row, 512, {})).find("b_panel=64"), std::string::npos);
   for (const std::string& alone : {
            // a 1-D A, a batched B, B narrower than a panel or not f32
            "def @main(%x: f32[2]) { matmul(%x, " + Const(2, 5) + ") }",
