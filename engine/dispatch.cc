@@ -151,7 +151,7 @@ std::shared_ptr<const Executable> Engine::Acquire(const Model& model,
     if (queue && defer_queue)
       *defer_queue = true;
     else if (queue)
-      QueueSpecialization(model, key_hash, inputs);
+      QueueSpecialization(model, key_hash, inputs, exe->symbols);
     return exe;
   }
   misses_.fetch_add(1, std::memory_order_relaxed);
@@ -164,7 +164,7 @@ std::shared_ptr<const Executable> Engine::Acquire(const Model& model,
 Engine::QueueAfterRun::~QueueAfterRun() {
   if (!model) return;
   try {
-    engine->QueueSpecialization(*model, ShapeKeyHash(*model, inputs), inputs);
+    engine->QueueSpecialization(*model, ShapeKeyHash(*model, inputs), inputs, served->symbols);
   } catch (...) {
     // Out of memory queueing: the shape stays on its generic executable.
   }
@@ -191,7 +191,7 @@ void Engine::Run(const Model& model, std::span<const Tensor> inputs,
   runs_.fetch_add(1, std::memory_order_relaxed);
   bool queue = false;
   std::shared_ptr<const Executable> exe = Acquire(model, inputs, &queue);
-  QueueAfterRun after{this, queue ? &model : nullptr, inputs};
+  QueueAfterRun after{this, queue ? &model : nullptr, inputs, exe.get()};
   if (outputs.size() != exe->outputs.size())
     Throw(ErrorCode::kInvalidArgument, exe->shape_key, ": expected ", exe->outputs.size(),
           " outputs, got ", outputs.size());
@@ -214,7 +214,7 @@ std::vector<Tensor> Engine::RunPart(const Model& model, std::span<const Tensor> 
   if (model.segments()) return RunSegments(model, inputs);
   bool queue = false;
   std::shared_ptr<const Executable> exe = Acquire(model, inputs, &queue);
-  QueueAfterRun after{this, queue ? &model : nullptr, inputs};
+  QueueAfterRun after{this, queue ? &model : nullptr, inputs, exe.get()};
   std::vector<Tensor> outputs;
   for (const TensorSignature& o : exe->outputs) outputs.push_back(Tensor::Empty(o.dtype, o.shape));
   Dispatch(*exe, inputs.data(), outputs.data());

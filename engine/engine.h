@@ -315,6 +315,7 @@ class Engine {
     Engine* engine;
     const Model* model;
     std::span<const Tensor> inputs;
+    const Executable* served;  // the generic executable the run took; it outlives this
     ~QueueAfterRun();
   };
   // Miss path: single flight per shape key (engine.cc), building (specialize.cc).
@@ -327,7 +328,10 @@ class Engine {
   std::shared_ptr<const Executable> ServeGeneric(const Model& model, uint64_t key_hash,
                                                  std::span<const Tensor> inputs, bool* defer_queue);
   std::shared_ptr<const Executable> GenericFor(const Model& model);
-  void QueueSpecialization(const Model& model, uint64_t key_hash, std::span<const Tensor> inputs);
+  // `symbols`: the inputs' binding of the model's symbols, checked (the generic executable
+  // serving the shape has it): the request thread does not bind the inputs a second time.
+  void QueueSpecialization(const Model& model, uint64_t key_hash, std::span<const Tensor> inputs,
+                           const std::map<std::string, int64_t>& symbols);
   std::shared_ptr<PassContext> MakePassContext() const;
   void InsertLocked(std::shared_ptr<Specialization> spec);
 

@@ -455,26 +455,33 @@ std::shared_ptr<const Executable> BindGeneric(const Executable& generic,
   exe->shape_key = std::move(shape_key);
   exe->compile_ms = 0;
   exe->pass_timing.clear();
-  auto bind = [&](const Shape& shape, TensorSignature* sig, const std::string& what) {
+  // `what` names the tensor in an error only: a first request of a shape binds every tensor,
+  // and formatting names it never shows cost it more than the evaluation.
+  auto bind = [&](const Shape& shape, TensorSignature* sig, auto what) {
     sig->shape.resize(shape.size());
     for (size_t d = 0; d < shape.size(); ++d) {
       std::optional<int64_t> v = shape[d].TryEval(symbols);
       if (!v || *v < 0)
-        Throw(ErrorCode::kInvalidArgument, exe->shape_key, ": ", what, " would have shape ",
+        Throw(ErrorCode::kInvalidArgument, exe->shape_key, ": ", what(), " would have shape ",
               ShapeToString(shape), " = dim ", d, " of ", v ? StrCat(*v) : "no value",
               "; the inputs are too small for the model");
       sig->shape[d] = *v;
     }
-    sig->nbytes = static_cast<size_t>(CheckedNumel(sig->shape, what)) * DTypeSize(sig->dtype);
+    int64_t numel = 1;
+    for (int64_t d : sig->shape)
+      if (__builtin_mul_overflow(numel, d, &numel)) CheckedNumel(sig->shape, what());  // throws
+    sig->nbytes = static_cast<size_t>(numel) * DTypeSize(sig->dtype);
   };
   for (size_t i = 0; i < g.inputs.size(); ++i)
-    bind(g.inputs[i], &exe->inputs[i], StrCat("input ", i));
+    bind(g.inputs[i], &exe->inputs[i], [i] { return StrCat("input ", i); });
   for (size_t i = 0; i < g.outputs.size(); ++i)
-    bind(g.outputs[i], &exe->outputs[i], StrCat("output ", i));
+    bind(g.outputs[i], &exe->outputs[i], [i] { return StrCat("output ", i); });
   std::vector<BufferLifetime> lifetimes;
+  lifetimes.reserve(g.intermediates.size());
   for (size_t i = 0; i < g.intermediates.size(); ++i) {
     IntermediateBuffer& b = exe->intermediates[i];
-    bind(g.intermediates[i], &b.type, StrCat("the result of kernel '", b.producer, "'"));
+    bind(g.intermediates[i], &b.type,
+         [&b] { return StrCat("the result of kernel '", b.producer, "'"); });
     b.lifetime.bytes = b.type.nbytes;
     lifetimes.push_back(b.lifetime);
   }

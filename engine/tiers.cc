@@ -147,13 +147,14 @@ std::shared_ptr<const Executable> Engine::ServeGeneric(const Model& model, uint6
     if (defer_queue)
       *defer_queue = true;
     else
-      QueueSpecialization(model, key_hash, inputs);
+      QueueSpecialization(model, key_hash, inputs, symbols);
   }
   return exe;
 }
 
 void Engine::QueueSpecialization(const Model& model, uint64_t key_hash,
-                                 std::span<const Tensor> inputs) {
+                                 std::span<const Tensor> inputs,
+                                 const std::map<std::string, int64_t>& symbols) {
   auto promise = std::make_shared<std::promise<std::shared_ptr<const Executable>>>();
   auto mine = std::make_shared<InFlight>();
   mine->model_id = model.id();
@@ -170,7 +171,7 @@ void Engine::QueueSpecialization(const Model& model, uint64_t key_hash,
   background_queued_.fetch_add(1, std::memory_order_relaxed);
   BuildRequest req;
   for (const Tensor& t : inputs) req.inputs.push_back({t.dtype(), t.shape(), t.nbytes()});
-  req.symbols = BindInputs(model, inputs);
+  req.symbols = symbols;
   req.arena = &compile_arena_;
   std::shared_ptr<const Model> keep = model.shared_from_this();
   compile_pool_.Submit([this, keep, req = std::move(req), mine, promise] {

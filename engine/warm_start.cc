@@ -130,8 +130,8 @@ void Engine::Precompile(const Model& model, const std::vector<SeenShape>& shapes
     if (!found) {
       GetOrBuild(model, key_hash, inputs);  // checks the inputs as a run does
     } else if (cached == Tier::kGeneric) {
-      BindInputs(model, inputs);
-      QueueSpecialization(model, key_hash, inputs);  // replaces the generic entry
+      // Replaces the generic entry.
+      QueueSpecialization(model, key_hash, inputs, BindInputs(model, inputs));
       queued = true;
     }
   }
