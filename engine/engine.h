@@ -92,7 +92,8 @@ struct EngineOptions {
   // Tiers (CompilePolicy). A model has a generic tier when its inputs have symbolic dims and
   // every dim inside it is made of them; a model without one (no symbolic dims, dims that
   // values decide, a data-dependent op's segments aside) is served eagerly whatever the policy.
-  CompilePolicy policy = CompilePolicy::kEager;
+  // Tiered by default: once a model has run, a new shape of it never waits for a compile.
+  CompilePolicy policy = CompilePolicy::kTiered;
   int specialize_after = 1;  // kTiered: runs of a shape before it is queued; at least 1
   int compile_threads = 1;   // kTiered: the background compile pool's threads; at least 1
   // Profiling: each specialization records its per-pass timing (a PassTimingInstrument of its

@@ -122,9 +122,10 @@ std::string Engine::GenericUnavailableReason(const Model& model) const {
 std::shared_ptr<const Executable> Engine::ServeGeneric(const Model& model, uint64_t key_hash,
                                                        std::span<const Tensor> inputs,
                                                        bool* defer_queue) {
+  // The inputs are checked first: bad ones are the caller's error, and build nothing.
+  std::map<std::string, int64_t> symbols = BindInputs(model, inputs);
   std::shared_ptr<const Executable> generic = GenericFor(model);
   if (!generic) return nullptr;
-  std::map<std::string, int64_t> symbols = BindInputs(model, inputs);
   std::vector<TensorSignature> sigs;
   for (const Tensor& t : inputs) sigs.push_back({t.dtype(), t.shape(), t.nbytes()});
   auto spec = std::make_shared<Specialization>();

@@ -310,11 +310,11 @@ kiln_status kiln_options_set_config_string(kiln_options* options, const char* ke
 kiln_status kiln_options_set_config_bool(kiln_options* options, const char* key, int value);
 /* The most shapes compiled per model; past it the least recently used goes. 0: unbounded. */
 kiln_status kiln_options_set_max_specializations(kiln_options* options, int max);
-/* How a shape with no compiled executable yet is served: "eager" (the default: the run waits
- * while its shape compiles), "tiered" (the model's shape-generic kernels, compiled on its first
- * run, serve it at once, and the shape is specialized on a background compile pool and served
- * specialized when ready) or "generic_only" (never specialized). A model whose dims values
- * decide, or with no symbolic dims, is served eagerly under every policy. */
+/* How a shape with no compiled executable yet is served: "tiered" (the default: the model's
+ * shape-generic kernels, compiled on its first run, serve it at once, and the shape is
+ * specialized on a background compile pool and served specialized when ready), "eager" (the
+ * run waits while its shape compiles) or "generic_only" (never specialized). A model whose dims
+ * values decide, or with no symbolic dims, is served eagerly under every policy. */
 kiln_status kiln_options_set_compile_policy(kiln_options* options, const char* policy);
 /* Tiered: runs of a shape before it is queued for specialization (default 1), and the
  * background compile pool's threads (default 1). Both at least 1. */

@@ -159,7 +159,9 @@ TEST(CApiStats, CountsAndProfilesAsJson) {
   CMlp mlp(8, 16, 4, 10);
   std::vector<float> x1 = mlp.Input(1, 1), x5 = mlp.Input(5, 2), y;
   {
-    EngineHandle engine(nullptr);
+    OptionsHandle options;  // eager: each new shape is a specialization, counted at once
+    KILN_ASSERT_OK(kiln_options_set_compile_policy(options.o, "eager"));
+    EngineHandle engine(options.o);
     KILN_ASSERT_OK(RunInto(engine.engine, mlp.model, x1, 1, mlp.in, mlp.out, &y));
     KILN_ASSERT_OK(RunInto(engine.engine, mlp.model, x1, 1, mlp.in, mlp.out, &y));
     KILN_ASSERT_OK(RunInto(engine.engine, mlp.model, x5, 5, mlp.in, mlp.out, &y));
@@ -175,6 +177,7 @@ TEST(CApiStats, CountsAndProfilesAsJson) {
   {
     OptionsHandle options;
     KILN_ASSERT_OK(kiln_options_set_profiling(options.o, 1));
+    KILN_ASSERT_OK(kiln_options_set_compile_policy(options.o, "eager"));
     EngineHandle engine(options.o);
     for (int i = 0; i < 4; ++i)
       KILN_ASSERT_OK(RunInto(engine.engine, mlp.model, x5, 5, mlp.in, mlp.out, &y));

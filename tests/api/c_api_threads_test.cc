@@ -14,12 +14,16 @@
 namespace kiln::test {
 namespace {
 
+// Eager engines: every run is served by its shape's specialized executable, so outputs compare
+// bit for bit and a shape's compile has waiters (the tiered policy's threads:
+// tests/engine/tiers_test.cc).
 struct EngineHandle {
   kiln_engine* engine = nullptr;
   explicit EngineHandle(int threads = 0) {
     kiln_options* o = nullptr;
     KILN_EXPECT_OK(kiln_options_create(&o));
     KILN_EXPECT_OK(kiln_options_set_num_threads(o, threads));
+    KILN_EXPECT_OK(kiln_options_set_compile_policy(o, "eager"));
     KILN_EXPECT_OK(kiln_engine_create(o, &engine));
     kiln_options_destroy(o);
   }

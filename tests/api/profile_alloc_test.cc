@@ -17,8 +17,10 @@ namespace {
 using test::RandomTensor;
 
 TEST(ProfilingAllocations, ProfiledHitRunsAllocateNothingAndCountEveryLaunch) {
+  // Eager: each shape has one executable, whose kernels count every run.
   EngineOptions options;
   options.profile = true;
+  options.policy = CompilePolicy::kEager;
   Engine engine(options);
   ModelPtr mlp = Model::Create(test::MlpModel(), "mlp");
   for (int64_t batch : {1, 4096}) {  // 4096: parallel loops, inside the engine's task arena

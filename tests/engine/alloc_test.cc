@@ -15,12 +15,16 @@ namespace {
 
 using test::RandomTensor;
 
-// Allocations during `runs` hit runs of `model` on `inputs` (after one warm-up run).
+// Allocations during `runs` hit runs of `model` on `inputs`, once the shape is served
+// specialized (after a warm-up run; under the tiered policy, after its background compile
+// and a warm-up run of the specialized executable).
 long AllocationsPerHits(Engine& engine, const Model& model, const std::vector<Tensor>& inputs,
                         int runs = 100) {
   std::shared_ptr<const Executable> exe = engine.Prepare(model, inputs);
   std::vector<Tensor> outputs;
   for (const TensorSignature& o : exe->outputs) outputs.push_back(Tensor::Empty(o.dtype, o.shape));
+  engine.Run(model, inputs, outputs);
+  engine.WaitForBackgroundCompiles();
   engine.Run(model, inputs, outputs);  // warm: the arena pool now holds an arena for this plan
   return test::CountAllocations([&] {
     for (int i = 0; i < runs; ++i) engine.Run(model, inputs, outputs);
@@ -65,13 +69,20 @@ TEST(EngineAllocations, HitRunsAllocateNothing) {
 }
 
 TEST(EngineAllocations, ExecutablesWithParallelLoopsAreTested) {
-  // Guards the test above: it covers the task-arena path only if some plan is parallel.
+  // Guards the test above: it covers the task-arena path only if some plan it runs (the
+  // specialized ones) is parallel.
   Engine engine;
   ModelPtr mlp = Model::Create(test::MlpModel(), "mlp");
-  EXPECT_TRUE(engine.Prepare(*mlp, std::vector<Tensor>{RandomTensor(DType::kFloat32, {4096, 8})})
-                  ->parallel);
-  EXPECT_FALSE(
-      engine.Prepare(*mlp, std::vector<Tensor>{RandomTensor(DType::kFloat32, {1, 8})})->parallel);
+  auto specialized = [&](int64_t rows) {
+    std::vector<Tensor> in{RandomTensor(DType::kFloat32, {rows, 8})};
+    engine.Run(*mlp, in);
+    engine.WaitForBackgroundCompiles();
+    std::shared_ptr<const Executable> exe = engine.Prepare(*mlp, in);
+    EXPECT_EQ(exe->tier, Tier::kSpecialized);
+    return exe;
+  };
+  EXPECT_TRUE(specialized(4096)->parallel);
+  EXPECT_FALSE(specialized(1)->parallel);
 }
 
 }  // namespace

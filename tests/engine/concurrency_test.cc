@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "common/engine_options.h"
 #include "common/models.h"
 #include "engine/engine.h"
 #include "ir/interpreter.h"
@@ -30,15 +31,15 @@ TEST(EngineConcurrency, EightThreadsMatchSingleThreadBitwise) {
   const std::vector<int64_t> batches{1, 2, 3, 5, 8, 13, 21, 34, 64, 200};
   ModelPtr model = Model::Create(test::MlpModel(), "mlp");
   std::vector<std::vector<Tensor>> inputs, want;
-  EngineOptions single;
-  single.num_threads = 1;
-  Engine reference(single);
+  // Eager: every run is served specialized, in both engines (the tiered policy's concurrency:
+  // tests/engine/tiers_test.cc).
+  Engine reference(test::Eager([](EngineOptions& o) { o.num_threads = 1; }));
   for (int64_t b : batches) {
     inputs.push_back({RandomTensor(DType::kFloat32, {b, 8}, 10 + b)});
     want.push_back(reference.Run(*model, inputs.back()));
   }
 
-  Engine engine;
+  Engine engine(test::Eager());
   constexpr int kThreads = 8, kRunsPerThread = 40;
   std::barrier start(kThreads);
   std::atomic<int> mismatches{0};
@@ -106,9 +107,8 @@ TEST(EngineConcurrency, CompileErrorReachesEveryWaiterAndIsNotCached) {
   RegisterFailingPass();
   g_fail_runs = 0;
   g_failures = 1;
-  EngineOptions options;
-  options.graph_pipeline = "InferType,FailOnBatch3,FoldConstant,FuseOps";
-  Engine engine(options);
+  Engine engine(test::Eager(
+      [](EngineOptions& o) { o.graph_pipeline = "InferType,FailOnBatch3,FoldConstant,FuseOps"; }));
   ModelPtr model = Model::Create(test::MlpModel(), "mlp");
   std::vector<Tensor> in{RandomTensor(DType::kFloat32, {3, 8}, 3)};
 
@@ -150,7 +150,7 @@ TEST(EngineConcurrency, KernelCompileIsSingleFlight) {
   // Eight models with the same fused groups, first run at once: each kernel compiles once.
   std::vector<ModelPtr> models;
   for (int i = 0; i < 8; ++i) models.push_back(Model::Create(test::MlpModel(100 + i), "mlp"));
-  Engine engine;
+  Engine engine(test::Eager());
   std::barrier start(8);
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
@@ -186,6 +186,7 @@ TEST(EngineConcurrency, KernelStoreIsConsultedOnMiss) {
   Engine engine(options);
   ModelPtr model = Model::Create(test::MlpModel(), "mlp");
   engine.Run(*model, std::vector<Tensor>{RandomTensor(DType::kFloat32, {2, 8})});
+  engine.WaitForBackgroundCompiles();  // the shape's specialization (tiered) counts too
   EngineStats s = engine.stats();
   EXPECT_EQ(static_cast<uint64_t>(store->loads.load()), s.kernel_compiles);
   EXPECT_EQ(static_cast<uint64_t>(store->stores.load()), s.kernel_compiles);

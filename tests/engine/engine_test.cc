@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 
+#include "common/engine_options.h"
 #include "common/models.h"
 #include "engine/engine.h"
 #include "ir/interpreter.h"
@@ -18,19 +19,14 @@
 namespace kiln {
 namespace {
 
+using test::Eager;
 using test::ErrorMessage;
 using test::RandomTensor;
 using test::TensorsNear;
+using test::With;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-// Options with one change, without designated initializers (-Wmissing-field-initializers).
-EngineOptions With(const std::function<void(EngineOptions&)>& set) {
-  EngineOptions o;
-  set(o);
-  return o;
-}
 
 void ExpectMatchesInterpreter(Engine& engine, const Model& model,
                               const std::vector<Tensor>& inputs) {
@@ -41,9 +37,10 @@ void ExpectMatchesInterpreter(Engine& engine, const Model& model,
     EXPECT_TRUE(TensorsNear(got[i], want[i], 1e-5, 1e-4)) << "output " << i;
 }
 
-// Runs `shapes` twice each: every run matches Interpret, every second run is a hit.
+// Runs `shapes` twice each: every run matches Interpret, every first run compiles (eager),
+// every second run is a hit.
 void RunShapesTwice(const Function& graph, const std::vector<std::vector<int64_t>>& shapes) {
-  Engine engine;
+  Engine engine(Eager());
   ModelPtr model = Model::Create(graph, "m");
   uint64_t seed = 1;
   for (const std::vector<int64_t>& shape : shapes) {
@@ -140,7 +137,7 @@ TEST(Engine, RunIntoPreallocatedOutputs) {
 }
 
 TEST(Engine, IdenticalFusedGroupsShareKernels) {
-  Engine engine;
+  Engine engine(Eager());
   // Different weights, same program: the weights are kernel arguments, not kernel code.
   ModelPtr a = Model::Create(test::MlpModel(100), "a");
   ModelPtr b = Model::Create(test::MlpModel(500), "b");
@@ -157,7 +154,7 @@ TEST(Engine, IdenticalFusedGroupsShareKernels) {
 
 TEST(Engine, EncoderReusesKernelsWithinAModel) {
   // q, k and v are the same dense layer on different weights: one kernel for the three.
-  Engine engine;
+  Engine engine(Eager());  // one build: the counts are its
   ModelPtr m = Model::Create(test::EncoderLayerModel(), "enc");
   engine.Run(*m, std::vector<Tensor>{RandomTensor(DType::kFloat32, {2, 5, 16}, 4)});
   EngineStats s = engine.stats();
@@ -166,7 +163,7 @@ TEST(Engine, EncoderReusesKernelsWithinAModel) {
 }
 
 TEST(Engine, BoundedSpecializationsEvictLeastRecentlyUsed) {
-  Engine engine(With([](EngineOptions& o) { o.max_specializations = 2; }));
+  Engine engine(Eager([](EngineOptions& o) { o.max_specializations = 2; }));
   ModelPtr m = Model::Create(test::MlpModel(), "mlp");
   auto run = [&](int64_t batch) {
     engine.Run(*m, std::vector<Tensor>{RandomTensor(DType::kFloat32, {batch, 8}, batch)});
@@ -311,6 +308,7 @@ TEST(EngineErrors, WrongRankOrDtype) {
               HasSubstr("given f32[2, 7] (dim 1 must be 8"));
   EngineStats s = engine.stats();
   EXPECT_EQ(s.specializations, 0u);
+  EXPECT_EQ(s.generic_builds, 0u);  // checked before anything is built
   EXPECT_EQ(s.compile_errors, 0u);  // the caller's error, not a compile's
   EXPECT_EQ(s.cached_executables, 0u);
 }
@@ -401,6 +399,7 @@ def @main(%x: f32[batch, 3, height, width], %w: f32[4, 3, 3, 3], %v: f32[6, 4, 1
                            RandomTensor(DType::kFloat32, {6, 4, 1, 1}, ++seed)};
     ExpectMatchesInterpreter(engine, *model, in);
   }
+  engine.WaitForBackgroundCompiles();  // tiered: each shape specialized once, in the background
   EXPECT_EQ(engine.stats().specializations, 4u);
 }
 
@@ -438,6 +437,7 @@ def @main(%x: f32[batch, 3, height, width], %w: f32[8, 3, 3, 3], %v: f32[8, 8, 3
     EXPECT_EQ(got[0].shape(), (std::vector<int64_t>{n, 4, h, w}));
     ExpectMatchesInterpreter(engine, *model, in);
   }
+  engine.WaitForBackgroundCompiles();  // tiered: each shape specialized once, in the background
   EXPECT_EQ(engine.stats().specializations, 4u);
 }
 
@@ -496,7 +496,7 @@ def @main(%x: f32[n, 4]) {
                                   .Lookup("main"),
                               "static");
   EXPECT_TRUE(dyn->value_inputs().empty());
-  Engine engine;
+  Engine engine(Eager());  // one specialization per model and shape, in order
   for (int64_t n : {1, 5}) {
     std::vector<Tensor> in{RandomTensor(DType::kFloat32, {n, 4}, 12 + n)};
     std::vector<Tensor> got = engine.Run(*dyn, in);
