@@ -37,7 +37,7 @@ void RunHits(benchmark::State& state, const ModelPtr& model, std::vector<Tensor>
   for (const TensorSignature& o : exe->outputs) outputs.push_back(Tensor::Empty(o.dtype, o.shape));
   for (auto _ : state) engine.Run(*model, inputs, outputs);
   state.counters["graph_ops"] = CountOps(model->graph());
-  state.counters["kernels"] = static_cast<double>(exe->launches.size());
+  state.counters["kernels"] = static_cast<double>(exe->launches().size());
 }
 
 // The kernels alone: what a dispatcher with nothing to look up or check would cost.
@@ -48,7 +48,7 @@ void RunKernelsOnly(benchmark::State& state, const ModelPtr& model, std::vector<
   for (const TensorSignature& o : exe->outputs) outputs.push_back(Tensor::Empty(o.dtype, o.shape));
   Tensor arena = Tensor::Empty(DType::kUInt8, {static_cast<int64_t>(exe->plan.peak_bytes) + 1});
   std::vector<std::vector<void*>> tables;
-  for (const KernelLaunch& k : exe->launches) {
+  for (const KernelLaunch& k : exe->launches()) {
     std::vector<void*> t;
     for (uint32_t i = 0; i < k.num_buffers; ++i) {
       const BufferRef& r = exe->buffer_refs[k.first_buffer + i];
@@ -60,7 +60,7 @@ void RunKernelsOnly(benchmark::State& state, const ModelPtr& model, std::vector<
           t.push_back(outputs[r.index].raw_data());
           break;
         case BufferRef::Kind::kConstant:
-          t.push_back(exe->constant_data[r.index]);
+          t.push_back(exe->code->constant_data[r.index]);
           break;
         case BufferRef::Kind::kArena:
           t.push_back(static_cast<std::byte*>(arena.raw_data()) + r.offset);
@@ -70,8 +70,9 @@ void RunKernelsOnly(benchmark::State& state, const ModelPtr& model, std::vector<
     tables.push_back(std::move(t));
   }
   for (auto _ : state) {
-    for (size_t i = 0; i < exe->launches.size(); ++i)
-      exe->launches[i].fn(tables[i].data(), exe->scalars.data() + exe->launches[i].first_scalar);
+    for (size_t i = 0; i < exe->launches().size(); ++i)
+      exe->launches()[i].fn(tables[i].data(),
+                            exe->scalars.data() + exe->launches()[i].first_scalar);
     benchmark::ClobberMemory();
   }
 }

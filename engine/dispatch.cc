@@ -425,7 +425,7 @@ void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor*
       case BufferRef::Kind::kOutput:
         return outputs[r.index].raw_data();
       case BufferRef::Kind::kConstant:
-        return exe.constant_data[r.index];
+        return exe.code->constant_data[r.index];
       case BufferRef::Kind::kArena:
         return arena + r.offset;
     }
@@ -433,7 +433,7 @@ void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor*
   };
   auto run_all = [&] {
     void* buffers[kMaxKernelBuffers];
-    for (const KernelLaunch& k : exe.launches) {
+    for (const KernelLaunch& k : exe.launches()) {
       const BufferRef* refs = exe.buffer_refs.data() + k.first_buffer;
       for (uint32_t i = 0; i < k.num_buffers; ++i) buffers[i] = resolve(refs[i]);
       if (!k.profile) {

@@ -200,10 +200,10 @@ std::shared_ptr<const Executable> Engine::GetOrBuild(const Model& model, uint64_
   specializations_.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
-    shape_stats_.push_back(ShapeKeyStats{exe->shape_key, exe->compile_ms, exe->plan.peak_bytes,
-                                         exe->plan.naive_bytes,
-                                         static_cast<int>(exe->launches.size()), exe->pass_timing});
-    for (const KernelLaunch& k : exe->launches)
+    shape_stats_.push_back(
+        ShapeKeyStats{exe->shape_key, exe->compile_ms, exe->plan.peak_bytes, exe->plan.naive_bytes,
+                      static_cast<int>(exe->launches().size()), exe->pass_timing});
+    for (const KernelLaunch& k : exe->launches())
       if (k.profile) profiles_.push_back(ProfileRecord{exe->shape_key, k.name, k.profile});
   }
   promise.set_value(exe);

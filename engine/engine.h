@@ -161,6 +161,9 @@ struct Explanation {
   // A miss: what is new, `first run of model 'mlp'`, `input 'x' dim 0 is 7; cached: 1, 3`,
   // `input 'x' has dtype f16; cached: f32`, `a new combination of seen dims`. "" on a hit.
   std::string reason;
+  // A model run in segments (a data-dependent op): the above is its head's, the part the
+  // inputs key, and this says so and names the op. "" otherwise.
+  std::string segments;
 };
 
 // A shape key a process ran, for warm starts (Engine::SeenShapes, Precompile): each input's
@@ -203,7 +206,8 @@ class Engine {
   EngineStats stats() const;
   // What a run of `model` on `inputs` would be served by now, and on a miss which component of
   // the shape key is new. Looks only: nothing is compiled, counted or made recently used.
-  // `inputs` are checked as a run checks them (count, rank, dtype, constraints).
+  // `inputs` are checked as a run checks them (count, rank, dtype, constraints). A model run
+  // in segments is explained by its head (Explanation::segments).
   Explanation Explain(const Model& model, std::span<const Tensor> inputs) const;
   // Warm start. The shapes of `model` cached now, most run first (a model whose input values
   // set shapes records none: its keys hold values). Precompile builds the specialized executable

@@ -67,7 +67,7 @@ struct OutputCopy {
 
 // An intermediate buffer, for inspection and tests; its storage is plan.offsets[i].
 struct IntermediateBuffer {
-  std::string producer;  // the launch that writes it
+  uint32_t producer = 0;  // the launch that writes it (ExecutableCode::launches)
   TensorSignature type;
   BufferLifetime lifetime;  // in launch steps
 };
@@ -90,15 +90,25 @@ enum class Tier : uint8_t {
 };
 const char* TierName(Tier t);  // "specialized", "generic"
 
+// What every shape bound to one shape-generic executable shares with it (BindGeneric): the
+// kernels and the constants they read. Immutable once built.
+struct ExecutableCode {
+  std::vector<Tensor> constants;     // model weights passed to kernels, kernels' captured constants
+  std::vector<void*> constant_data;  // constants[i].raw_data(), read on dispatch
+  std::vector<KernelLaunch> launches;  // in dataflow order
+};
+
 struct Executable {
   std::string shape_key;  // `mlp(x: f32[3, 8])`: the model and the shapes, for messages and stats
   uint64_t model_id = 0;
   std::map<std::string, int64_t> symbols;  // the binding of the model's symbolic dims
   std::vector<TensorSignature> inputs, outputs;
 
-  std::vector<Tensor> constants;     // model weights passed to kernels, kernels' captured constants
-  std::vector<void*> constant_data;  // constants[i].raw_data(), read on dispatch
-  std::vector<KernelLaunch> launches;  // in dataflow order
+  // Shared, not copied, by BindGeneric: a new shape's first request binds the generic
+  // executable, and copying every launch (names, kernel references) cost it more than the
+  // binding itself.
+  std::shared_ptr<const ExecutableCode> code;
+  const std::vector<KernelLaunch>& launches() const { return code->launches; }
   std::vector<BufferRef> buffer_refs;
   std::vector<int64_t> scalars;
   std::vector<OutputCopy> copies;

@@ -127,6 +127,7 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
   auto t0 = std::chrono::steady_clock::now();
   const bool generic = req.generic;
   auto exe = std::make_shared<Executable>();
+  auto code = std::make_shared<ExecutableCode>();  // exe->code once built
   exe->model_id = model.id();
   exe->symbols = req.symbols;
   auto shapes = std::make_shared<GenericShapes>();
@@ -241,9 +242,9 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
       return it->second;
     };
     auto add_constant = [&](const Tensor& t) {
-      exe->constants.push_back(t);
-      exe->constant_data.push_back(t.raw_data());
-      return static_cast<uint32_t>(exe->constants.size() - 1);
+      code->constants.push_back(t);
+      code->constant_data.push_back(t.raw_data());
+      return static_cast<uint32_t>(code->constants.size() - 1);
     };
 
     for (const Expr& e : PostOrder(main->body)) {
@@ -296,7 +297,7 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
           if (!prim || KindOf(*prim) != AttrKind::kBool || !std::get<bool>(*prim))
             Throw(ErrorCode::kUnsupported, DescribeNode(e), " calls a non-primitive function");
           const std::string where = StrCat("kernel '", e->name, "'");
-          const int step = static_cast<int>(exe->launches.size());
+          const int step = static_cast<int>(code->launches.size());
 
           const GroupCompile& compiled = groups.at(group_of.at(e.get()));
           std::shared_ptr<const CompiledKernel> kernel = compiled.kernel;
@@ -334,7 +335,7 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
           std::vector<Leaf> outs;
           for (const Type& t : out_types) {
             IntermediateBuffer tmp;
-            tmp.producer = e->name;
+            tmp.producer = static_cast<uint32_t>(step);
             TypedShape shape = ShapeOf(t, where, generic);
             tmp.type = SignatureOf(shape, where);
             tmp.lifetime = {tmp.type.nbytes, step, step};
@@ -374,7 +375,7 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
           }
           launch.num_scalars = static_cast<uint32_t>(exe->scalars.size()) - launch.first_scalar;
           exe->parallel = exe->parallel || launch.parallel;
-          exe->launches.push_back(std::move(launch));
+          code->launches.push_back(std::move(launch));
           leaves[e.get()] = std::move(outs);
           break;
         }
@@ -405,6 +406,7 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
     }
     scope.Close();
     if (timing) exe->pass_timing = timing->report();
+    exe->code = std::move(code);
   } catch (const Error& e) {
     Throw(e.code(), exe->shape_key, ": ", e.what());
   }
@@ -448,13 +450,20 @@ std::shared_ptr<const Executable> BindGeneric(const Executable& generic,
                                               std::string shape_key) {
   KILN_CHECK(generic.generic, "BindGeneric of an executable that is not shape-generic");
   const GenericShapes& g = *generic.generic;
-  auto exe = std::make_shared<Executable>(generic);  // shares kernels and constants
-  exe->generic = nullptr;
-  exe->tier = Tier::kGeneric;
-  exe->symbols = symbols;
+  // Copies what a binding changes; shares the code.
+  auto exe = std::make_shared<Executable>();
   exe->shape_key = std::move(shape_key);
-  exe->compile_ms = 0;
-  exe->pass_timing.clear();
+  exe->model_id = generic.model_id;
+  exe->symbols = symbols;
+  exe->inputs = generic.inputs;
+  exe->outputs = generic.outputs;
+  exe->code = generic.code;
+  exe->buffer_refs = generic.buffer_refs;
+  exe->scalars = generic.scalars;
+  exe->copies = generic.copies;
+  exe->intermediates = generic.intermediates;
+  exe->parallel = generic.parallel;
+  exe->tier = Tier::kGeneric;
   // `what` names the tensor in an error only: a first request of a shape binds every tensor,
   // and formatting names it never shows cost it more than the evaluation.
   auto bind = [&](const Shape& shape, TensorSignature* sig, auto what) {
@@ -481,7 +490,7 @@ std::shared_ptr<const Executable> BindGeneric(const Executable& generic,
   for (size_t i = 0; i < g.intermediates.size(); ++i) {
     IntermediateBuffer& b = exe->intermediates[i];
     bind(g.intermediates[i], &b.type,
-         [&b] { return StrCat("the result of kernel '", b.producer, "'"); });
+         [&] { return StrCat("the result of kernel '", exe->launches()[b.producer].name, "'"); });
     b.lifetime.bytes = b.type.nbytes;
     lifetimes.push_back(b.lifetime);
   }

@@ -12,6 +12,7 @@
 #include <shared_mutex>
 
 #include "engine/engine.h"
+#include "engine/segments.h"
 #include "ir/error.h"
 #include "ir/type_infer.h"
 
@@ -91,10 +92,10 @@ std::shared_ptr<const Executable> Engine::GenericFor(const Model& model) {
       generic_builds_.fetch_add(1, std::memory_order_relaxed);
       std::lock_guard<std::mutex> lock(stats_mu_);
       shape_stats_.push_back(ShapeKeyStats{exe->shape_key, exe->compile_ms, 0, 0,
-                                           static_cast<int>(exe->launches.size()),
+                                           static_cast<int>(exe->launches().size()),
                                            exe->pass_timing});
       // Every shape bound to it shares these launches' counters.
-      for (const KernelLaunch& k : exe->launches)
+      for (const KernelLaunch& k : exe->launches())
         if (k.profile) profiles_.push_back(ProfileRecord{exe->shape_key, k.name, k.profile});
     } catch (const std::exception& e) {
       why = e.what();
@@ -213,8 +214,8 @@ void Engine::QueueSpecialization(const Model& model, uint64_t key_hash,
       std::lock_guard<std::mutex> lock(stats_mu_);
       shape_stats_.push_back(ShapeKeyStats{
           exe->shape_key, exe->compile_ms, exe->plan.peak_bytes, exe->plan.naive_bytes,
-          static_cast<int>(exe->launches.size()), exe->pass_timing});
-      for (const KernelLaunch& k : exe->launches)
+          static_cast<int>(exe->launches().size()), exe->pass_timing});
+      for (const KernelLaunch& k : exe->launches())
         if (k.profile) profiles_.push_back(ProfileRecord{exe->shape_key, k.name, k.profile});
     }
     promise->set_value(exe);
@@ -226,9 +227,22 @@ void Engine::WaitForBackgroundCompiles() {
 }
 
 Explanation Engine::Explain(const Model& model, std::span<const Tensor> inputs) const {
-  if (model.segments())
-    Throw(ErrorCode::kUnsupported, "model '", model.name(),
-          "' runs in segments (it has a data-dependent op): each segment has its own key");
+  if (const std::shared_ptr<const Segments>& seg = model.segments()) {
+    // Only the head is keyed by the inputs: what runs after the data-dependent op is keyed by
+    // what it computes, known once a run gets there.
+    Explanation x;
+    if (seg->head) {
+      x = Explain(*seg->head, inputs);
+    } else {
+      BindInputs(model, inputs);  // the run's checks, with its messages
+      x.shape_key = StrCat(model.name(), " (no head: it starts with ", seg->node, ")");
+      x.reason = "nothing before the data-dependent op is compiled";
+    }
+    x.segments = StrCat("model '", model.name(), "' runs in segments at ", seg->node,
+                        ": this is its head; the ", seg->loop_body ? "loop body's" : "rest's",
+                        " keys depend on the values it computes");
+    return x;
+  }
   BindInputs(model, inputs);  // the run's checks, with its messages
   Explanation x;
   std::vector<TensorSignature> sigs;

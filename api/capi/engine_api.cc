@@ -559,6 +559,10 @@ kiln_status kiln_engine_explain(kiln_engine* engine, const kiln_model* model, si
   out += kiln::StrCat(",\"cached\":", x.cached ? "true" : "false", ",\"tier\":\"",
                       kiln::TierName(x.tier), "\",\"reason\":");
   JsonString(out, x.reason);
+  if (!x.segments.empty()) {
+    out += ",\"segments\":";
+    JsonString(out, x.segments);
+  }
   out += "}";
   *out_json = NewCString(out);
   KILN_API_END

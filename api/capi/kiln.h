@@ -371,8 +371,9 @@ kiln_status kiln_engine_prepare(kiln_engine* engine, const kiln_model* model, si
 /* What would serve a run on these inputs now, as a JSON object the caller frees with
  * kiln_string_free: {"shape_key", "cached" (bool), "tier" ("specialized" or "generic"),
  * "reason"}. On a miss "reason" says which part of the shape key is new (`input 'x' dim 0 is
- * 7; cached: 1, 3`, or `first run of model 'mlp'`); "" on a hit. Looks only: nothing compiles
- * or counts. Inputs as for a run. */
+ * 7; cached: 1, 3`, or `first run of model 'mlp'`); "" on a hit. A model run in segments (a
+ * data-dependent op) is explained by its head, the part the inputs key, and "segments" says so
+ * and names the op. Looks only: nothing compiles or counts. Inputs as for a run. */
 kiln_status kiln_engine_explain(kiln_engine* engine, const kiln_model* model, size_t num_inputs,
                                 const char* const* input_names, const kiln_tensor* const* inputs,
                                 char** out_json);

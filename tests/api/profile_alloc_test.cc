@@ -55,7 +55,7 @@ TEST(ProfilingAllocations, OffByDefault) {
   EXPECT_TRUE(s.kernel_profile.empty());
   ASSERT_EQ(s.shapes.size(), 1u);
   EXPECT_TRUE(s.shapes[0].pass_timing.empty());
-  for (const KernelLaunch& k : engine.Prepare(*mlp, inputs)->launches)
+  for (const KernelLaunch& k : engine.Prepare(*mlp, inputs)->launches())
     EXPECT_EQ(k.profile, nullptr);
 }
 

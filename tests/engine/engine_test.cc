@@ -207,8 +207,9 @@ void ExpectPlanSound(const Executable& exe) {
       if (!LifetimesOverlap(a, b) || a.bytes == 0 || b.bytes == 0) continue;
       bool disjoint =
           p.offsets[i] + a.bytes <= p.offsets[j] || p.offsets[j] + b.bytes <= p.offsets[i];
-      EXPECT_TRUE(disjoint) << exe.intermediates[i].producer << " and "
-                            << exe.intermediates[j].producer << " alias while both are live";
+      EXPECT_TRUE(disjoint) << exe.launches()[exe.intermediates[i].producer].name << " and "
+                            << exe.launches()[exe.intermediates[j].producer].name
+                            << " alias while both are live";
     }
   }
   size_t naive = 0;
@@ -250,7 +251,7 @@ TEST(Engine, DisablingFuseOpsGivesOneKernelPerOp) {
   std::vector<Tensor> in{RandomTensor(DType::kFloat32, {3, 8})};
   auto a = fused.Prepare(*m, in);
   auto b = unfused.Prepare(*m, in);
-  EXPECT_GT(b->launches.size(), a->launches.size());
+  EXPECT_GT(b->launches().size(), a->launches().size());
   ExpectMatchesInterpreter(unfused, *m, in);
 }
 
@@ -368,7 +369,7 @@ TEST(EngineErrors, PassConfigReachesTheCompiler) {
   }));
   ModelPtr m = Model::Create(test::MlpModel(), "mlp");
   std::vector<Tensor> in{RandomTensor(DType::kFloat32, {3, 8})};
-  EXPECT_GT(b.Prepare(*m, in)->launches.size(), a.Prepare(*m, in)->launches.size());
+  EXPECT_GT(b.Prepare(*m, in)->launches().size(), a.Prepare(*m, in)->launches().size());
   ExpectMatchesInterpreter(b, *m, in);
 }
 

@@ -80,6 +80,39 @@ def @main(%x: f32[n]) {
   EXPECT_GE(st.hits, 2u);
 }
 
+// Explain on a model run in segments: its head is what the inputs key, so that is explained
+// (a new n misses, a seen one hits), and `segments` names the data-dependent op. Bad inputs
+// are the run's errors.
+TEST(Segments, ExplainSaysWhatServesTheHead) {
+  ModelPtr m = Load(R"(
+def @main(%x: f32[n]) {
+  %r = relu(%x)
+  %idx = reshape(nonzero(%r), shape=[-1])
+  add(exp(gather(%r, %idx, axis=0)), const(f32[], 1.0))
+}
+)");
+  ASSERT_TRUE(m->segments() && m->segments()->head);
+  Engine engine(test::Eager());
+  std::vector<Tensor> five{RandomTensor(DType::kFloat32, {5}, 1)};
+  Explanation x = engine.Explain(*m, five);
+  EXPECT_FALSE(x.cached);
+  EXPECT_THAT(x.shape_key, HasSubstr("m.head("));
+  EXPECT_THAT(x.reason, HasSubstr("first run of model 'm.head'"));
+  EXPECT_THAT(x.segments, AllOf(HasSubstr("runs in segments at nonzero"), HasSubstr("head")));
+  engine.Run(*m, five);
+  x = engine.Explain(*m, five);
+  EXPECT_TRUE(x.cached);
+  EXPECT_EQ(x.reason, "");
+  x = engine.Explain(*m, std::vector<Tensor>{RandomTensor(DType::kFloat32, {7}, 2)});
+  EXPECT_FALSE(x.cached);
+  EXPECT_THAT(x.reason, HasSubstr("dim 0 is 7; cached: 5"));
+  EXPECT_THAT(ErrorMessage([&] {
+                engine.Explain(*m, std::vector<Tensor>{RandomTensor(DType::kFloat32, {2, 3})});
+              }),
+              HasSubstr("rank"));
+  EXPECT_EQ(engine.stats().runs, 1u);  // Explain ran nothing
+}
+
 // Into preallocated outputs: the sizes this run made must match them.
 TEST(Segments, RunIntoPreallocatedOutputs) {
   ModelPtr m = Load(R"(

@@ -79,7 +79,7 @@ TEST(EngineTiers, GenericOnlyMatchesEager) {
     // At most one compile per kernel of the generic executable (equal groups share one),
     // whatever the number of shapes.
     std::vector<Tensor> any{RandomTensor(DType::kFloat32, c.shapes[0], 9)};
-    EXPECT_LE(s.kernel_compiles, generic.Prepare(*model, any)->launches.size());
+    EXPECT_LE(s.kernel_compiles, generic.Prepare(*model, any)->launches().size());
   }
 }
 
