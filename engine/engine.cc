@@ -160,7 +160,13 @@ std::shared_ptr<const Executable> Engine::GetOrBuild(const Model& model, uint64_
         continue;
       std::shared_future<std::shared_ptr<const Executable>> result = f->result;
       lock.unlock();
-      return result.get();  // the compiler's error, if it failed
+      try {
+        return result.get();
+      } catch (const Error& e) {
+        // The compiler's error, as a copy of its own: every waiter rethrowing the one stored
+        // exception would share that object (and its message) between threads.
+        throw Error(e.code(), e.what());
+      }
     }
     mine = std::make_shared<InFlight>();
     mine->model_id = model.id();
