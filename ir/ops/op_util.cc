@@ -2,7 +2,16 @@
 
 #include <algorithm>
 
+#include "ir/loop/loop_text.h"
+
 namespace kiln::ops {
+namespace {
+
+loop::Expr IsZero(const loop::Expr& extent) {
+  return loop::MakeBinary(loop::BinaryOp::kEQ, extent, loop::IntImm(0));
+}
+
+}  // namespace
 
 std::vector<int> NormalizeAxes(TypeRelContext& ctx, const std::vector<int64_t>& axes, int rank,
                                const std::string& what) {
@@ -69,6 +78,27 @@ void RequireDType(const TypeRelContext& ctx, DType t, DTypeClass c, const std::s
       break;
   }
   ctx.Fail(StrCat(what, " must be ", expected, ", got ", DTypeName(t)));
+}
+
+std::vector<loop::Expr> OutShape(LowerContext& ctx, const Type& t) {
+  return ctx.ShapeExpr(AsTensor(t)->shape);
+}
+
+loop::Expr Less(const loop::Expr& a, const loop::Expr& b) {
+  return loop::MakeBinary(loop::BinaryOp::kLT, a, b);
+}
+
+bool SameExtent(const loop::Expr& a, const loop::Expr& b) {
+  int64_t x, y;
+  if (loop::IsConstInt(a, &x) && loop::IsConstInt(b, &y)) return x == y;
+  return loop::StructuralEqual(a, b);
+}
+
+std::vector<loop::Expr> FirstElementIfEmpty(const loop::Expr& extent, std::vector<loop::Expr> idx) {
+  if (loop::IsConstInt(extent)) return idx;
+  loop::Expr empty = IsZero(extent);
+  for (loop::Expr& i : idx) i = loop::Select(empty, loop::IntImm(0), i);
+  return idx;
 }
 
 }  // namespace kiln::ops

@@ -1,5 +1,5 @@
 // Helpers shared by the op files: index arithmetic for reference kernels and small pieces of
-// type relations. Reference kernels favour the obviously correct over the fast.
+// type relations and lowerings. Reference kernels favour the obviously correct over the fast.
 #pragma once
 
 #include <cmath>
@@ -15,6 +15,10 @@ namespace kiln::ops {
 
 template <typename T>
 inline constexpr bool kIsHalf = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+// Slice indices at least this large (exporters write INT64_MAX) are past the end of any dim:
+// no tensor with a dim that large could be allocated. Also bounds sums of sizes.
+inline constexpr int64_t kHuge = int64_t{1} << 62;
 
 // The type reference arithmetic is done in: float for the 16-bit floats, T otherwise.
 template <typename T>
@@ -73,6 +77,11 @@ void CopyByIndex(const Tensor& x, Tensor& out, SrcOffset src_offset) {
     Unravel(i, out.shape(), idx);
     CopyElements(x, src_offset(idx), out, i, 1);
   }
+}
+
+// Element j of an i32/i64 index tensor.
+inline int64_t IndexAt(const Tensor& indices, int64_t j) {
+  return indices.dtype() == DType::kInt64 ? indices.data<int64_t>()[j] : indices.data<int32_t>()[j];
 }
 
 // Maps an index of the broadcast output to the element of one input that it reads
@@ -156,5 +165,19 @@ std::vector<int> NormalizeAxes(TypeRelContext& ctx, const std::vector<int64_t>& 
 inline int WrapAxis(int64_t axis, int rank) {
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
+
+// Lowering pieces.
+// The result type's shape as loop expressions.
+std::vector<loop::Expr> OutShape(LowerContext& ctx, const Type& t);
+// a < b, a bool expression.
+loop::Expr Less(const loop::Expr& a, const loop::Expr& b);
+// Whether two extents are certainly equal: equal constants, or the same expression.
+bool SameExtent(const loop::Expr& a, const loop::Expr& b);
+// The index of a read from a tensor that may be empty at run time (a symbolic extent that is
+// 0): then no index is in range, so every dim reads 0 -- the first element, for which every
+// buffer has storage even when empty (Tensor::Empty allocates at least 64 bytes). Zeroing only
+// the other dims would not do: with inner dims, an index 0 on the empty axis still reaches up
+// to their size past the start. Costs a select per dim, so only symbolic extents get it.
+std::vector<loop::Expr> FirstElementIfEmpty(const loop::Expr& extent, std::vector<loop::Expr> idx);
 
 }  // namespace kiln::ops

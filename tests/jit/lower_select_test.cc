@@ -1,6 +1,7 @@
-// Lowerings of the ops in ir/ops/select.cc (concat, split, slice, gather, gather_elements,
-// gather_nd, scatter_elements, scatter_nd, trilu, hardmax, cumsum, range, one_hot, topk, einsum,
-// eye_like, constant_of_shape, reverse_sequence): each op compiled,
+// Lowerings of the ops in ir/ops/select.cc, gather_scatter.cc, along_axis.cc, generate.cc and
+// einsum.cc (concat, split, slice, gather, gather_elements, gather_nd, scatter_elements,
+// scatter_nd, trilu, hardmax, cumsum, range, one_hot, topk, einsum, eye_like,
+// constant_of_shape, reverse_sequence): each op compiled,
 // concretely and shape-generic, and compared with its reference kernel on random data. Most ops
 // only move or compare elements, so results must match exactly (atol = rtol = 0); range computes in
 // double and converts like the reference, so it matches exactly too. Only cumsum, einsum and the
