@@ -83,8 +83,10 @@ struct EngineOptions {
   // of `cache_dir` (a test double, or a store of the caller's own).
   std::shared_ptr<KernelStore> kernel_store;
   // The most executables (shapes) kept per model; past it the least recently used is evicted.
-  // 0: unbounded.
-  int max_specializations = 0;
+  // 0: unbounded. Bounded by default, so a server fed ever new shapes keeps its memory: an
+  // evicted shape that comes back is served by the generic tier (tiered) while it is
+  // specialized again.
+  int max_specializations = 64;
   // Installed in the PassContext of every specialization's graph pipeline, after the engine's
   // own. Compiles of different shapes run on their callers' threads, so hooks may be called
   // from several threads at once: an instrument shared here must be thread-safe.

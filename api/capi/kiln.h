@@ -308,7 +308,8 @@ kiln_status kiln_options_set_config_float(kiln_options* options, const char* key
 kiln_status kiln_options_set_config_string(kiln_options* options, const char* key,
                                            const char* value);
 kiln_status kiln_options_set_config_bool(kiln_options* options, const char* key, int value);
-/* The most shapes compiled per model; past it the least recently used goes. 0: unbounded. */
+/* The most shapes compiled per model (default 64); past it the least recently used goes.
+ * 0: unbounded. */
 kiln_status kiln_options_set_max_specializations(kiln_options* options, int max);
 /* How a shape with no compiled executable yet is served: "tiered" (the default: the model's
  * shape-generic kernels, compiled on its first run, serve it at once, and the shape is

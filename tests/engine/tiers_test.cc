@@ -294,6 +294,25 @@ TEST(EngineTiers, ThousandShapesStayBounded) {
   }
 }
 
+// The default bound: 64 shapes per model, the least recently used evicted past it (a server
+// fed ever new shapes keeps its memory without setting anything).
+TEST(EngineTiers, DefaultBoundKeepsSixtyFourShapes) {
+  ModelPtr model = Model::Create(test::MlpModel(), "mlp");
+  EngineOptions o = Policy(CompilePolicy::kGenericOnly);  // binds each shape, compiles none
+  EXPECT_EQ(o.max_specializations, 64);
+  Engine engine(o);
+  for (int64_t b = 1; b <= 70; ++b)
+    engine.Run(*model, std::vector<Tensor>{RandomTensor(DType::kFloat32, {b, 8}, b)});
+  EngineStats s = engine.stats();
+  EXPECT_EQ(s.cached_executables, 64u);
+  EXPECT_EQ(s.evictions, 6u);
+  // The first shapes went; the last ones are hits.
+  engine.Run(*model, std::vector<Tensor>{RandomTensor(DType::kFloat32, {70, 8}, 1)});
+  EXPECT_EQ(engine.stats().hits, s.hits + 1);
+  engine.Run(*model, std::vector<Tensor>{RandomTensor(DType::kFloat32, {1, 8}, 1)});
+  EXPECT_EQ(engine.stats().misses, s.misses + 1);
+}
+
 // Forget drops the generic executable too: the next run builds it again.
 TEST(EngineTiers, ForgetDropsTheGenericExecutable) {
   ModelPtr model = Model::Create(test::MlpModel(), "mlp");
