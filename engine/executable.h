@@ -105,8 +105,8 @@ struct Executable {
   std::vector<TensorSignature> inputs, outputs;
 
   // Shared, not copied, by BindGeneric: a new shape's first request binds the generic
-  // executable, and copying every launch (names, kernel references) cost it more than the
-  // binding itself.
+  // executable, and copying every launch (names, kernel references) and constant was a third
+  // to a half of that binding, cold (encoder layer: 12-18 of 30-38 us).
   std::shared_ptr<const ExecutableCode> code;
   const std::vector<KernelLaunch>& launches() const { return code->launches; }
   std::vector<BufferRef> buffer_refs;

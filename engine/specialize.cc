@@ -464,8 +464,8 @@ std::shared_ptr<const Executable> BindGeneric(const Executable& generic,
   exe->intermediates = generic.intermediates;
   exe->parallel = generic.parallel;
   exe->tier = Tier::kGeneric;
-  // `what` names the tensor in an error only: a first request of a shape binds every tensor,
-  // and formatting names it never shows cost it more than the evaluation.
+  // `what` names the tensor in an error only: a new shape's first request binds every tensor,
+  // and formatting a name per tensor that only an error shows was work on every one.
   auto bind = [&](const Shape& shape, TensorSignature* sig, auto what) {
     sig->shape.resize(shape.size());
     for (size_t d = 0; d < shape.size(); ++d) {

@@ -43,6 +43,8 @@ TEST(CApiPasses, ReplacementTextIsCompiledAndRun) {
 
   OptionsHandle options;
   KILN_ASSERT_OK(kiln_options_set_pipeline(options.o, "InferType,CppReluToSigmoid,InferType"));
+  // Eager: one compile, on this thread (tiered would run the pass again, in the background).
+  KILN_ASSERT_OK(kiln_options_set_compile_policy(options.o, "eager"));
   EngineHandle engine(options.o);
   KILN_ASSERT_OK(RunInto(engine.engine, mlp.model, x, 4, mlp.in, mlp.out, &y));
   ExpectNear(y, mlp.Reference(x, 4, /*sigmoid=*/true), "rewritten");
@@ -132,6 +134,8 @@ TEST(CApiInstruments, HooksSeeEveryPassInOrder) {
   KILN_ASSERT_OK(kiln_options_set_pipeline(options.o, "InferType,FoldConstant"));
   KILN_ASSERT_OK(kiln_options_add_instrument(options.o, Before, After, 0, &log));
   KILN_ASSERT_OK(kiln_options_add_instrument(options.o, nullptr, After, 1, &log));
+  // Eager: one compile, on this thread (tiered would run the hooks again, in the background).
+  KILN_ASSERT_OK(kiln_options_set_compile_policy(options.o, "eager"));
   EngineHandle engine(options.o);
   KILN_ASSERT_OK(RunInto(engine.engine, mlp.model, x, 3, mlp.in, mlp.out, &y));
   ExpectNear(y, mlp.Reference(x, 3), "instrumented");
