@@ -21,7 +21,11 @@ void CompilePool::Submit(std::function<void()> job) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return;
     queue_.push_back(std::move(job));
-    if (static_cast<int>(workers_.size()) < threads_) workers_.emplace_back([this] { Work(); });
+    if (static_cast<int>(workers_.size()) < threads_) {
+      workers_.emplace_back([this] { Work(); });  // a new thread looks at the queue first
+      return;
+    }
+    if (sleeping_ == 0 || queue_.size() <= polling_) return;  // a polling thread takes it
   }
   wake_.notify_one();
 }
@@ -39,7 +43,18 @@ size_t CompilePool::pending() const {
 void CompilePool::Work() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    const auto idle_since = std::chrono::steady_clock::now();
+    while (!stop_ && queue_.empty()) {
+      if (std::chrono::steady_clock::now() - idle_since < kPollFor) {
+        ++polling_;
+        wake_.wait_for(lock, kPollInterval);
+        --polling_;
+      } else {
+        ++sleeping_;
+        wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        --sleeping_;
+      }
+    }
     if (stop_) return;
     std::function<void()> job = std::move(queue_.front());
     queue_.pop_front();
