@@ -418,6 +418,7 @@ void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor*
   ScratchPool::Scratch* scratch =
       exe.plan.peak_bytes ? scratch_.Acquire(exe.plan.peak_bytes) : nullptr;
   std::byte* arena = scratch ? scratch->data : nullptr;
+  void* const* constants = exe.code->constant_data.data();
   auto resolve = [&](const BufferRef& r) -> void* {
     switch (r.kind) {
       case BufferRef::Kind::kInput:
@@ -425,7 +426,7 @@ void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor*
       case BufferRef::Kind::kOutput:
         return outputs[r.index].raw_data();
       case BufferRef::Kind::kConstant:
-        return exe.code->constant_data[r.index];
+        return constants[r.index];
       case BufferRef::Kind::kArena:
         return arena + r.offset;
     }

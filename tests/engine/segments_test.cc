@@ -41,16 +41,19 @@ void ExpectMatchesInterpreter(Engine& engine, const Model& model,
 }
 
 // x -> relu -> nonzero -> gather the kept values -> exp + 1: the head computes relu(x),
-// nonzero runs on the host, the rest gathers. Inputs with different counts of positive values
-// specialize the rest once per count; a repeat count is a hit.
-TEST(Segments, CountsSpecializeTheRest) {
-  ModelPtr m = Load(R"(
+// nonzero runs on the host, the rest gathers.
+constexpr char kKeepPositives[] = R"(
 def @main(%x: f32[n]) {
   %r = relu(%x)
   %idx = reshape(nonzero(%r), shape=[-1])
   add(exp(gather(%r, %idx, axis=0)), const(f32[], 1.0))
 }
-)");
+)";
+
+// Inputs with different counts of positive values specialize the rest once per count; a repeat
+// count is a hit.
+TEST(Segments, CountsSpecializeTheRest) {
+  ModelPtr m = Load(kKeepPositives);
   ASSERT_TRUE(m->segments());
   EXPECT_TRUE(m->segments()->head);
   EXPECT_EQ(m->segments()->op->name, "nonzero");
@@ -84,13 +87,7 @@ def @main(%x: f32[n]) {
 // (a new n misses, a seen one hits), and `segments` names the data-dependent op. Bad inputs
 // are the run's errors.
 TEST(Segments, ExplainSaysWhatServesTheHead) {
-  ModelPtr m = Load(R"(
-def @main(%x: f32[n]) {
-  %r = relu(%x)
-  %idx = reshape(nonzero(%r), shape=[-1])
-  add(exp(gather(%r, %idx, axis=0)), const(f32[], 1.0))
-}
-)");
+  ModelPtr m = Load(kKeepPositives);
   ASSERT_TRUE(m->segments() && m->segments()->head);
   Engine engine(test::Eager());
   std::vector<Tensor> five{RandomTensor(DType::kFloat32, {5}, 1)};

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "common/engine_options.h"
 #include "common/models.h"
 #include "engine/engine.h"
 #include "ir/text.h"
@@ -27,10 +28,10 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 EngineOptions Policy(CompilePolicy p, int threads = 1) {
-  EngineOptions o;
-  o.policy = p;
-  o.num_threads = threads;
-  return o;
+  return test::With([&](EngineOptions& o) {
+    o.policy = p;
+    o.num_threads = threads;
+  });
 }
 
 struct Case {
