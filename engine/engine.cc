@@ -3,6 +3,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <new>
 #include <sstream>
 
 #include "devices/target.h"
@@ -142,6 +143,22 @@ std::shared_ptr<const Executable> Engine::Prepare(const Model& model,
   return Acquire(model, inputs);
 }
 
+void Engine::InFlight::RecordCurrentError() {
+  try {
+    throw;
+  } catch (const Error& e) {
+    error_code = e.code();
+    error_message = e.what();
+  } catch (const std::bad_alloc&) {
+    error_code = ErrorCode::kOutOfMemory;
+    error_message = "out of memory";
+  } catch (const std::exception& e) {
+    error_message = e.what();
+  } catch (...) {
+    error_message = "an unknown exception";
+  }
+}
+
 std::shared_ptr<const Executable> Engine::GetOrBuild(const Model& model, uint64_t key_hash,
                                                      std::span<const Tensor> inputs) {
   // Bad inputs (count, rank, dtype, a symbol bound two ways) are the caller's error, found
@@ -158,15 +175,10 @@ std::shared_ptr<const Executable> Engine::GetOrBuild(const Model& model, uint64_
       if (f->model_id != model.id() || f->key_hash != key_hash ||
           !MatchesSignature(model, f->signature, inputs))
         continue;
-      std::shared_future<std::shared_ptr<const Executable>> result = f->result;
+      std::shared_ptr<InFlight> compile = f;
       lock.unlock();
-      try {
-        return result.get();
-      } catch (const Error& e) {
-        // The compiler's error, as a copy of its own: every waiter rethrowing the one stored
-        // exception would share that object (and its message) between threads.
-        throw Error(e.code(), e.what());
-      }
+      if (std::shared_ptr<const Executable> exe = compile->result.get()) return exe;
+      throw Error(compile->error_code, compile->error_message);  // the compiler's error
     }
     mine = std::make_shared<InFlight>();
     mine->model_id = model.id();
@@ -200,7 +212,8 @@ std::shared_ptr<const Executable> Engine::GetOrBuild(const Model& model, uint64_
       auto it = std::find(in_flight_.begin(), in_flight_.end(), mine);
       if (it != in_flight_.end()) in_flight_.erase(it);
     }
-    promise.set_exception(std::current_exception());
+    mine->RecordCurrentError();
+    promise.set_value(nullptr);
     throw;
   }
   specializations_.fetch_add(1, std::memory_order_relaxed);

@@ -263,7 +263,15 @@ class Engine {
     uint64_t model_id = 0;
     uint64_t key_hash = 0;
     std::vector<int64_t> signature;
+    // Null when the compile failed: then the error, written before the result is set. Waiters
+    // throw exceptions of their own made from it, never the compiler's: an exception object
+    // shared between threads is freed by whichever lets go last, through reference counts
+    // that ThreadSanitizer cannot see (libstdc++ is not instrumented).
     std::shared_future<std::shared_ptr<const Executable>> result;
+    ErrorCode error_code = ErrorCode::kInternal;
+    std::string error_message;
+    // Sets error_code and error_message from the exception being handled.
+    void RecordCurrentError();
   };
   // Arenas for intermediate buffers, reused from run to run so a hit allocates nothing. Each
   // run takes one and gives it back; lock-free, one atomic exchange per slot tried.

@@ -186,7 +186,8 @@ void Engine::QueueSpecialization(const Model& model, uint64_t key_hash,
       compile_errors_.fetch_add(1, std::memory_order_relaxed);
       std::unique_lock<std::shared_mutex> lock(mu_);
       in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), mine));
-      promise->set_exception(std::current_exception());
+      mine->RecordCurrentError();
+      promise->set_value(nullptr);
       return;
     }
     {
