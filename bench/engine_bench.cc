@@ -6,8 +6,10 @@
 // Hit/*: one Engine::Run into preallocated outputs, per iteration (us). Kernels/* runs the same
 // executable's kernels straight from a prepared pointer table, so Hit minus Kernels is the
 // dispatch overhead (shape key, lookup, checks, arena, binding). ONNX Runtime's figure to
-// compare with: about 3.1 us per run plus 0.8 us per node. Cold/*: one run of a shape never seen
-// before, per iteration (ms): specialization, passes, fusion, lowering, codegen, planning.
+// compare with: about 3.1 us per run plus 0.8 us per node. NewShape/* minus Hit/Generic*: what
+// binding the shape-generic executable to a new shape costs. Cold/*: one run of a shape never
+// seen before, compiled first (eager), per iteration (ms): specialization, passes, fusion,
+// lowering, codegen, planning.
 #include <benchmark/benchmark.h>
 
 #include "common/models.h"
@@ -101,10 +103,40 @@ void BM_Kernels_EncoderB1S8(benchmark::State& state) {
                  {RandomTensor(DType::kFloat32, {1, 8, 16})});
 }
 
-// Every iteration runs a shape the engine has not seen (batch 1, 2, 3, ...).
+// A new shape served by the shape-generic tier: every iteration runs one of 32 shapes on an
+// engine that keeps 2, so each is a miss that binds the generic executable to its shape (the
+// first request of a shape under the tiered policy, less the queueing of its compile).
+// Minus Hit/GenericEncoder (the same shapes, all kept), what binding a shape costs.
+void RunGenericShapes(benchmark::State& state, int kept) {
+  EngineOptions o;
+  o.policy = CompilePolicy::kGenericOnly;
+  o.max_specializations = kept;
+  Engine engine(o);
+  ModelPtr model = Model::Create(test::EncoderLayerModel(), "enc");
+  std::vector<std::vector<Tensor>> inputs;
+  for (int64_t s = 1; s <= 32; ++s)
+    inputs.push_back({RandomTensor(DType::kFloat32, {1, s, 16}, s)});
+  for (const std::vector<Tensor>& in : inputs) engine.Run(*model, in);  // builds the generic tier
+  size_t i = 0;
+  for (auto _ : state) {
+    engine.Run(*model, inputs[i]);
+    i = (i + 1) % inputs.size();
+  }
+}
+void BM_NewShape_GenericEncoder(benchmark::State& state) {
+  RunGenericShapes(state, 2);
+}
+void BM_Hit_GenericEncoder(benchmark::State& state) {
+  RunGenericShapes(state, 64);
+}
+
+// Every iteration runs a shape the engine has not seen (batch 1, 2, 3, ...), compiled before it
+// runs (the eager policy).
 void RunColdShapes(benchmark::State& state, const ModelPtr& model,
                    std::vector<int64_t> (*shape_of)(int64_t)) {
-  Engine engine;
+  EngineOptions o;
+  o.policy = CompilePolicy::kEager;
+  Engine engine(o);
   int64_t n = 0;
   for (auto _ : state) {
     ++n;
@@ -133,6 +165,8 @@ BENCHMARK(BM_Hit_MlpBatch1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Kernels_MlpBatch1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Hit_EncoderB1S8)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Kernels_EncoderB1S8)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_NewShape_GenericEncoder)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Hit_GenericEncoder)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Cold_Mlp)->Unit(benchmark::kMillisecond)->Iterations(20);
 BENCHMARK(BM_Cold_Encoder)->Unit(benchmark::kMillisecond)->Iterations(10);
 

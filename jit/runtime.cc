@@ -13,6 +13,21 @@
 
 namespace kiln {
 
+namespace {
+
+// Set while this thread runs a chunk of a parallel loop: a parallel loop nested in it runs
+// serially there (the team is busy with the outer loop, and Run is not re-entrant).
+thread_local bool in_chunk = false;
+
+void RunChunk(void (*body)(int64_t, int64_t, void*), int64_t begin, int64_t end, void* closure) {
+  const bool outer = in_chunk;
+  in_chunk = true;
+  body(begin, end, closure);
+  in_chunk = outer;
+}
+
+}  // namespace
+
 // The job slot. `ticket` packs the job's epoch (high 48 bits, never reused while the state
 // lives: a state serves many teams) and its chunk count (16 bits); chunk i
 // belongs to team member i (the owner is 0) and is run by whoever claims it first: its owner
@@ -58,7 +73,7 @@ struct ParallelTeam::State {
       uint64_t seen = c.load(std::memory_order_acquire);
       if (seen >= e || !c.compare_exchange_strong(seen, e, std::memory_order_acq_rel)) continue;
       const int64_t first = begin + i * size + std::min<int64_t>(i, rest);
-      body(first, first + size + (i < rest ? 1 : 0), closure);
+      RunChunk(body, first, first + size + (i < rest ? 1 : 0), closure);
       done.fetch_add(1, std::memory_order_release);
       any = true;
     }
@@ -148,16 +163,23 @@ ParallelTeam::~ParallelTeam() {
 extern "C" void kiln_parallel_for(int64_t begin, int64_t end, void (*body)(int64_t, int64_t, void*),
                                   void* closure) {
   if (end <= begin) return;
-  if (end - begin == 1) {
+  // One iteration, or a loop inside a chunk of another: here, serially. A lone iteration is
+  // not a chunk, so parallel loops inside it still take the threads.
+  if (end - begin == 1 || kiln::in_chunk) {
     body(begin, end, closure);
     return;
   }
-  if (kiln::ParallelTeam::State* team = kiln::current_team; team && team->threads > 1) {
-    team->Run(begin, end, body, closure);
+  if (kiln::ParallelTeam::State* team = kiln::current_team) {
+    if (team->threads > 1)
+      team->Run(begin, end, body, closure);
+    else
+      body(begin, end, closure);  // a one-thread run: no chunks to hand out
     return;
   }
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(begin, end),
-      [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end(), closure); },
+      [&](const tbb::blocked_range<int64_t>& r) {
+        kiln::RunChunk(body, r.begin(), r.end(), closure);
+      },
       tbb::static_partitioner());
 }

@@ -12,7 +12,10 @@ extern "C" {
 // call per chunk. The range is cut into one equal chunk per thread, not split adaptively:
 // kernels run back to back, and there is no splitting or stealing to pay for on small kernels.
 // Inside a run that has a ParallelTeam (below) the team's threads take the chunks; elsewhere
-// oneTBB's parallel_for (static_partitioner) on the current task arena does.
+// oneTBB's parallel_for (static_partitioner) on the current task arena does. A range of one
+// index, and any range met inside a chunk (a parallel loop nested in another), runs on the
+// calling thread, serially: so the loops inside a lone iteration take the threads, and nested
+// loops never wait on threads busy with the outer one.
 void kiln_parallel_for(int64_t begin, int64_t end,
                        void (*body)(int64_t chunk_begin, int64_t chunk_end, void* closure),
                        void* closure);

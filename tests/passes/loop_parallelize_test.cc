@@ -119,7 +119,8 @@ TEST(ParallelizeLoops, PrivateAccumulatorsAreSafe) {
   Expr dot = loop::Reduce(loop::ReduceKind::kSum,
                           loop::Mul(loop::Load(a, {i, k}), loop::Load(b, {k, j})), {{k, I(24)}});
   auto f = Func({a, b, out}, 2, {m}, Loop(i, m, Loop(j, I(40), loop::Store(out, {i, j}, dot))));
-  auto g = Parallelize(f);
+  // (Not collapsed, to see the accumulator where the reduction put it.)
+  auto g = Parallelize(f, {{"parallelize.collapse_below", 0}});
   EXPECT_EQ(BodyText(g), R"(for i in [0, m) parallel {
   for j in [0, 40) {
     alloc acc0: f32[1] local
@@ -175,6 +176,88 @@ TEST(ParallelizeLoops, SmallOuterExtentCollapses) {
   auto two_d = AddRows(I(4), I(8192), {});
   EXPECT_THAT(BodyText(Parallelize(two_d)),
               HasSubstr("for i in [0, 4) parallel {\n  for j in [0, 8192) {"));
+}
+
+// A symbolic outer loop (a generic kernel's batch, often 1) collapses with the loop inside it
+// like a small constant one: a batch-1 product still splits its column tiles among threads.
+TEST(ParallelizeLoops, SymbolicOuterExtentCollapses) {
+  Var n = loop::MakeVar("n"), b = loop::MakeVar("b"), i = loop::MakeVar("i"),
+      j = loop::MakeVar("j");
+  Buffer x = Buf("x", {n, I(21), I(48)}), out = Buf("out", {n, I(21), I(48)});
+  auto f = Func(
+      {x, out}, 1, {n},
+      Loop(b, n,
+           Loop(i, I(21),
+                Loop(j, I(48),
+                     loop::Store(out, {b, i, j}, loop::Mul(loop::Load(x, {b, i, j}), F(3)))))));
+  auto g = Parallelize(f);
+  EXPECT_EQ(BodyText(g), R"(for b_i in [0, n * 21) parallel {
+  let b = b_i // 21;
+  let i = b_i % 21;
+  for j in [0, 48) {
+    out[b, i, j] = x[b, i, j] * 3.0f
+  }
+}
+)");
+  ExpectSameResults(f, g, {{1}, {2}, {7}});
+  EXPECT_THAT(BodyText(Parallelize(f, {{"parallelize.collapse_below", 0}})),
+              HasSubstr("for b in [0, n) parallel {"));
+}
+
+// A symbolic outer loop over several nests (a generic kernel's batch loop around a product and
+// its epilogue) cannot collapse: it is parallel, and so are the nests inside (the runtime runs
+// them on the threads when the outer loop has one iteration, serially inside its chunks when
+// it has more).
+TEST(ParallelizeLoops, NestsInsideASymbolicOuterLoopAreParallelToo) {
+  Var n = loop::MakeVar("n"), m = loop::MakeVar("m"), b = loop::MakeVar("b"),
+      i = loop::MakeVar("i"), j = loop::MakeVar("j"), i2 = loop::MakeVar("i2"),
+      j2 = loop::MakeVar("j2");
+  Buffer x = Buf("x", {n, m, I(16)}), out = Buf("out", {n, m, I(16)});
+  Buffer t = loop::MakeBuffer("t", DType::kFloat32, {m, I(16)}, loop::BufferNode::Scope::kLocal);
+  auto f = Func(
+      {x, out}, 1, {n, m},
+      Loop(b, n,
+           loop::Seq(
+               {loop::Alloc(t),
+                Loop(i, m,
+                     Loop(j, I(16),
+                          loop::Store(t, {i, j}, loop::Mul(loop::Load(x, {b, i, j}), F(2))))),
+                Loop(i2, m,
+                     Loop(j2, I(16),
+                          loop::Store(out, {b, i2, j2}, loop::Add(loop::Load(t, {i2, j2}), F(1))))),
+                loop::Free(t)})));
+  auto g = Parallelize(f);
+  EXPECT_EQ(BodyText(g), R"(for b in [0, n) parallel {
+  alloc t: f32[m, 16] local
+  for i in [0, m) parallel {
+    for j in [0, 16) {
+      t[i, j] = x[b, i, j] * 2.0f
+    }
+  }
+  for i2 in [0, m) parallel {
+    for j2 in [0, 16) {
+      out[b, i2, j2] = t[i2, j2] + 1.0f
+    }
+  }
+  free t
+}
+)");
+  ExpectSameResults(f, g, {{1, 1}, {1, 9}, {3, 5}, {4, 2}, {9, 3}});
+  // Inside a constant outer loop, nothing is nested: its extent is known when it is compiled.
+  Buffer out2 = Buf("out", {I(2), m, I(2)});
+  auto c = Func({out2}, 0, {m},
+                Loop(b, I(2),
+                     loop::Seq({Loop(i, m, loop::Store(out2, {b, i, I(0)}, F(1))),
+                                Loop(i2, m, loop::Store(out2, {b, i2, I(1)}, F(2)))})));
+  EXPECT_EQ(BodyText(Parallelize(c)), R"(for b in [0, 2) parallel {
+  for i in [0, m) {
+    out[b, i, 0] = 1.0f
+  }
+  for i2 in [0, m) {
+    out[b, i2, 1] = 2.0f
+  }
+}
+)");
 }
 
 // Every top-level nest is considered on its own; a local buffer written by rows is safe.
