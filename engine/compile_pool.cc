@@ -2,9 +2,14 @@
 
 #include <algorithm>
 
+#ifdef __linux__
+#include <sys/resource.h>
+#include <unistd.h>
+#endif
+
 namespace kiln {
 
-CompilePool::CompilePool(int threads) : threads_(std::max(1, threads)) {}
+CompilePool::CompilePool(int threads, int nice) : threads_(std::max(1, threads)), nice_(nice) {}
 
 CompilePool::~CompilePool() {
   {
@@ -41,6 +46,11 @@ size_t CompilePool::pending() const {
 }
 
 void CompilePool::Work() {
+#ifdef __linux__
+  // Linux's niceness is per thread. Raising it needs no privilege; where it fails the pool
+  // runs at the process's priority, which is only slower for runs that share its cores.
+  if (nice_ > 0) setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), nice_);
+#endif
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     const auto idle_since = std::chrono::steady_clock::now();

@@ -28,7 +28,8 @@ class CompilePool {
  public:
   // Threads start on the first Submit, so an engine that never compiles in the background
   // never has them.
-  explicit CompilePool(int threads);
+  // `nice`: each pool thread's niceness (Linux; 0 leaves the process's).
+  CompilePool(int threads, int nice = 0);
   ~CompilePool();
   CompilePool(const CompilePool&) = delete;
   CompilePool& operator=(const CompilePool&) = delete;
@@ -47,6 +48,7 @@ class CompilePool {
   void Work();
 
   const int threads_;
+  const int nice_;
   mutable std::mutex mu_;
   std::condition_variable wake_;  // a job was queued, or the pool stops
   std::condition_variable idle_;  // the last pending job finished

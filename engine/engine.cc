@@ -32,6 +32,9 @@ EngineOptions Validated(EngineOptions o) {
   if (o.compile_threads < 1)
     Throw(ErrorCode::kInvalidArgument, "EngineOptions.compile_threads must be at least 1, got ",
           o.compile_threads);
+  if (o.compile_nice < 0 || o.compile_nice > 19)
+    Throw(ErrorCode::kInvalidArgument, "EngineOptions.compile_nice must be 0 to 19, got ",
+          o.compile_nice);
   if (o.opt_level < 0)
     Throw(ErrorCode::kInvalidArgument, "EngineOptions.opt_level must not be negative, got ",
           o.opt_level);
@@ -89,7 +92,7 @@ Engine::Engine(EngineOptions options)
       arena_(options_.num_threads > 0 ? options_.num_threads : tbb::task_arena::automatic),
       kernels_(MakeKernelStore(options_)),
       compile_arena_(options_.compile_threads),
-      compile_pool_(options_.compile_threads) {
+      compile_pool_(options_.compile_threads, options_.compile_nice) {
   MakePassContext();  // rejects unknown config keys and values of the wrong kind, now
   graph_pipeline_ = options_.graph_pipeline.empty() ? DefaultGraphPipeline()
                                                     : ParsePipeline(options_.graph_pipeline);

@@ -402,6 +402,15 @@ kiln_status kiln_options_set_compile_threads(kiln_options* options, int threads)
   KILN_API_END
 }
 
+kiln_status kiln_options_set_compile_nice(kiln_options* options, int nice) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(options);
+  if (nice < 0 || nice > 19)
+    Throw(ErrorCode::kInvalidArgument, __func__, ": nice ", nice, " is not 0 to 19");
+  options->options.compile_nice = nice;
+  KILN_API_END
+}
+
 kiln_status kiln_options_set_pipeline(kiln_options* options, const char* pipeline) {
   KILN_API_BEGIN
   KILN_REQUIRE(options);

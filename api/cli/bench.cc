@@ -77,7 +77,7 @@ struct Row {
 int BenchCommand(const std::vector<std::string>& args) {
   std::string model_path, shapes_text, policy = "tiered", cache_dir, record, warm;
   int64_t iters = 100;
-  int threads = 0;
+  int threads = 0, compile_nice = -1;  // -1: the engine's default
   bool json = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -94,6 +94,8 @@ int BenchCommand(const std::vector<std::string>& args) {
       policy = value();
     } else if (a == "--threads") {
       threads = static_cast<int>(ParseInt(a, value()));
+    } else if (a == "--compile-nice") {
+      compile_nice = static_cast<int>(ParseInt(a, value()));
     } else if (a == "--cache-dir") {
       cache_dir = value();
     } else if (a == "--record") {
@@ -119,6 +121,8 @@ int BenchCommand(const std::vector<std::string>& args) {
   OptionsPtr options(o);
   if (kiln_options_set_compile_policy(o, policy.c_str())) throw UsageError{kiln_last_error()};
   if (kiln_options_set_num_threads(o, threads)) throw UsageError{kiln_last_error()};
+  if (compile_nice != -1 && kiln_options_set_compile_nice(o, compile_nice))
+    throw UsageError{kiln_last_error()};
   if (!cache_dir.empty()) Check(kiln_options_set_cache_dir(o, cache_dir.c_str()), "--cache-dir");
   ModelPtr model = LoadModel(model_path);
   kiln_engine* e = nullptr;

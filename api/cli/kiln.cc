@@ -6,7 +6,7 @@
 //            [--config K=V] [--versus 'K=V ...'] [--policy eager|tiered|generic_only]
 //            [--print-ir after=PASS|all] [--time-passes] [--stats] [--explain]
 //   kiln bench MODEL --shapes 'x=1x784;x=7x784' [--iters N] [--policy P] [--threads N] [--json]
-//              [--cache-dir D] [--record FILE] [--warm FILE]
+//              [--compile-nice N] [--cache-dir D] [--record FILE] [--warm FILE]
 //   kiln types MODEL
 //   kiln passes
 //   kiln test-onnx [--rtol R] [--atol A] CASE_DIR...
@@ -48,8 +48,8 @@ const char kUsage[] =
     "           [--versus 'KEY=VALUE ...'] [--policy eager|tiered|generic_only]\n"
     "           [--print-ir after=PASS|all] [--time-passes] [--stats] [--explain]\n"
     "  kiln bench MODEL --shapes 'NAME=DIMS ...;NAME=DIMS ...' [--iters N]\n"
-    "           [--policy tiered|eager|generic_only] [--threads N] [--json]\n"
-    "           [--cache-dir D] [--record SHAPES_FILE] [--warm SHAPES_FILE]\n"
+    "           [--policy tiered|eager|generic_only] [--threads N] [--compile-nice 0-19]\n"
+    "           [--json] [--cache-dir D] [--record SHAPES_FILE] [--warm SHAPES_FILE]\n"
     "  kiln types MODEL\n"
     "  kiln passes\n"
     "  kiln test-onnx [--rtol R] [--atol A] CASE_DIR...\n";

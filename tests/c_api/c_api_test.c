@@ -687,6 +687,9 @@ static void test_mlp(void) {
     FAILS(kiln_options_set_compile_policy(o, "lazy"), KILN_INVALID_ARGUMENT, "'lazy'");
     FAILS(kiln_options_set_specialize_after(o, 0), KILN_INVALID_ARGUMENT, "below 1");
     FAILS(kiln_options_set_compile_threads(o, 0), KILN_INVALID_ARGUMENT, "below 1");
+    FAILS(kiln_options_set_compile_nice(o, -1), KILN_INVALID_ARGUMENT, "nice -1 is not 0 to 19");
+    FAILS(kiln_options_set_compile_nice(o, 20), KILN_INVALID_ARGUMENT, "not 0 to 19");
+    OK(kiln_options_set_compile_nice(o, 5));
     OK(kiln_options_set_compile_policy(o, "tiered"));
     OK(kiln_options_set_specialize_after(o, 1));
     OK(kiln_options_set_compile_threads(o, 1));

@@ -204,6 +204,8 @@ expect_output "bench --record wrote the shapes" 0 "x=7x4" -- cat "$WORK/shapes.t
 expect_output "bench --warm from the disk cache" 0 "kernel compiles 0," "warm start" \
   -- "$KILN" bench "$MLP" --shapes "x=1x4;x=7x4" --iters 3 --cache-dir "$WORK/bench_cache" \
   --warm "$WORK/shapes.txt"
+expect_output "bench --compile-nice out of range" 2 "nice 20 is not 0 to 19" \
+  -- "$KILN" bench "$MLP" --shapes "x=5x4" --compile-nice 20
 expect_output "bench --json" 0 '{"shapes":[{"shape":"x=5x4","first_ms":' '"kernel_compiles":' \
   -- "$KILN" bench "$MLP" --shapes "x=5x4" --iters 2 --policy eager --json
 expect_output "bench without --shapes" 2 "--shapes is required" -- "$KILN" bench "$MLP"

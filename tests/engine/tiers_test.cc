@@ -7,16 +7,23 @@
 
 #include <atomic>
 #include <barrier>
+#include <cerrno>
 #include <cstring>
 #include <random>
 #include <set>
 #include <thread>
+
+#ifdef __linux__
+#include <sys/resource.h>
+#include <unistd.h>
+#endif
 
 #include "common/engine_options.h"
 #include "common/models.h"
 #include "engine/engine.h"
 #include "ir/text.h"
 #include "ir/type_infer.h"
+#include "passes/instrument.h"
 
 namespace kiln {
 namespace {
@@ -177,9 +184,51 @@ TEST(EngineTiers, BadInputsAreErrors) {
   o.specialize_after = 1;
   o.compile_threads = 0;
   EXPECT_THAT(ErrorMessage([&] { Engine e(o); }), HasSubstr("compile_threads"));
+  o.compile_threads = 1;
+  for (int nice : {-1, 20}) {
+    o.compile_nice = nice;
+    EXPECT_THAT(ErrorMessage([&] { Engine e(o); }), HasSubstr("compile_nice must be 0 to 19"));
+  }
   EXPECT_THAT(ErrorMessage([] { ParseCompilePolicy("lazy"); }), HasSubstr("'lazy'"));
   EXPECT_EQ(ParseCompilePolicy("generic_only"), CompilePolicy::kGenericOnly);
 }
+
+#ifdef __linux__
+// Records the niceness of the threads that run the graph pipeline.
+class NiceRecorder : public PassInstrument {
+ public:
+  NiceRecorder() : PassInstrument("nice_recorder") {}
+  void RunBeforePass(const IRModule&, const PassInfo&) override {
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
+    if (errno == 0) max_nice.store(std::max(max_nice.load(), nice));
+  }
+  std::atomic<int> max_nice{-100};
+};
+
+// Background compiles run at compile_nice; the generic tier, built on the run's thread, at the
+// process's own priority.
+TEST(EngineTiers, BackgroundCompilesRunAtTheirNiceness) {
+  for (int nice : {19, 7}) {
+    SCOPED_TRACE(nice);
+    auto recorder = std::make_shared<NiceRecorder>();
+    EngineOptions o = Policy(CompilePolicy::kTiered);
+    o.compile_nice = nice;
+    o.specialize_after = 2;  // the first run queues nothing: it alone is seen below
+    o.instruments = {recorder};
+    Engine engine(o);
+    ModelPtr model = Model::Create(test::MlpModel(), "mlp");
+    const int own = getpriority(PRIO_PROCESS, 0);
+    const std::vector<Tensor> in = {RandomTensor(DType::kFloat32, {2, 8}, 1)};
+    engine.Run(*model, in);
+    EXPECT_EQ(recorder->max_nice.load(), own);  // the generic tier, on this thread
+    engine.Run(*model, in);
+    engine.WaitForBackgroundCompiles();
+    ASSERT_EQ(engine.stats().specializations, 1u);
+    EXPECT_EQ(recorder->max_nice.load(), std::max(own, nice));
+  }
+}
+#endif
 
 // A relation's checks that symbolic dims leave undecided (a count within a length, a length of
 // at least one) are constraints on the model's symbols, checked when a run binds them: the
