@@ -128,6 +128,21 @@ def SmallCnn():
     return g.model("small_cnn", [("x", ["batch", 3, 32, 32])], out, ["batch", 10])
 
 
+def PoolCnn():
+    # The small CNN over images of any size, with overlapping padded pools as well.
+    g = Graph(8)
+    h = ConvBnRelu(g, "x", 3, 32)
+    h = g.op("MaxPool", [h], kernel_shape=[2, 2], strides=[2, 2])
+    h = ConvBnRelu(g, h, 32, 64)
+    h = g.op("MaxPool", [h], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    h = ConvBnRelu(g, h, 64, 64)
+    h = g.op("AveragePool", [h], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
+    h = ConvBnRelu(g, h, 64, 128)
+    h = g.op("Flatten", [g.op("GlobalAveragePool", [h])])
+    out = g.op("Gemm", [h, g.weight([128, 10]), g.weight([10], 0.1)])
+    return g.model("pool_cnn", [("x", ["batch", 3, "height", "width"])], out, ["batch", 10])
+
+
 def MobileNetLike():
     g = Graph(5)
     h = ConvBnRelu(g, "x", 3, 16, stride=2, act="HardSwish")
@@ -180,7 +195,8 @@ def SegHead():
 
 
 MODELS = {"mlp": Mlp, "encoder": Encoder, "chain": Chain, "small_cnn": SmallCnn,
-          "mobilenet_like": MobileNetLike, "dynamic_conv": DynamicConv, "seg_head": SegHead}
+          "pool_cnn": PoolCnn, "mobilenet_like": MobileNetLike, "dynamic_conv": DynamicConv,
+          "seg_head": SegHead}
 
 
 def main():

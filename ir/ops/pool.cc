@@ -140,14 +140,6 @@ void PoolKernelRef(bool is_max, const Tensor& x, const Attrs& attrs, Tensor& out
   }
 }
 
-int64_t LowestInt(DType t) {
-  int64_t v = 0;
-  DispatchDType(t, [&]<typename T>() {
-    if constexpr (std::is_integral_v<T>) v = static_cast<int64_t>(std::numeric_limits<T>::lowest());
-  });
-  return v;
-}
-
 // Float pools of at most kMaxSpelledTaps taps (window.h) read the phase-split input
 // (ops::SplitPhases, -inf or 0 around x) with every tap spelled out: each tap of a row of
 // outputs is then a unit-stride shift, so the output loop is elementwise and vectorizes with
@@ -226,6 +218,10 @@ std::optional<LTensor> LowerPoolOverPhases(bool is_max, bool include_pad, LowerC
 std::vector<LTensor> LowerPool(bool is_max, LowerContext& ctx, const std::vector<LTensor>& in,
                                const Attrs& attrs, const std::vector<Type>& out_types) {
   const LTensor x = in[0];
+  std::vector<int> spatial;
+  for (int a = 2; a < x.ndim(); ++a) spatial.push_back(a);
+  if (HasSymbolicSpatial(x, spatial))
+    return {LowerPoolSymbolic(is_max, ctx, x, attrs, ctx.ShapeExpr(AsTensor(out_types[0])->shape))};
   const std::vector<WindowDim> dims = LoweredWindow(x, attrs.GetInts("kernel_shape"), attrs);
   const bool include_pad = !is_max && attrs.GetBool("count_include_pad");
   const DType t = x.dtype;

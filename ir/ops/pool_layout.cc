@@ -59,10 +59,11 @@ LTensor NchwView(const LTensor& x) {
 // lies outside. The select's condition depends on the pixel, not the channel, so the output's
 // channel loop vectorizes with contiguous loads and a select per tap; the NCHW lowering's phase
 // split would gather from the channels-last x (64 x 112 x 112, 3x3 stride 2: 5.2 ms against
-// 0.42 NCHW). Float dtypes, at most kMaxSpelledTaps taps; nullopt otherwise, and for windows
-// that read in place (the NCHW op's lowering does).
+// 0.42 NCHW). Float dtypes, at most kMaxSpelledTaps taps; nullopt otherwise, for windows that
+// read in place and over a symbolic image size (the NCHW op's lowering does those).
 std::optional<LTensor> LowerWindowedPoolNhwc(bool is_max, const LTensor& x, const Attrs& attrs,
                                              const std::vector<loop::Expr>& out_shape) {
+  if (HasSymbolicSpatial(x, {1, 2})) return std::nullopt;  // the NCHW op's symbolic lowering
   const std::vector<WindowDim> dims =
       LoweredWindow(NchwView(x), attrs.GetInts("kernel_shape"), attrs);
   if (!IsFloat(x.dtype) || dims.size() != 2 || WindowsReadInPlace(dims) ||

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace kiln::ops {
@@ -287,9 +289,20 @@ Expr TapPosition(const WindowDim& d, const Expr& o, const Expr& k) {
 }
 
 Expr Counted(const WindowDim& d, const Expr& o, int64_t k, bool include_pad) {
-  Expr pos = TapPosition(d, o, I64(k));
-  return include_pad ? InRange(pos, I64(-d.pad_begin), I64(d.in + d.pad_end))
-                     : InRange(pos, I64(0), I64(d.in));
+  return Counted(d, I64(d.in), TapPosition(d, o, I64(k)), include_pad);
+}
+
+Expr Counted(const WindowDim& d, const Expr& in, const Expr& pos, bool include_pad) {
+  return include_pad ? InRange(pos, I64(-d.pad_begin), loop::Add(in, I64(d.pad_end)))
+                     : InRange(pos, I64(0), in);
+}
+
+int64_t LowestInt(DType t) {
+  int64_t v = 0;
+  DispatchDType(t, [&]<typename T>() {
+    if constexpr (std::is_integral_v<T>) v = static_cast<int64_t>(std::numeric_limits<T>::lowest());
+  });
+  return v;
 }
 
 WindowTaps Taps(LowerContext& ctx, const std::vector<WindowDim>& dims,

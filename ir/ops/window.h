@@ -143,6 +143,11 @@ std::vector<WindowDim> SymbolicWindow(const std::vector<int64_t>& kernel, const 
 // padded position never reads out of bounds. x itself when nothing is padded.
 LTensor PaddedForWindow(LowerContext& ctx, const LTensor& x, const std::vector<int>& axes,
                         const std::vector<WindowDim>& dims);
+// max_pool or avg_pool (NCHW, any rank) over symbolic spatial dims (pool_symbolic.cc), as
+// pool.cc lowers them over constant ones: each tap's index clamped into x and dropped by a
+// select where it lies outside.
+LTensor LowerPoolSymbolic(bool is_max, LowerContext& ctx, const LTensor& x, const Attrs& attrs,
+                          const std::vector<loop::Expr>& out_shape);
 // conv (NCHW, any group) over symbolic spatial dims: a reduction over (channels, taps) of the
 // padded input, f32 summed in f32 and the other floats in f64.
 std::vector<LTensor> LowerConvSymbolic(LowerContext& ctx, const std::vector<LTensor>& in,
@@ -202,6 +207,12 @@ loop::Expr TapPosition(const WindowDim& d, const loop::Expr& o, const loop::Expr
 // Whether window position `pos` (of output index o, tap k along dim d) counts toward avg_pool's
 // divisor.
 loop::Expr Counted(const WindowDim& d, const loop::Expr& o, int64_t k, bool include_pad);
+// The same for input position `pos` of an input `in` long (an expression: a symbolic extent).
+loop::Expr Counted(const WindowDim& d, const loop::Expr& in, const loop::Expr& pos,
+                   bool include_pad);
+
+// The lowest value of an integer dtype (the identity of max); 0 for other dtypes.
+int64_t LowestInt(DType t);
 
 // The window geometry of a lowering, from the (by then constant) spatial extents.
 std::vector<WindowDim> LoweredWindow(const LTensor& x, const std::vector<int64_t>& kernel,

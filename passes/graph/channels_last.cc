@@ -107,6 +107,7 @@ bool LayoutBlindElementwise(const CallNode* c) {
 // 7x7 stride-2 conv, that pool and two 3x3 convs at 224 x 224: 4.84-4.89 -> 4.06-4.18 ms at
 // 1 thread, 2.57-2.59 -> 2.04-2.09 at 2). Larger windows take the NCHW lowering's phase split,
 // which from a channels-last input is a gather (5.2 ms for that pool), so they end the chain.
+// Over a symbolic image size, any window with explicit pads.
 std::string ChannelsLastPoolName(const CallNode* c) {
   if (!c->op) return "";
   const std::string& name = c->op->name;
@@ -117,8 +118,14 @@ std::string ChannelsLastPoolName(const CallNode* c) {
   if (global) return name + "_nhwc";
   std::vector<int64_t> spatial(2);
   for (int i = 0; i < 2; ++i) {
-    if (!x->shape[2 + i].is_const()) return "";
-    spatial[i] = x->shape[2 + i].value();
+    if (x->shape[2 + i].is_const()) {
+      spatial[i] = x->shape[2 + i].value();
+      continue;
+    }
+    // Any image size: explicit pads, each tap spelled out or reduced, never a phase split
+    // (pool_symbolic.cc). SAME's pads depend on the size: NCHW, needing constant dims.
+    const std::string& auto_pad = c->attrs.GetString("auto_pad");
+    return auto_pad == "NOTSET" || auto_pad == "VALID" ? name + "_nhwc" : "";
   }
   std::string error;
   const std::vector<ops::WindowDim> dims =

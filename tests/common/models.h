@@ -120,4 +120,30 @@ inline Function ConvChainModel(uint64_t seed = 400) {
   return MakeFunction({x}, conv(s, 32, 8, 1, {0, 0, 0, 0}, 1, 1, "c6"));
 }
 
+// A small CNN over images of any size with windowed pools between its convs: a 2x2 stride-2 max
+// pool, a padded 3x3 stride-2 one in ceil mode, a padded 3x3 mean that counts only the image,
+// then a global mean. x[batch, 3, height, width] -> [batch, 12, 1, 1].
+inline Function PoolChainModel(uint64_t seed = 500) {
+  using Ints = std::vector<int64_t>;
+  Var x = MakeVar("x",
+                  TensorType({Dim::Symbol("batch"), 3, Dim::Symbol("height"), Dim::Symbol("width")},
+                             DType::kFloat32));
+  auto conv = [&](const Expr& in, int64_t c, int64_t m, const std::string& name) {
+    Expr w = Weight({m, c, 3, 3}, seed++, name + ".w", 1.5 / std::sqrt(double(c * 9)));
+    return MakeCall("relu", {MakeCall("conv", {in, w, Weight({m}, seed++, name + ".b")},
+                                      {{"pads", Ints{1, 1, 1, 1}}}, name)});
+  };
+  Expr h = MakeCall("max_pool", {conv(x, 3, 8, "c1")},
+                    {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}, "p1");
+  h = MakeCall("max_pool", {conv(h, 8, 12, "c2")},
+               {{"kernel_shape", Ints{3, 3}},
+                {"strides", Ints{2, 2}},
+                {"pads", Ints{1, 1, 1, 1}},
+                {"ceil_mode", true}},
+               "p2");
+  h = MakeCall("avg_pool", {conv(h, 12, 12, "c3")},
+               {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}}, "p3");
+  return MakeFunction({x}, MakeCall("global_avg_pool", {h}, {}, "gap"));
+}
+
 }  // namespace kiln::test

@@ -55,6 +55,8 @@ std::vector<Case> SymbolicBatchCases() {
       {"shared_and_dead", test::SharedAndDeadModel(), {{1, 6}, {5, 6}, {31, 6}}},
       // Any image size: strided, dilated and asymmetrically padded convs, channels-last.
       {"conv_chain", test::ConvChainModel(), {{1, 3, 19, 23}, {2, 3, 8, 8}, {1, 3, 33, 17}}},
+      // Windowed pools over any image size, the smallest a 2x2 image.
+      {"pool_chain", test::PoolChainModel(), {{1, 3, 19, 23}, {2, 3, 2, 2}, {1, 3, 40, 17}}},
   };
 }
 

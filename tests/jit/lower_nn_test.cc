@@ -395,6 +395,38 @@ TEST(LowerPool, IntegerMax) {
       "max_pool", {x}, {{"kernel_shape", Ints{3, 2}}, {"pads", Ints{1, 1, 1, 0}}}));
 }
 
+// Any image size (the generic tier): every dim but the channels symbolic, every case with
+// explicit pads (ceil_mode, dilations, 1-D and 3-D, pads wider than the input), float and
+// integer max exact, means both ways of counting; a window of more than kMaxSpelledTaps taps
+// (a reduction, not spelled out); SAME's pads depend on the size, so it stays an error.
+TEST(LowerPool, SymbolicImageSize) {
+  uint64_t seed = 170;
+  std::vector<PoolCase> cases = PoolCases();
+  cases.push_back({{1, 2, 9, 8}, {{"kernel_shape", Ints{6, 5}}, {"pads", Ints{1, 1, 2, 1}}}});
+  for (const PoolCase& c : cases) {
+    if (c.attrs.Has("auto_pad")) continue;
+    for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32}) {
+      Tensor x = RandomTensor(t, c.x, seed++, -100, 100);
+      EXPECT_TRUE(SymbolicImageMatchesReference("max_pool", {x}, c.attrs, 0))
+          << DTypeName(t) << AttrsText(c.attrs);
+      if (t == DType::kInt32) continue;
+      for (bool include_pad : {false, true}) {
+        Attrs a = c.attrs;
+        a.Set("count_include_pad", include_pad);
+        EXPECT_TRUE(SymbolicImageMatchesReference("avg_pool", {x}, a))
+            << DTypeName(t) << AttrsText(a);
+      }
+    }
+  }
+  const PoolCase same = PoolCases()[5];
+  ASSERT_TRUE(same.attrs.Has("auto_pad"));
+  const ::testing::AssertionResult r = SymbolicImageMatchesReference(
+      "max_pool", {RandomTensor(DType::kFloat32, same.x, 1)}, same.attrs, 0);
+  EXPECT_FALSE(r);
+  EXPECT_NE(std::string(r.message()).find("its pads depend on the extent"), std::string::npos)
+      << r.message();
+}
+
 TEST(LowerPool, SymbolicBatch) {
   Tensor x = RandomTensor(DType::kFloat32, {3, 2, 7, 6}, 11);
   Attrs a = {{"kernel_shape", Ints{3, 2}}, {"pads", Ints{1, 1, 1, 0}}, {"strides", Ints{2, 2}}};

@@ -18,6 +18,7 @@ using test::AttrsText;
 using test::CompiledMatchesReference;
 using test::RandomTensor;
 using test::SymbolicBatchMatchesReference;
+using test::SymbolicImageMatchesReference;
 
 using Ints = std::vector<int64_t>;
 
@@ -87,6 +88,23 @@ TEST(LowerPoolNhwc, Float16AndIntegers) {
     Tensor i = RandomTensor(DType::kInt32, c.x, seed++, -128, 127);
     EXPECT_TRUE(CompiledMatchesReference("max_pool_nhwc", {i}, c.attrs, 0, 0, false))
         << AttrsText(c.attrs);
+  }
+}
+
+// Any image size (the generic tier), channels-last: every case with explicit pads, float max
+// exact, means both ways of counting.
+TEST(LowerPoolNhwc, SymbolicImageSize) {
+  uint64_t seed = 300;
+  for (const Case& c : Cases()) {
+    if (c.attrs.Has("auto_pad")) continue;
+    Tensor x = RandomTensor(DType::kFloat32, c.x, seed++);
+    EXPECT_TRUE(SymbolicImageMatchesReference("max_pool_nhwc", {x}, c.attrs, 0, 3))
+        << AttrsText(c.attrs);
+    for (bool include_pad : {false, true}) {
+      Attrs a = c.attrs;
+      a.Set("count_include_pad", include_pad);
+      EXPECT_TRUE(SymbolicImageMatchesReference("avg_pool_nhwc", {x}, a, 1e-5, 3)) << AttrsText(a);
+    }
   }
 }
 
