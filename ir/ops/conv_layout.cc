@@ -58,14 +58,9 @@ Type ConvNhwcRel(TypeRelContext& ctx) {
                          " must be the weight's dim 2 ", ShapeToString(w.shape)));
   const Dim& m = w.shape[3];
   CheckBias(ctx, x, m, StrCat("the weight's M ", ShapeToString(w.shape)));
-  // The lowering needs the input channels; symbolic spatial dims take explicit pads
-  // (SymbolicWindow).
+  // The lowering needs the input channels.
   if (!nchw[1].is_const())
     ctx.Fail(StrCat("input channels must be a constant, got ", ShapeToString(x.shape)));
-  const std::string& auto_pad = ctx.attrs().GetString("auto_pad");
-  if ((!nchw[2].is_const() || !nchw[3].is_const()) && auto_pad != "NOTSET" && auto_pad != "VALID")
-    ctx.Fail(StrCat("auto_pad ", auto_pad, " needs constant spatial dims, got ",
-                    ShapeToString(x.shape)));
   const Type view = TensorType(nchw, x.dtype);
   const Shape out = WindowOutShapeOf(ctx, *AsTensor(view), m, kernel);
   return TensorType({out[0], out[2], out[3], out[1]}, x.dtype);
@@ -157,7 +152,8 @@ std::vector<LTensor> LowerConvNhwc(LowerContext& ctx, const std::vector<LTensor>
   if (HasSymbolicSpatial(x, {axes[2], axes[3]})) {
     // Any image size (the generic tier's kernels): the whole padded copy (conv_symbolic.cc).
     dims = SymbolicWindow(kernel, attrs);
-    p = PaddedForWindow(ctx, x, {axes[2], axes[3]}, dims);
+    p = PaddedForWindow(ctx, x, {axes[2], axes[3]},
+                        SymbolicPads(dims, {x.shape[axes[2]], x.shape[axes[3]]}, attrs));
   } else {
     std::vector<int64_t> spatial(2);
     for (int i = 0; i < 2; ++i) loop::IsConstInt(x.shape[axes[2 + i]], &spatial[i]);

@@ -5,8 +5,8 @@
 // zero-padded into a copy whose extents are expressions of the symbols, and each output is a
 // plain reduction over (channels, taps) of that copy, which TileLoops blocks as it blocks a
 // concrete conv_nhwc (conv_layout.cc takes SymbolicWindow and PaddedForWindow for its own
-// symbolic case). Only auto_pad NOTSET and VALID: SAME's pads follow from the extent, and
-// those convs keep needing constant spatial dims.
+// symbolic case). SAME's pads are expressions of the extent (SymbolicPads), so any auto_pad
+// works over any size.
 #include <string>
 #include <vector>
 
@@ -19,19 +19,23 @@ namespace kiln::ops {
 using loop::Expr;
 
 LTensor PaddedForWindow(LowerContext& ctx, const LTensor& x, const std::vector<int>& axes,
-                        const std::vector<WindowDim>& dims) {
+                        const std::vector<PadExprs>& pads) {
   bool padded = false;
-  for (const WindowDim& d : dims) padded = padded || d.pad_begin > 0 || d.pad_end > 0;
+  for (const PadExprs& p : pads) {
+    int64_t b = -1, e = -1;
+    padded = padded || !loop::IsConstInt(p.begin, &b) || !loop::IsConstInt(p.end, &e) || b != 0 ||
+             e != 0;
+  }
   if (!padded) return x;
   std::vector<Expr> shape = x.shape;
-  for (size_t i = 0; i < dims.size(); ++i)
-    shape[axes[i]] = loop::Add(x.shape[axes[i]], I64(dims[i].pad_begin + dims[i].pad_end));
-  auto at = [x, axes, dims](const std::vector<Expr>& idx) {
+  for (size_t i = 0; i < pads.size(); ++i)
+    shape[axes[i]] = loop::Add(x.shape[axes[i]], loop::Add(pads[i].begin, pads[i].end));
+  auto at = [x, axes, pads](const std::vector<Expr>& idx) {
     std::vector<Expr> xi = idx;
     Expr inside;
-    for (size_t i = 0; i < dims.size(); ++i) {
+    for (size_t i = 0; i < pads.size(); ++i) {
       const int a = axes[i];
-      Expr pos = loop::Sub(idx[a], I64(dims[i].pad_begin));
+      Expr pos = loop::Sub(idx[a], pads[i].begin);
       inside = And(inside, InRange(pos, I64(0), x.shape[a]));
       xi[a] = loop::Max(I64(0), loop::Min(pos, loop::Sub(x.shape[a], I64(1))));
     }
@@ -54,17 +58,41 @@ bool HasSymbolicSpatial(const LTensor& x, const std::vector<int>& spatial_axes) 
 }
 
 std::vector<WindowDim> SymbolicWindow(const std::vector<int64_t>& kernel, const Attrs& attrs) {
-  const std::string& auto_pad = attrs.GetString("auto_pad");
-  KILN_CHECK(auto_pad == "NOTSET" || auto_pad == "VALID", "auto_pad ", auto_pad,
-             " over a symbolic spatial extent (its pads depend on the extent)");
-  // NOTSET and VALID pads, strides and dilations do not depend on the extent: any extent large
+  // Strides, dilations and (but for SAME) pads do not depend on the extent: any extent large
   // enough for the window gives them.
   std::string error;
   std::vector<WindowDim> dims =
       ComputeWindow(std::vector<int64_t>(kernel.size(), int64_t{1} << 30), kernel, attrs, &error);
   KILN_CHECK(error.empty(), error);
-  for (WindowDim& d : dims) d.in = d.out = 0;  // symbolic: the shapes hold them
+  const std::string& auto_pad = attrs.GetString("auto_pad");
+  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  for (WindowDim& d : dims) {
+    d.in = d.out = 0;                       // symbolic: the shapes hold them
+    if (same) d.pad_begin = d.pad_end = 0;  // SymbolicPads has them
+  }
   return dims;
+}
+
+std::vector<PadExprs> SymbolicPads(const std::vector<WindowDim>& dims, const std::vector<Expr>& in,
+                                   const Attrs& attrs) {
+  const std::string& auto_pad = attrs.GetString("auto_pad");
+  std::vector<PadExprs> pads;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const WindowDim& d = dims[i];
+    if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") {
+      pads.push_back({I64(d.pad_begin), I64(d.pad_end)});
+      continue;
+    }
+    const int64_t ek = (d.kernel - 1) * d.dilation + 1;
+    Expr out = loop::FloorDiv(loop::Add(in[i], I64(d.stride - 1)), I64(d.stride));
+    Expr total = loop::Max(
+        I64(0),
+        loop::Sub(loop::Add(loop::Mul(loop::Sub(out, I64(1)), I64(d.stride)), I64(ek)), in[i]));
+    Expr small = loop::FloorDiv(total, I64(2));
+    Expr begin = auto_pad == "SAME_UPPER" ? small : loop::Sub(total, small);
+    pads.push_back({begin, loop::Sub(total, begin)});
+  }
+  return pads;
 }
 
 std::vector<LTensor> LowerConvSymbolic(LowerContext& ctx, const std::vector<LTensor>& in,
@@ -75,8 +103,12 @@ std::vector<LTensor> LowerConvSymbolic(LowerContext& ctx, const std::vector<LTen
   const int r = x.ndim() - 2;
   const std::vector<WindowDim> dims = SymbolicWindow(kernel, attrs);
   std::vector<int> axes;
-  for (int i = 0; i < r; ++i) axes.push_back(2 + i);
-  const LTensor p = PaddedForWindow(ctx, x, axes, dims);
+  std::vector<Expr> extents;
+  for (int i = 0; i < r; ++i) {
+    axes.push_back(2 + i);
+    extents.push_back(x.shape[2 + i]);
+  }
+  const LTensor p = PaddedForWindow(ctx, x, axes, SymbolicPads(dims, extents, attrs));
   const int64_t group = attrs.GetInt("group");
   const DType t = x.dtype;
   // f32 sums in f32, as conv's GEMM form does; the other float dtypes in f64, as conv.

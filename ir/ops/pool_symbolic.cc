@@ -4,8 +4,8 @@
 // in-place reads from the sizes; here every tap of a window is read at its index clamped into x
 // and dropped by a select where it lies outside, the extents being expressions of the symbols.
 // Windows of at most kMaxSpelledTaps taps spell each tap out (the output's innermost loop then
-// vectorizes: channels-last, the channels), larger ones reduce over the window. Only auto_pad
-// NOTSET and VALID (SymbolicWindow): SAME's pads follow from the extent.
+// vectorizes: channels-last, the channels), larger ones reduce over the window. SAME's pads are
+// expressions of the extent (SymbolicPads).
 //
 // Values as pool.cc: integer max exact in its dtype (empty windows give its lowest value),
 // float max in f32 (f64 for f64), means summed in f64 and divided by the positions counted
@@ -24,6 +24,8 @@ using loop::Expr;
 LTensor LowerPoolSymbolic(bool is_max, LowerContext& ctx, const LTensor& x, const Attrs& attrs,
                           const std::vector<Expr>& out_shape) {
   const std::vector<WindowDim> dims = SymbolicWindow(attrs.GetInts("kernel_shape"), attrs);
+  std::vector<Expr> extents(x.shape.begin() + 2, x.shape.end());
+  const std::vector<PadExprs> pads = SymbolicPads(dims, extents, attrs);
   const bool include_pad = !is_max && attrs.GetBool("count_include_pad");
   const DType t = x.dtype;
   const bool exact = is_max && IsInteger(t);
@@ -33,23 +35,29 @@ LTensor LowerPoolSymbolic(bool is_max, LowerContext& ctx, const LTensor& x, cons
                              : lower::Const(0, c);
   const bool spelled = TapCount(dims) <= kMaxSpelledTaps;
   // One tap: the value it adds (fill outside x), and whether it counts toward the mean.
-  auto tap = [x, dims, c, fill](const std::vector<Expr>& idx, const std::vector<Expr>& k) {
+  // Input position o * stride - pad_begin + k * dilation (TapPosition, the pad an expression).
+  auto position = [dims, pads](size_t d, const Expr& o, const Expr& k) {
+    return loop::Add(loop::Sub(loop::Mul(o, I64(dims[d].stride)), pads[d].begin),
+                     loop::Mul(k, I64(dims[d].dilation)));
+  };
+  auto tap = [x, dims, c, fill, position](const std::vector<Expr>& idx,
+                                          const std::vector<Expr>& k) {
     std::vector<Expr> xi = {idx[0], idx[1]};
     Expr inside;
     for (size_t d = 0; d < dims.size(); ++d) {
       const Expr& in = x.shape[2 + d];
-      Expr pos = TapPosition(dims[d], idx[2 + d], k[d]);
+      Expr pos = position(d, idx[2 + d], k[d]);
       inside = And(inside, InRange(pos, I64(0), in));
       xi.push_back(loop::Max(I64(0), loop::Min(pos, loop::Sub(in, I64(1)))));
     }
     return loop::Select(inside, loop::Cast(c, x.at(xi)), fill);
   };
-  auto counts = [x, dims, include_pad, c](const std::vector<Expr>& idx,
-                                          const std::vector<Expr>& k) {
+  auto counts = [x, dims, pads, include_pad, c, position](const std::vector<Expr>& idx,
+                                                          const std::vector<Expr>& k) {
     Expr counted;
     for (size_t d = 0; d < dims.size(); ++d)
-      counted = And(counted, Counted(dims[d], x.shape[2 + d],
-                                     TapPosition(dims[d], idx[2 + d], k[d]), include_pad));
+      counted = And(counted,
+                    Counted(pads[d], x.shape[2 + d], position(d, idx[2 + d], k[d]), include_pad));
     return loop::Select(counted, lower::Const(1, c), lower::Const(0, c));
   };
   auto at = [&ctx, dims, is_max, t, spelled, tap, counts](const std::vector<Expr>& idx) {

@@ -289,11 +289,12 @@ Expr TapPosition(const WindowDim& d, const Expr& o, const Expr& k) {
 }
 
 Expr Counted(const WindowDim& d, const Expr& o, int64_t k, bool include_pad) {
-  return Counted(d, I64(d.in), TapPosition(d, o, I64(k)), include_pad);
+  return Counted(PadExprs{I64(d.pad_begin), I64(d.pad_end)}, I64(d.in), TapPosition(d, o, I64(k)),
+                 include_pad);
 }
 
-Expr Counted(const WindowDim& d, const Expr& in, const Expr& pos, bool include_pad) {
-  return include_pad ? InRange(pos, I64(-d.pad_begin), loop::Add(in, I64(d.pad_end)))
+Expr Counted(const PadExprs& pads, const Expr& in, const Expr& pos, bool include_pad) {
+  return include_pad ? InRange(pos, loop::Sub(I64(0), pads.begin), loop::Add(in, pads.end))
                      : InRange(pos, I64(0), in);
 }
 

@@ -134,15 +134,25 @@ loop::Expr GroupInputChannel(const loop::Expr& m, const loop::Expr& c, const LTe
 
 // Whether any of x's `spatial_axes` is not a constant.
 bool HasSymbolicSpatial(const LTensor& x, const std::vector<int>& spatial_axes);
-// The window of a windowed op over symbolic spatial dims: kernel, stride, dilation and pads
-// from the attributes, `in` and `out` left 0 (the shapes hold them). Fails (KILN_CHECK) for
-// auto_pad SAME_UPPER/SAME_LOWER, whose pads depend on the extent, and on bad attributes.
+// The window of a windowed op over symbolic spatial dims: kernel, stride and dilation from the
+// attributes, `in`, `out` and the pads left 0: the shapes hold the extents, SymbolicPads the
+// pads. Fails (KILN_CHECK) on bad attributes.
 std::vector<WindowDim> SymbolicWindow(const std::vector<int64_t>& kernel, const Attrs& attrs);
-// x zero-padded along its `axes` (one per entry of `dims`) by each dim's begin and end pads,
-// materialized as `conv_padded`, its extents expressions of x's; loads clamped into x, so a
-// padded position never reads out of bounds. x itself when nothing is padded.
+// The begin and end pads of one spatial dim, as expressions of its extent.
+struct PadExprs {
+  loop::Expr begin, end;
+};
+// The pads of each dim of `dims` (SymbolicWindow) over the extents `in`: the attributes' for
+// auto_pad NOTSET and VALID; SAME's from the extent, as ComputeWindow: the total that makes
+// ceil(in / stride) windows fit, max(0, (ceil(in / stride) - 1) * stride + effective kernel -
+// in), halved, the odd one at the end for SAME_UPPER and at the start for SAME_LOWER.
+std::vector<PadExprs> SymbolicPads(const std::vector<WindowDim>& dims,
+                                   const std::vector<loop::Expr>& in, const Attrs& attrs);
+// x zero-padded along its `axes` (one per entry of `pads`), materialized as `conv_padded`, its
+// extents expressions of x's; loads clamped into x, so a padded position never reads out of
+// bounds. x itself when nothing is padded.
 LTensor PaddedForWindow(LowerContext& ctx, const LTensor& x, const std::vector<int>& axes,
-                        const std::vector<WindowDim>& dims);
+                        const std::vector<PadExprs>& pads);
 // max_pool or avg_pool (NCHW, any rank) over symbolic spatial dims (pool_symbolic.cc), as
 // pool.cc lowers them over constant ones: each tap's index clamped into x and dropped by a
 // select where it lies outside.
@@ -207,8 +217,9 @@ loop::Expr TapPosition(const WindowDim& d, const loop::Expr& o, const loop::Expr
 // Whether window position `pos` (of output index o, tap k along dim d) counts toward avg_pool's
 // divisor.
 loop::Expr Counted(const WindowDim& d, const loop::Expr& o, int64_t k, bool include_pad);
-// The same for input position `pos` of an input `in` long (an expression: a symbolic extent).
-loop::Expr Counted(const WindowDim& d, const loop::Expr& in, const loop::Expr& pos,
+// The same for input position `pos` of an input `in` long with pads `pads` (expressions: a
+// symbolic extent).
+loop::Expr Counted(const PadExprs& pads, const loop::Expr& in, const loop::Expr& pos,
                    bool include_pad);
 
 // The lowest value of an integer dtype (the identity of max); 0 for other dtypes.

@@ -69,11 +69,8 @@ bool ConvertibleConv(const CallNode* c) {
   if (!x || x->dtype != DType::kFloat32 || x->ndim() != 4 || !w ||
       w->value.dtype() != DType::kFloat32 || w->value.shape().size() != 4)
     return false;
-  if (!x->shape[1].is_const()) return false;
-  // Any image size takes explicit pads (conv_nhwc's SymbolicWindow): SAME's depend on it.
-  const std::string& auto_pad = c->attrs.GetString("auto_pad");
-  return (x->shape[2].is_const() && x->shape[3].is_const()) || auto_pad == "NOTSET" ||
-         auto_pad == "VALID";
+  // Any image size too (conv_nhwc's SymbolicWindow and SymbolicPads).
+  return x->shape[1].is_const();
 }
 
 // Whether the conv's kernel covers more than one pixel.
@@ -107,7 +104,7 @@ bool LayoutBlindElementwise(const CallNode* c) {
 // 7x7 stride-2 conv, that pool and two 3x3 convs at 224 x 224: 4.84-4.89 -> 4.06-4.18 ms at
 // 1 thread, 2.57-2.59 -> 2.04-2.09 at 2). Larger windows take the NCHW lowering's phase split,
 // which from a channels-last input is a gather (5.2 ms for that pool), so they end the chain.
-// Over a symbolic image size, any window with explicit pads.
+// Over a symbolic image size, any window (SAME pads too).
 std::string ChannelsLastPoolName(const CallNode* c) {
   if (!c->op) return "";
   const std::string& name = c->op->name;
@@ -122,10 +119,8 @@ std::string ChannelsLastPoolName(const CallNode* c) {
       spatial[i] = x->shape[2 + i].value();
       continue;
     }
-    // Any image size: explicit pads, each tap spelled out or reduced, never a phase split
-    // (pool_symbolic.cc). SAME's pads depend on the size: NCHW, needing constant dims.
-    const std::string& auto_pad = c->attrs.GetString("auto_pad");
-    return auto_pad == "NOTSET" || auto_pad == "VALID" ? name + "_nhwc" : "";
+    // Any image size: each tap spelled out or reduced, never a phase split (pool_symbolic.cc).
+    return name + "_nhwc";
   }
   std::string error;
   const std::vector<ops::WindowDim> dims =

@@ -146,4 +146,24 @@ inline Function PoolChainModel(uint64_t seed = 500) {
   return MakeFunction({x}, MakeCall("global_avg_pool", {h}, {}, "gap"));
 }
 
+// Convs and a pool padded SAME (as models exported from TensorFlow are), over images of any
+// size: the pads are what makes ceil(size / stride) windows fit, so they depend on the size.
+// x[batch, 3, height, width] -> [batch, 8, ceil(height / 2), ceil(width / 2)].
+inline Function SamePaddedModel(uint64_t seed = 600) {
+  using Ints = std::vector<int64_t>;
+  const std::string upper = "SAME_UPPER", lower = "SAME_LOWER";
+  Var x = MakeVar("x",
+                  TensorType({Dim::Symbol("batch"), 3, Dim::Symbol("height"), Dim::Symbol("width")},
+                             DType::kFloat32));
+  auto conv = [&](const Expr& in, int64_t c, Attrs attrs, const std::string& name) {
+    Expr w = Weight({8, c, 3, 3}, seed++, name + ".w", 1.5 / std::sqrt(double(c * 9)));
+    attrs.Set("auto_pad", upper);
+    return MakeCall("relu", {MakeCall("conv", {in, w, Weight({8}, seed++, name + ".b")},
+                                      std::move(attrs), name)});
+  };
+  Expr h = conv(x, 3, {{"strides", Ints{2, 2}}}, "c1");
+  h = MakeCall("max_pool", {h}, {{"kernel_shape", Ints{2, 2}}, {"auto_pad", lower}}, "p1");
+  return MakeFunction({x}, conv(h, 8, {{"dilations", Ints{2, 2}}}, "c2"));
+}
+
 }  // namespace kiln::test

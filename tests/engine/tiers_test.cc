@@ -57,6 +57,7 @@ std::vector<Case> SymbolicBatchCases() {
       {"conv_chain", test::ConvChainModel(), {{1, 3, 19, 23}, {2, 3, 8, 8}, {1, 3, 33, 17}}},
       // Windowed pools over any image size, the smallest a 2x2 image.
       {"pool_chain", test::PoolChainModel(), {{1, 3, 19, 23}, {2, 3, 2, 2}, {1, 3, 40, 17}}},
+      {"same_padded", test::SamePaddedModel(), {{1, 3, 19, 23}, {2, 3, 1, 2}, {1, 3, 40, 17}}},
   };
 }
 
@@ -137,14 +138,15 @@ TEST(EngineTiers, SpecializeAfterCountsRuns) {
 }
 
 // A model without a generic tier is served eagerly under every policy, and the reason is kept:
-// no symbolic dims; a SAME-padded conv over a symbolic image size (its pads depend on the size).
+// no symbolic dims; a max pool that also gives the positions of its maxima, over a symbolic
+// image size (its lowering plans from the sizes).
 TEST(EngineTiers, ModelsWithoutAGenericTierAreServedEagerly) {
   Var x = MakeVar("x", TensorType({2, 3}, DType::kFloat32));
   ModelPtr fixed = Model::Create(MakeFunction({x}, MakeCall("relu", {x})), "fixed");
   Var img = MakeVar("x", TensorType({1, 3, Dim::Symbol("h"), Dim::Symbol("w")}, DType::kFloat32));
-  Expr same = MakeCall("conv", {img, test::Weight({4, 3, 3, 3}, 7, "w")},
-                       {{"auto_pad", std::string("SAME_UPPER")}}, "same");
-  ModelPtr conv = Model::Create(MakeFunction({img}, same), "same_conv");
+  Expr pool = MakeCall("max_pool_with_indices", {img},
+                       {{"kernel_shape", std::vector<int64_t>{3, 3}}}, "pool");
+  ModelPtr conv = Model::Create(MakeFunction({img}, pool), "indexed_pool");
   for (CompilePolicy p : {CompilePolicy::kTiered, CompilePolicy::kGenericOnly}) {
     SCOPED_TRACE(CompilePolicyName(p));
     Engine engine(Policy(p)), eager(Policy(CompilePolicy::kEager));
@@ -157,7 +159,8 @@ TEST(EngineTiers, ModelsWithoutAGenericTierAreServedEagerly) {
     EXPECT_EQ(s.generic_runs, 0u);
     EXPECT_EQ(s.specializations, 2u);
     EXPECT_THAT(engine.GenericUnavailableReason(*fixed), HasSubstr("no symbolic dims"));
-    EXPECT_THAT(engine.GenericUnavailableReason(*conv), HasSubstr("SAME_UPPER"));
+    EXPECT_THAT(engine.GenericUnavailableReason(*conv),
+                HasSubstr("windowed op with a symbolic spatial extent"));
     ASSERT_EQ(s.generic_unavailable_reasons.size(), 2u);
   }
 }

@@ -126,12 +126,11 @@ TEST(LowerConvNhwc, SymbolicBatch) {
                                               WithLayout(c)));
 }
 
-// Any image size (the generic tier): batch, height and width symbolic, every case with explicit
-// pads, both layouts, f32 and f64; SAME's pads depend on the size, so it stays an error.
+// Any image size (the generic tier): batch, height and width symbolic, every case, both
+// layouts, f32 and f64; SAME's pads are expressions of the size.
 TEST(LowerConvNhwc, SymbolicImageSize) {
   uint64_t seed = 400;
   for (const Case& c : Cases()) {
-    if (c.attrs.Has("auto_pad")) continue;
     for (DType t : {DType::kFloat32, DType::kFloat64}) {
       const Attrs attrs = WithLayout(c);
       EXPECT_TRUE(SymbolicImageMatchesReference("conv_nhwc", Inputs(t, c, &seed), attrs, 1e-5,
@@ -139,12 +138,6 @@ TEST(LowerConvNhwc, SymbolicImageSize) {
           << DTypeName(t) << AttrsText(attrs);
     }
   }
-  const Case same = Cases().back();
-  EXPECT_THAT(test::ErrorMessage([&] {
-                (void)SymbolicImageMatchesReference(
-                    "conv_nhwc", Inputs(DType::kFloat32, same, &seed), WithLayout(same), 1e-5, 1);
-              }),
-              ::testing::HasSubstr("needs constant spatial dims"));
 }
 
 TEST(LowerConvNhwc, Float16) {
@@ -196,16 +189,18 @@ TEST(ConvNhwcType, OutputShapeAndErrors) {
   EXPECT_NE(
       TypeError({TensorType({1, 2, 2, 3}, f), TensorType({3, 3, 3, 8}, f)}, {}).find("kernel"),
       std::string::npos);
-  // Symbolic channels, or symbolic spatial dims with SAME pads: the lowering needs them, so the
-  // type says so first.
+  // Symbolic channels: the lowering needs them, so the type says so first. Symbolic spatial
+  // dims with SAME pads are fine: ceil(in / stride) each.
   EXPECT_NE(
       TypeError({TensorType({1, 9, 11, Dim::Symbol("c")}, f), TensorType({3, 3, 3, 8}, f)}, {})
           .find("input channels must be a constant"),
       std::string::npos);
-  EXPECT_NE(TypeError({TensorType({1, Dim::Symbol("h"), 11, 3}, f), TensorType({3, 3, 3, 8}, f)},
-                      {{"auto_pad", std::string("SAME_UPPER")}})
-                .find("needs constant spatial dims"),
-            std::string::npos);
+  Expr same = MakeCall("conv_nhwc",
+                       {MakeVar("x", TensorType({1, Dim::Symbol("h"), 11, 3}, f)),
+                        MakeVar("w", TensorType({3, 3, 3, 8}, f))},
+                       {{"auto_pad", std::string("SAME_UPPER")}, {"strides", Ints{2, 2}}});
+  EXPECT_EQ(TypeToString(InferTypes(MakeFunction({}, same))->body->type),
+            "f32[1, (h + 1) // 2, 6, 8]");
 }
 
 }  // namespace
