@@ -317,21 +317,33 @@ std::vector<LTensor> LowerConvTranspose(LowerContext& ctx, const std::vector<LTe
   const LTensor x = in[0], w = in[1];
   const bool has_bias = in.size() == 3;
   const LTensor b = has_bias ? in[2] : LTensor{};
+  // Over a symbolic image size (the generic tier's kernels) the input extents are expressions;
+  // the pads are the same for every size (SAME's total is output_padding + the effective kernel
+  // - stride) but for a given output_shape, whose pads follow from the size.
   std::vector<int64_t> spatial, kernel;
+  std::vector<Expr> extent;
+  bool symbolic = false;
   for (int i = 2; i < x.ndim(); ++i) {
     int64_t s = 0, k = 0;
-    KILN_CHECK(loop::IsConstInt(x.shape[i], &s) && loop::IsConstInt(w.shape[i], &k),
-               "conv_transpose with a symbolic spatial or kernel extent");
+    KILN_CHECK(loop::IsConstInt(w.shape[i], &k), "conv_transpose with a symbolic kernel extent");
+    if (!loop::IsConstInt(x.shape[i], &s)) {
+      symbolic = true;
+      s = int64_t{1} << 20;  // a stand-in: any size gives the same pads
+    }
     spatial.push_back(s);
     kernel.push_back(k);
+    extent.push_back(x.shape[i]);
   }
+  KILN_CHECK(!symbolic || attrs.GetInts("output_shape").empty(),
+             "conv_transpose with output_shape over a symbolic spatial extent (its pads depend on "
+             "the extent)");
   std::string error;
   const std::vector<WindowDim> dims = ComputeTransposeWindow(spatial, kernel, attrs, &error);
   KILN_CHECK(error.empty(), error);
   const int64_t group = attrs.GetInt("group");
   const DType t = x.dtype;
   const DType acc = DType::kFloat64;
-  auto at = [&ctx, x, w, b, has_bias, dims, group, t, acc](const std::vector<Expr>& idx) {
+  auto at = [&ctx, x, w, b, has_bias, dims, extent, group, t, acc](const std::vector<Expr>& idx) {
     const Expr& m = idx[1];
     const Expr mg = w.shape[1];
     Expr cg = w.shape[0];
@@ -360,8 +372,8 @@ std::vector<LTensor> LowerConvTranspose(LowerContext& ctx, const std::vector<LTe
             valid, loop::MakeBinary(loop::BinaryOp::kEQ, loop::FloorMod(q, I64(d.stride)), I64(0)));
         src = loop::FloorDiv(q, I64(d.stride));
       }
-      valid = And(valid, InRange(src, I64(0), I64(d.in)));
-      xi.push_back(loop::Max(I64(0), loop::Min(src, I64(d.in - 1))));
+      valid = And(valid, InRange(src, I64(0), extent[i]));
+      xi.push_back(loop::Max(I64(0), loop::Min(src, loop::Sub(extent[i], I64(1)))));
     }
     Expr prod = loop::Mul(loop::Cast(acc, x.at(xi)), loop::Cast(acc, w.at(wi)));
     prod = loop::Select(valid, prod, lower::Const(0, acc));

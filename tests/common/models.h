@@ -148,7 +148,8 @@ inline Function PoolChainModel(uint64_t seed = 500) {
 
 // Convs and a pool padded SAME (as models exported from TensorFlow are), over images of any
 // size: the pads are what makes ceil(size / stride) windows fit, so they depend on the size.
-// x[batch, 3, height, width] -> [batch, 8, ceil(height / 2), ceil(width / 2)].
+// Then a 2x2 stride-2 transposed conv back up (a segmentation head's upsampling).
+// x[batch, 3, height, width] -> [batch, 4, 2 * ceil(height / 2), 2 * ceil(width / 2)].
 inline Function SamePaddedModel(uint64_t seed = 600) {
   using Ints = std::vector<int64_t>;
   const std::string upper = "SAME_UPPER", lower = "SAME_LOWER";
@@ -163,7 +164,10 @@ inline Function SamePaddedModel(uint64_t seed = 600) {
   };
   Expr h = conv(x, 3, {{"strides", Ints{2, 2}}}, "c1");
   h = MakeCall("max_pool", {h}, {{"kernel_shape", Ints{2, 2}}, {"auto_pad", lower}}, "p1");
-  return MakeFunction({x}, conv(h, 8, {{"dilations", Ints{2, 2}}}, "c2"));
+  h = conv(h, 8, {{"dilations", Ints{2, 2}}}, "c2");
+  Expr up = Weight({8, 4, 2, 2}, seed++, "up.w", 0.5);
+  return MakeFunction({x}, MakeCall("conv_transpose", {h, up, Weight({4}, seed++, "up.b")},
+                                    {{"strides", Ints{2, 2}}}, "up"));
 }
 
 }  // namespace kiln::test

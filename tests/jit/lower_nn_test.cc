@@ -310,6 +310,26 @@ TEST(LowerConvTranspose, Float16) {
                                        1e-2, false));
 }
 
+// Any image size (the generic tier): every case but those giving output_shape (whose pads follow
+// from the size: an error over a symbolic one), SAME's pads the same at every size.
+TEST(LowerConvTranspose, SymbolicImageSize) {
+  uint64_t seed = 450;
+  for (const ConvCase& c : ConvTransposeCases()) {
+    const int64_t m = c.w[1] * (c.attrs.Has("group") ? c.attrs.GetInt("group") : 1);
+    std::vector<Tensor> in = {RandomTensor(DType::kFloat32, c.x, seed++),
+                              RandomTensor(DType::kFloat32, c.w, seed++)};
+    if (c.bias) in.push_back(RandomTensor(DType::kFloat32, {m}, seed++));
+    ::testing::AssertionResult r = SymbolicImageMatchesReference("conv_transpose", in, c.attrs);
+    if (!c.attrs.Has("output_shape")) {
+      EXPECT_TRUE(r) << AttrsText(c.attrs);
+      continue;
+    }
+    EXPECT_FALSE(r) << AttrsText(c.attrs);
+    EXPECT_NE(std::string(r.message()).find("its pads depend on the extent"), std::string::npos)
+        << r.message();
+  }
+}
+
 TEST(LowerConvTranspose, SymbolicBatch) {
   std::vector<Tensor> in = {RandomTensor(DType::kFloat32, {3, 4, 5, 4}, 7),
                             RandomTensor(DType::kFloat32, {4, 3, 3, 3}, 8),
