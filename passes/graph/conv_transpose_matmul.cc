@@ -32,10 +32,14 @@
 // ms (ONNX Runtime 2.2) through col2im_nhwc (AVX-512 Xeon). The product's weights are a constant
 // that PackConstantWeights (after this pass) lays out in panels.
 //
-// Rules: f32; x 4-D with constant dims; w a constant [C, M, KH, KW]; the bias absent or a
-// constant; group 1; the output size the geometry gives (ops::ComputeTransposeWindow, which
-// resolves auto_pad and output_shape into begin pads), and no begin pad below 0 (an output_shape
-// past the full scatter). Anything else is left to the op's own lowering.
+// Over a symbolic image size (a shape-generic kernel): square windows that tile the output
+// only, the reshuffle being depth_to_space (mode CRD), which needs no constant size.
+//
+// Rules: f32; x 4-D with constant channels (and constant dims but for the case above); w a
+// constant [C, M, KH, KW]; the bias absent or a constant; group 1; the output size the geometry
+// gives (ops::ComputeTransposeWindow, which resolves auto_pad and output_shape into begin pads),
+// and no begin pad below 0 (an output_shape past the full scatter). Anything else is left to the
+// op's own lowering.
 #include <vector>
 
 #include "ir/ops/window.h"
@@ -61,15 +65,14 @@ class ConvTransposeRewriter : public ExprMutator {
         x->ndim() != 4 || y->ndim() != 4 || w->value.dtype() != DType::kFloat32 ||
         w->value.shape().size() != 4)
       return out;
-    for (const Dim& d : x->shape)
-      if (!d.is_const()) return out;
-    for (const Dim& d : y->shape)
-      if (!d.is_const()) return out;
     const std::vector<int64_t>& ws = w->value.shape();
     const int64_t c_in = ws[0], m = ws[1], kh = ws[2], kw = ws[3];
-    if (c->attrs.GetInt("group") != 1 || x->shape[1].value() != c_in || y->shape[1].value() != m ||
+    if (!x->shape[1].is_const() || !y->shape[1].is_const() || c->attrs.GetInt("group") != 1 ||
+        x->shape[1].value() != c_in || y->shape[1].value() != m ||
         (b && (b->value.dtype() != DType::kFloat32 || b->value.numel() != m)))
       return out;
+    if (!IsConstShape(x->shape) || !IsConstShape(y->shape))
+      return AnySize(out, x, y, w, b, m, kh, kw);
     const int64_t h = x->shape[2].value(), wd = x->shape[3].value();
     std::string error;
     const std::vector<ops::WindowDim> dims =
@@ -98,11 +101,32 @@ class ConvTransposeRewriter : public ExprMutator {
     return MakeCall("transpose", {x}, {{"perm", Ints{0, 2, 3, 1}}});
   }
 
-  // Windows that tile the output: the product's columns (m, ky, kx) are output pixels, which a
-  // reshape, a transpose and a reshape put in place; the bias joins the product.
-  static Expr Tiling(const CallNode* c, const ConstantNode* w, const ConstantNode* b, int64_t m,
-                     int64_t kh, int64_t kw, int64_t h, int64_t wd) {
-    const int64_t c_in = w->value.shape()[0], taps = kh * kw;
+  // Over a symbolic image size (the generic tier): square windows that tile the output only,
+  // the product's columns (m, ky, kx) put in place by depth_to_space (CRD: depth channel
+  // (m * K + ky) * K + kx), whose output size is H * K whatever H is. Else the op as it is.
+  static Expr AnySize(const Expr& same, const TensorTypeNode* x, const TensorTypeNode* y,
+                      const ConstantNode* w, const ConstantNode* b, int64_t m, int64_t kh,
+                      int64_t kw) {
+    const CallNode* c = AsCall(same);
+    if (kh != kw || !c->attrs.GetInts("output_shape").empty()) return same;
+    std::string error;
+    const std::vector<ops::WindowDim> dims =  // a stand-in size: the geometry is size-free here
+        ops::ComputeTransposeWindow({1 << 20, 1 << 20}, {kh, kw}, c->attrs, &error);
+    if (!error.empty()) return same;
+    for (const ops::WindowDim& d : dims)
+      if (d.stride != d.kernel || d.dilation != 1 || d.pad_begin != 0 || d.out != d.in * d.kernel)
+        return same;
+    if (y->shape[2] != x->shape[2] * kh || y->shape[3] != x->shape[3] * kw) return same;
+    Expr p = Product(c, w, b, m, kh * kw);
+    Expr nchw = MakeCall("transpose", {p}, {{"perm", Ints{0, 3, 1, 2}}});
+    return MakeCall("depth_to_space", {nchw}, {{"blocksize", kh}, {"mode", std::string("CRD")}},
+                    c->name);
+  }
+
+  // The product of x's pixels by w as [C, M * KH * KW], plus the bias repeated for each tap.
+  static Expr Product(const CallNode* c, const ConstantNode* w, const ConstantNode* b, int64_t m,
+                      int64_t taps) {
+    const int64_t c_in = w->value.shape()[0];
     // w [C, M, KH, KW] is already [C, M * KH * KW] row-major: the same values, a new shape.
     Expr wm = DerivedConstant(c->args[1], "cols", [w, c_in, m, taps] {
       Tensor t = Tensor::Empty(DType::kFloat32, {c_in, m * taps});
@@ -110,15 +134,20 @@ class ConvTransposeRewriter : public ExprMutator {
       return t;
     });
     Expr p = MakeCall("matmul", {ChannelsLast(c->args[0]), wm});
-    if (b) {
-      Expr repeated = DerivedConstant(c->args[2], StrCat("taps", taps), [b, m, taps] {
-        Tensor t = Tensor::Empty(DType::kFloat32, {m * taps});
-        for (int64_t j = 0; j < m * taps; ++j)
-          t.data<float>()[j] = b->value.data<float>()[j / taps];
-        return t;
-      });
-      p = MakeCall("add", {p, repeated});
-    }
+    if (!b) return p;
+    Expr repeated = DerivedConstant(c->args[2], StrCat("taps", taps), [b, m, taps] {
+      Tensor t = Tensor::Empty(DType::kFloat32, {m * taps});
+      for (int64_t j = 0; j < m * taps; ++j) t.data<float>()[j] = b->value.data<float>()[j / taps];
+      return t;
+    });
+    return MakeCall("add", {p, repeated});
+  }
+
+  // Windows that tile the output: the product's columns (m, ky, kx) are output pixels, which a
+  // reshape, a transpose and a reshape put in place; the bias joins the product.
+  static Expr Tiling(const CallNode* c, const ConstantNode* w, const ConstantNode* b, int64_t m,
+                     int64_t kh, int64_t kw, int64_t h, int64_t wd) {
+    Expr p = Product(c, w, b, m, kh * kw);
     Expr r = MakeCall("reshape", {p}, {{"shape", Ints{0, 0, 0, m, kh, kw}}});
     Expr t = MakeCall("transpose", {r}, {{"perm", Ints{0, 3, 1, 4, 2, 5}}});
     return MakeCall("reshape", {t}, {{"shape", Ints{0, 0, h * kh, wd * kw}}}, c->name);

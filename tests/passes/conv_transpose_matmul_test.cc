@@ -1,5 +1,6 @@
 // ConvTransposeAsMatmul: which conv_transposes become a matmul and a reshuffle (windows that tile
-// the output) or a matmul and col2im_nhwc (other geometries), which stay, and the reference
+// the output; depth_to_space over any image size) or a matmul and col2im_nhwc (other
+// geometries), which stay, and the reference
 // interpreter computing the same values before and after, with and without a bias, square and
 // oblong kernels, batches of one and more.
 #include <gtest/gtest.h>
@@ -157,12 +158,37 @@ TEST(ConvTransposeAsMatmul, OthersStay) {
       MakeFunction({v, w}, MakeCall("conv_transpose", {v, w},
                                     Attrs{{"strides", Ints{2, 2}}, {"kernel_shape", Ints{2, 2}}}));
   EXPECT_EQ(CountOps(Rewritten(variable_weight), "conv_transpose"), 1);
-  Var s = MakeVar("x", TensorType({Dim::Symbol("n"), 4, 5, 5}, DType::kFloat32));
-  Function symbolic =
-      MakeFunction({s}, MakeCall("conv_transpose",
-                                 {s, MakeConstant(RandomTensor(DType::kFloat32, {4, 3, 2, 2}, 3))},
-                                 Attrs{{"strides", Ints{2, 2}}, {"kernel_shape", Ints{2, 2}}}));
-  EXPECT_EQ(CountOps(Rewritten(symbolic), "conv_transpose"), 1);
+}
+
+// Over a symbolic batch and image size (a shape-generic kernel): square windows that tile the
+// output become the product and depth_to_space (CRD), the same values at any size; oblong or
+// overlapping windows stay (their reshuffle or col2im needs the size).
+TEST(ConvTransposeAsMatmul, AnyImageSizeTakesDepthToSpace) {
+  const Shape any = {Dim::Symbol("n"), 4, Dim::Symbol("h"), Dim::Symbol("w")};
+  auto transposed = [&](int64_t kh, int64_t kw, Attrs attrs, bool bias) {
+    Var x = MakeVar("x", TensorType(any, DType::kFloat32));
+    std::vector<Expr> args = {x, MakeConstant(RandomTensor(DType::kFloat32, {4, 3, kh, kw}, 3))};
+    if (bias) args.push_back(MakeConstant(RandomTensor(DType::kFloat32, {3}, 4)));
+    attrs.Set("kernel_shape", Ints{kh, kw});
+    return MakeFunction({x}, MakeCall("conv_transpose", args, attrs));
+  };
+  for (int64_t k : {2, 3}) {
+    for (bool bias : {true, false}) {
+      SCOPED_TRACE(StrCat("k ", k, bias ? " with a bias" : ""));
+      Function before = transposed(k, k, {{"strides", Ints{k, k}}}, bias);
+      Function after = Rewritten(before);
+      EXPECT_EQ(CountOps(after, "conv_transpose"), 0) << Print(after);
+      EXPECT_EQ(CountOps(after, "matmul"), 1);
+      EXPECT_EQ(CountOps(after, "depth_to_space"), 1);
+      EXPECT_EQ(TypeToString(after->body->type), StrCat("f32[n, 3, h * ", k, ", w * ", k, "]"));
+      for (const Ints& shape : {Ints{1, 4, 1, 1}, Ints{2, 4, 3, 5}, Ints{1, 4, 7, 2}})
+        ExpectSameValues(before, after, shape);
+    }
+  }
+  EXPECT_EQ(
+      CountOps(Rewritten(transposed(2, 3, {{"strides", Ints{2, 3}}}, true)), "conv_transpose"), 1);
+  EXPECT_EQ(
+      CountOps(Rewritten(transposed(3, 3, {{"strides", Ints{2, 2}}}, true)), "conv_transpose"), 1);
 }
 
 }  // namespace
