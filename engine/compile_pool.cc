@@ -1,6 +1,7 @@
 #include "engine/compile_pool.h"
 
 #include <algorithm>
+#include <cerrno>
 
 #ifdef __linux__
 #include <sys/resource.h>
@@ -48,8 +49,14 @@ size_t CompilePool::pending() const {
 void CompilePool::Work() {
 #ifdef __linux__
   // Linux's niceness is per thread. Raising it needs no privilege; where it fails the pool
-  // runs at the process's priority, which is only slower for runs that share its cores.
-  if (nice_ > 0) setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), nice_);
+  // runs at the process's priority, which is only slower for runs that share its cores. Never
+  // below the thread's own (a process already niced past it stays so).
+  if (nice_ > 0) {
+    const id_t me = static_cast<id_t>(gettid());
+    errno = 0;
+    const int own = getpriority(PRIO_PROCESS, me);
+    if (errno == 0 && own < nice_) setpriority(PRIO_PROCESS, me, nice_);
+  }
 #endif
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {

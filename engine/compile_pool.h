@@ -28,7 +28,9 @@ class CompilePool {
  public:
   // Threads start on the first Submit, so an engine that never compiles in the background
   // never has them.
-  // `nice`: each pool thread's niceness (Linux; 0 leaves the process's).
+  // `nice`: each pool thread's niceness at least (Linux; 0 leaves the process's). Threads a pool
+  // thread creates inherit it: oneTBB's workers, if it starts them (a compile arena of more than
+  // one thread), which runs would then share; such a pool should not be niced.
   CompilePool(int threads, int nice = 0);
   ~CompilePool();
   CompilePool(const CompilePool&) = delete;

@@ -92,7 +92,10 @@ Engine::Engine(EngineOptions options)
       arena_(options_.num_threads > 0 ? options_.num_threads : tbb::task_arena::automatic),
       kernels_(MakeKernelStore(options_)),
       compile_arena_(options_.compile_threads),
-      compile_pool_(options_.compile_threads, options_.compile_nice) {
+      // Niced only alone: a thread inherits its creator's niceness, and pool threads that share a
+      // compile arena start oneTBB workers, which the process's runs share too.
+      compile_pool_(options_.compile_threads,
+                    options_.compile_threads == 1 ? options_.compile_nice : 0) {
   MakePassContext();  // rejects unknown config keys and values of the wrong kind, now
   graph_pipeline_ = options_.graph_pipeline.empty() ? DefaultGraphPipeline()
                                                     : ParsePipeline(options_.graph_pipeline);

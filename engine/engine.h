@@ -103,8 +103,9 @@ struct EngineOptions {
   // runs and compiles share cores, a shape served by the generic tier meanwhile runs as fast as
   // alone (2 vCPUs, 2 run threads, kiln bench of the encoder layer over 8 shapes: tier-0 p50
   // 1.6-2.3x -> 1.0-1.3x the specialized p50). A machine kept saturated by runs then compiles
-  // slowly; a lower value gives compiles a fixed share. With compile_threads > 1, the oneTBB
-  // workers that join a compile are shared with runs and keep their priority.
+  // slowly; a lower value gives compiles a fixed share. Only a pool of one thread is niced: with
+  // compile_threads > 1 the pool's threads could start oneTBB's workers, which would inherit
+  // the niceness and which runs share.
   int compile_nice = 19;
   // Profiling: each specialization records its per-pass timing (a PassTimingInstrument of its
   // own), and dispatch times every kernel launch, accumulated per kernel (EngineStats). Off, the

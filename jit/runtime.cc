@@ -20,10 +20,13 @@ namespace {
 thread_local bool in_chunk = false;
 
 void RunChunk(void (*body)(int64_t, int64_t, void*), int64_t begin, int64_t end, void* closure) {
-  const bool outer = in_chunk;
+  // Restored however body ends (generated bodies do not throw; a C++ one in a test may).
+  struct Restore {
+    bool outer;
+    ~Restore() { in_chunk = outer; }
+  } restore{in_chunk};
   in_chunk = true;
   body(begin, end, closure);
-  in_chunk = outer;
 }
 
 }  // namespace

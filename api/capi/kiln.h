@@ -321,8 +321,9 @@ kiln_status kiln_options_set_compile_policy(kiln_options* options, const char* p
  * background compile pool's threads (default 1). Both at least 1. */
 kiln_status kiln_options_set_specialize_after(kiln_options* options, int runs);
 kiln_status kiln_options_set_compile_threads(kiln_options* options, int threads);
-/* Tiered: the niceness of the background compile threads, 0 to 19 (default 19: compiles take
- * the cores runs leave idle, and yield to runs). Linux; elsewhere accepted and ignored. */
+/* Tiered: the niceness of the background compile thread, 0 to 19 (default 19: compiles take
+ * the cores runs leave idle, and yield to runs). Linux, and a pool of one thread only (the
+ * default; more would start oneTBB workers that inherit it); otherwise accepted and ignored. */
 kiln_status kiln_options_set_compile_nice(kiln_options* options, int nice);
 /* The graph pipeline as a pipeline string (`InferType,FoldConstant,MyPass`); NULL or "" for
  * the default. Checked now: a syntax error or an unknown pass is KILN_INVALID_ARGUMENT
