@@ -7,6 +7,7 @@
 // concrete conv_nhwc (conv_layout.cc takes SymbolicWindow and PaddedForWindow for its own
 // symbolic case). SAME's pads are expressions of the extent (SymbolicPads), so any auto_pad
 // works over any size.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -20,13 +21,13 @@ using loop::Expr;
 
 LTensor PaddedForWindow(LowerContext& ctx, const LTensor& x, const std::vector<int>& axes,
                         const std::vector<PadExprs>& pads) {
-  bool padded = false;
-  for (const PadExprs& p : pads) {
-    int64_t b = -1, e = -1;
-    padded = padded || !loop::IsConstInt(p.begin, &b) || !loop::IsConstInt(p.end, &e) || b != 0 ||
-             e != 0;
-  }
-  if (!padded) return x;
+  auto zero = [](const Expr& e) {
+    int64_t v = -1;
+    return loop::IsConstInt(e, &v) && v == 0;
+  };
+  if (std::all_of(pads.begin(), pads.end(),
+                  [&](const PadExprs& p) { return zero(p.begin) && zero(p.end); }))
+    return x;
   std::vector<Expr> shape = x.shape;
   for (size_t i = 0; i < pads.size(); ++i)
     shape[axes[i]] = loop::Add(x.shape[axes[i]], loop::Add(pads[i].begin, pads[i].end));

@@ -34,10 +34,8 @@ LTensor LowerPoolSymbolic(bool is_max, LowerContext& ctx, const LTensor& x, cons
                     : is_max ? lower::Const(-std::numeric_limits<double>::infinity(), c)
                              : lower::Const(0, c);
   const bool spelled = TapCount(dims) <= kMaxSpelledTaps;
-  // Input position o * stride - pad_begin + k * dilation (TapPosition, the pad an expression).
   auto position = [dims, pads](size_t d, const Expr& o, const Expr& k) {
-    return loop::Add(loop::Sub(loop::Mul(o, I64(dims[d].stride)), pads[d].begin),
-                     loop::Mul(k, I64(dims[d].dilation)));
+    return TapPosition(dims[d], pads[d].begin, o, k);
   };
   // One tap: the value it adds (fill outside x); and (counts) whether it counts toward the mean.
   auto tap = [x, dims, c, fill, position](const std::vector<Expr>& idx,

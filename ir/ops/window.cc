@@ -284,7 +284,11 @@ int64_t TapCount(const std::vector<WindowDim>& dims) {
 }
 
 Expr TapPosition(const WindowDim& d, const Expr& o, const Expr& k) {
-  return loop::Add(loop::Sub(loop::Mul(o, I64(d.stride)), I64(d.pad_begin)),
+  return TapPosition(d, I64(d.pad_begin), o, k);
+}
+
+Expr TapPosition(const WindowDim& d, const Expr& pad_begin, const Expr& o, const Expr& k) {
+  return loop::Add(loop::Sub(loop::Mul(o, I64(d.stride)), pad_begin),
                    loop::Mul(k, I64(d.dilation)));
 }
 

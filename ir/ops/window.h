@@ -213,6 +213,9 @@ int64_t TapCount(const std::vector<WindowDim>& dims);
 // The input position tap k of output index o reads along dim d (the padding below 0):
 // o * stride - pad_begin + k * dilation.
 loop::Expr TapPosition(const WindowDim& d, const loop::Expr& o, const loop::Expr& k);
+// The same with the begin pad an expression (SymbolicPads: SAME over a symbolic extent).
+loop::Expr TapPosition(const WindowDim& d, const loop::Expr& pad_begin, const loop::Expr& o,
+                       const loop::Expr& k);
 
 // Whether window position `pos` (of output index o, tap k along dim d) counts toward avg_pool's
 // divisor.
