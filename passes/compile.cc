@@ -41,33 +41,52 @@ CompiledKernel CompileKernel(const Function& fn, const std::string& name,
   return k;
 }
 
-std::vector<Tensor> RunKernel(const CompiledKernel& k, const std::vector<Tensor>& inputs,
-                              const std::vector<std::pair<DType, std::vector<int64_t>>>& out_types,
-                              const std::map<std::string, int64_t>& symbols) {
-  const LoweredKernel& l = k.lowered;
+CudaKernelSource LowerKernelToCuda(const Function& fn, const std::string& name) {
+  CudaKernelSource k;
+  k.lowered = LowerToLoops(fn, name);
+  {
+    PassContextScope scope(GpuLoopContext());
+    IRModule m = IRModule().WithPrimFunc(name, LowerReductions(k.lowered.func));
+    m = (*GpuLoopPipeline())(m);
+    k.lowered.func = m.prim_funcs().at(name);
+    scope.Close();
+  }
+  loop::Verify(k.lowered.func, /*allow_reduce=*/false);
+  k.source = EmitCuda({k.lowered.func});
+  return k;
+}
+
+KernelCall BindKernelCall(const LoweredKernel& l, const std::vector<Tensor>& inputs,
+                          const std::vector<std::pair<DType, std::vector<int64_t>>>& out_types,
+                          const std::map<std::string, int64_t>& symbols) {
   if (static_cast<int>(inputs.size()) != l.num_params)
     Throw(ErrorCode::kInvalidArgument, "@", l.func->name, ": expected ", l.num_params,
           " inputs, got ", inputs.size());
-  std::vector<void*> buffers;
-  for (const Tensor& t : inputs) buffers.push_back(t.raw_data());
-  for (const Tensor& t : l.constants) buffers.push_back(t.raw_data());
-  std::vector<Tensor> outputs;
+  KernelCall call;
+  for (const Tensor& t : inputs) call.buffers.push_back(t.raw_data());
+  for (const Tensor& t : l.constants) call.buffers.push_back(t.raw_data());
   for (const auto& [dtype, shape] : out_types) {
-    outputs.push_back(Tensor::Empty(dtype, shape));
-    buffers.push_back(outputs.back().raw_data());
+    call.outputs.push_back(Tensor::Empty(dtype, shape));
+    call.buffers.push_back(call.outputs.back().raw_data());
   }
-  if (buffers.size() != l.func->buffer_params.size())
+  if (call.buffers.size() != l.func->buffer_params.size())
     Throw(ErrorCode::kInvalidArgument, "@", l.func->name, ": expected ",
-          l.func->buffer_params.size(), " buffers, got ", buffers.size());
-  std::vector<int64_t> scalars;
+          l.func->buffer_params.size(), " buffers, got ", call.buffers.size());
   for (const std::string& s : l.symbols) {
     auto it = symbols.find(s);
     if (it == symbols.end())
       Throw(ErrorCode::kInvalidArgument, "@", l.func->name, ": symbol '", s, "' is unbound");
-    scalars.push_back(it->second);
+    call.scalars.push_back(it->second);
   }
-  k.fn(buffers.data(), scalars.data());
-  return outputs;
+  return call;
+}
+
+std::vector<Tensor> RunKernel(const CompiledKernel& k, const std::vector<Tensor>& inputs,
+                              const std::vector<std::pair<DType, std::vector<int64_t>>>& out_types,
+                              const std::map<std::string, int64_t>& symbols) {
+  KernelCall call = BindKernelCall(k.lowered, inputs, out_types, symbols);
+  k.fn(call.buffers.data(), call.scalars.data());
+  return call.outputs;
 }
 
 }  // namespace kiln

@@ -66,4 +66,31 @@ PassPtr DefaultLoopPipeline() {
   return Sequential(std::move(p), "LoopPipeline");
 }
 
+PassPtr GpuLoopPipeline() {
+  PassRegistry& r = PassRegistry::Global();
+  std::vector<PassPtr> p;
+  p.push_back(r.Create("LoopSimplify"));
+  p.push_back(r.Create("RemoveTrivialLoops"));
+  p.push_back(r.Create("FuseLoops"));
+  p.push_back(r.Create("CollapseLoops"));
+  p.push_back(r.Create("ParallelizeLoops"));
+  p.push_back(r.Create("FlattenBuffers"));
+  p.push_back(r.Create("LoopSimplify"));
+  // Shrinks and places local buffers: inside a parallel loop they become a thread's own.
+  p.push_back(r.Create("PlanStorage"));
+  return Sequential(std::move(p), "GpuLoopPipeline");
+}
+
+std::shared_ptr<PassContext> GpuLoopContext() {
+  auto ctx = std::make_shared<PassContext>();
+  const PassContext& current = PassContext::Current();
+  ctx->opt_level = current.opt_level;
+  ctx->required_passes = current.required_passes;
+  ctx->disabled_passes = current.disabled_passes;
+  for (const auto& [key, value] : current.config()) ctx->SetConfig(key, value);
+  ctx->SetConfig("parallelize.min_work", int64_t{1});
+  ctx->SetConfig("parallelize.collapse_below", int64_t{1} << 40);
+  return ctx;
+}
+
 }  // namespace kiln

@@ -1,7 +1,10 @@
 // The default pass pipelines, written in one place.
 #pragma once
 
+#include <memory>
+
 #include "passes/pass.h"
+#include "passes/pass_context.h"
 
 namespace kiln {
 
@@ -11,5 +14,15 @@ PassPtr DefaultGraphPipeline();
 
 // The loop-level pipeline run on each lowered kernel (after LowerReductions).
 PassPtr DefaultLoopPipeline();
+
+// The loop-level pipeline for kernels that become CUDA C (jit/cuda_codegen.h): no tiling for
+// CPU registers, no vector lanes; loops fused so a row's temporaries live inside its loop, and
+// the outermost loop of each nest parallel wherever it is safe, whatever its size (a GPU wants
+// every thread it can get). Run it under GpuLoopContext().
+PassPtr GpuLoopPipeline();
+// A copy of the current PassContext's configuration (no instruments) with the settings
+// GpuLoopPipeline relies on: ParallelizeLoops takes any nest that stores something and
+// collapses loops of any constant extent.
+std::shared_ptr<PassContext> GpuLoopContext();
 
 }  // namespace kiln

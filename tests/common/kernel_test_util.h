@@ -6,6 +6,17 @@
 // in a fixed list, so code generated for other CPUs is checked on every host that can execute
 // it. A process whose model this host cannot execute prints why and exits with
 // kSkipCpuExitCode, which ctest reports as skipped.
+//
+// CUDA. With KILN_TEST_CUDA set to architectures (`sm_80,sm_90`), every kernel a test compiles
+// is also lowered to CUDA C (passes/compile.h) and compiled by NVRTC to PTX for each of them,
+// and a failure there fails the test: tests/CMakeLists.txt sets it for every jit test, which
+// checks that every lowering has a CUDA kernel that compiles, on machines without a GPU. Where
+// NVRTC cannot be loaded the process says why and tests the CPU kernels only.
+//
+// CUDA on the host. With KILN_TEST_CUDA_HOST=1, the kernels tests run are the CUDA C ones,
+// compiled by the host's C++ compiler and run thread by thread (common/cuda_host_emulation.h),
+// so the op tests check generated CUDA C against the reference kernels without a GPU. Slow (a
+// compiler run per kernel): tests/CMakeLists.txt runs the cross-CPU sweep's selection so.
 #pragma once
 
 #include <functional>
@@ -14,9 +25,11 @@
 #include <cstdlib>
 #include <set>
 
+#include "common/cuda_host_emulation.h"
 #include "common/test_util.h"
 #include "ir/interpreter.h"
 #include "ir/type_infer.h"
+#include "jit/nvrtc.h"
 #include "passes/compile.h"
 #include "passes/pass_context.h"
 
@@ -32,7 +45,83 @@ inline const CodegenOptions& TestCodegen() {
   return options;
 }
 
-inline constexpr int kSkipCpuExitCode = 77;  // SKIP_RETURN_CODE of the cross-CPU ctest entries
+inline constexpr int kSkipCpuExitCode = 77;
+
+// The CUDA architectures KILN_TEST_CUDA names (`sm_80,sm_90`); empty when it is unset.
+inline const std::vector<std::string>& CudaArchs() {
+  static const std::vector<std::string> archs = [] {
+    std::vector<std::string> out;
+    const char* env = std::getenv("KILN_TEST_CUDA");
+    std::string all = env ? env : "", one;
+    for (char c : all + ",") {
+      if (c != ',') {
+        one += c;
+      } else if (!one.empty()) {
+        out.push_back(one);
+        one.clear();
+      }
+    }
+    return out;
+  }();
+  return archs;
+}
+
+// Under KILN_TEST_CUDA: kernels lowered to CUDA C as tests compile them, and compiled by NVRTC
+// in batches (one program per batch and architecture: NVRTC's start-up dominates a small
+// kernel, and the sweep compiles thousands). Lowering and emitting errors throw at once; a
+// batch that fails to compile is compiled kernel by kernel to name the failing ones, with the
+// test that made each.
+class CudaBatch {
+ public:
+  static CudaBatch& Get() {
+    static CudaBatch* batch = new CudaBatch();  // flushed by the environment's TearDown
+    return *batch;
+  }
+  void Add(const Function& fn, const std::string& name) {
+    CudaKernelSource k = LowerKernelToCuda(fn, name);
+    auto renamed = std::make_shared<loop::PrimFuncNode>(*k.lowered.func);
+    renamed->name = StrCat(name, "_", count_++);
+    const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+    queued_.push_back({renamed, t ? StrCat(t->test_suite_name(), ".", t->name()) : "?"});
+    if (queued_.size() >= kBatch) Flush();
+  }
+  void Flush() {
+    std::vector<Entry> batch = std::move(queued_);
+    queued_.clear();
+    if (batch.empty()) return;
+    std::vector<loop::PrimFunc> funcs;
+    for (const Entry& e : batch) funcs.push_back(e.func);
+    std::string code = EmitCuda(funcs).code;
+    for (const std::string& arch : CudaArchs()) {
+      try {
+        CompileCudaToPtx(code, "kiln_test_batch", arch);
+      } catch (const Error&) {
+        std::string failures;
+        for (const Entry& e : batch) {
+          try {
+            CompileCudaToPtx(EmitCuda({e.func}).code, e.func->name, arch);
+          } catch (const Error& one) {
+            failures += StrCat("\n", e.test, ": ", one.what());
+          }
+        }
+        Throw(ErrorCode::kCompileError, "CUDA C did not compile for ", arch, ":", failures);
+      }
+    }
+  }
+
+ private:
+  static constexpr size_t kBatch = 96;
+  struct Entry {
+    loop::PrimFunc func;
+    std::string test;
+  };
+  std::vector<Entry> queued_;
+  int count_ = 0;
+};
+
+inline void CheckCudaCompiles(const Function& fn, const std::string& name) {
+  if (!CudaArchs().empty() && NvrtcUnavailable().empty()) CudaBatch::Get().Add(fn, name);
+}  // SKIP_RETURN_CODE of the cross-CPU ctest entries
 
 // Says which CPU model this process compiles for before any test runs, or, when this host
 // cannot execute that model's code, why not, and ends the process as skipped.
@@ -43,6 +132,12 @@ class TestCpuEnvironment : public ::testing::Environment {
     // Vectors and register tiles sized for the CPU the kernels are compiled for, as the engine
     // sizes them (this thread's default context: every test of the process runs on it).
     PassContext::Current().SetConfig("target.vector_bits", int64_t{VectorRegisterBits(o)});
+    if (!CudaArchs().empty() && !NvrtcUnavailable().empty())
+      std::printf("kiln: kernels not compiled to PTX (KILN_TEST_CUDA): %s\n",
+                  NvrtcUnavailable().c_str());
+    else if (!CudaArchs().empty())
+      std::printf("kiln: every kernel also compiled to PTX by NVRTC %s for %s\n",
+                  NvrtcVersion().c_str(), std::getenv("KILN_TEST_CUDA"));
     if (o.mcpu.empty()) return;
     std::string why = HostCannotRun(o);
     if (!why.empty()) {
@@ -53,7 +148,17 @@ class TestCpuEnvironment : public ::testing::Environment {
     std::printf("kiln: kernels compiled for CPU model %s (%s)\n", o.mcpu.c_str(),
                 LLVMTargetDescription(o).c_str());
   }
+  void TearDown() override;
 };
+inline void TestCpuEnvironment::TearDown() {
+  if (CudaArchs().empty() || !NvrtcUnavailable().empty()) return;
+  try {
+    CudaBatch::Get().Flush();
+  } catch (const Error& e) {
+    ADD_FAILURE() << e.what();
+  }
+}
+
 inline ::testing::Environment* const kTestCpuEnvironment =
     ::testing::AddGlobalTestEnvironment(new TestCpuEnvironment);
 
@@ -102,7 +207,10 @@ inline std::vector<Tensor> RunCompiled(const Function& fn, const std::vector<Ten
   } else {
     add(concrete->body->type);
   }
+  static const bool on_host = std::getenv("KILN_TEST_CUDA_HOST") != nullptr;
+  if (on_host) return RunCudaOnHost(fn, inputs, out_types, symbols, name);
   CompiledKernel k = CompileKernel(fn, name, options);
+  CheckCudaCompiles(fn, name);
   return RunKernel(k, inputs, out_types, symbols);
 }
 
