@@ -230,6 +230,17 @@ class Engine {
   // Blocks until the background compile pool (CompilePolicy::kTiered) has nothing queued or
   // running: every shape queued so far is then served by its specialized executable.
   void WaitForBackgroundCompiles();
+  // The kernels `model` compiles to for `inputs` (their dtypes and shapes, a value input's
+  // values), written to `out_dir` (created if missing), one file per fused group named after
+  // it, in dataflow order: for a `cuda` target (a Target string, devices/target.h) CUDA C
+  // (`format` "cuda", NAME.cu) or PTX for its arch ("ptx", NAME.ptx); for an `llvm` one the
+  // optimized LLVM IR ("llvm", NAME.ll). The engine's pass options apply; nothing runs, is
+  // cached, or needs a GPU. Returns the paths written. A model run in segments (shapes that
+  // depend on data) is kUnsupported; an unknown format for the target's kind is
+  // kInvalidArgument naming the ones it has.
+  std::vector<std::string> EmitKernels(const Model& model, std::span<const Tensor> inputs,
+                                       const std::string& target, const std::string& format,
+                                       const std::string& out_dir);
   // Why `model` has no shape-generic executable (empty when it has one, or none was tried).
   std::string GenericUnavailableReason(const Model& model) const;
   const EngineOptions& options() const { return options_; }
@@ -408,5 +419,8 @@ uint64_t ShapeKeyHash(const Model& model, std::span<const Tensor> inputs);
 // `values`, the input tensors, when given).
 std::string ShapeKeyText(const Model& model, const std::vector<TensorSignature>& inputs,
                          std::span<const Tensor> values);
+// A kernel's symbol name from its fused group's call name (`fused_matmul_add`): letters, digits
+// and underscores.
+std::string KernelName(const std::string& call_name);
 
 }  // namespace kiln

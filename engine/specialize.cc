@@ -91,15 +91,14 @@ bool HasParallelLoop(const loop::PrimFunc& f) {
   return v.found;
 }
 
-// A valid symbol name for a kernel, from the group's call name.
+}  // namespace
+
 std::string KernelName(const std::string& call_name) {
   std::string s = call_name.empty() ? "kernel" : call_name;
   for (char& c : s)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
   return s;
 }
-
-}  // namespace
 
 std::string ShapeKeyText(const Model& model, const std::vector<TensorSignature>& inputs,
                          std::span<const Tensor> values) {

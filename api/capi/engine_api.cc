@@ -554,6 +554,29 @@ kiln_status kiln_engine_prepare(kiln_engine* engine, const kiln_model* model, si
   KILN_API_END
 }
 
+kiln_status kiln_engine_emit_kernels(kiln_engine* engine, const kiln_model* model,
+                                     size_t num_inputs, const char* const* input_names,
+                                     const kiln_tensor* const* inputs, const char* target,
+                                     const char* format, const char* out_dir, char** out_json) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(engine);
+  KILN_REQUIRE(model);
+  KILN_REQUIRE(format);
+  KILN_REQUIRE(out_dir);
+  std::vector<kiln::Tensor> in = GatherInputs(*model, num_inputs, input_names, inputs, __func__);
+  std::vector<std::string> paths =
+      engine->engine->EmitKernels(*model->model, in, target ? target : "", format, out_dir);
+  if (out_json) {
+    std::string json = "[";
+    for (size_t i = 0; i < paths.size(); ++i) {
+      if (i) json += ",";
+      JsonString(json, paths[i]);
+    }
+    *out_json = NewCString(json + "]");
+  }
+  KILN_API_END
+}
+
 kiln_status kiln_engine_explain(kiln_engine* engine, const kiln_model* model, size_t num_inputs,
                                 const char* const* input_names, const kiln_tensor* const* inputs,
                                 char** out_json) {

@@ -373,6 +373,17 @@ kiln_status kiln_engine_run(kiln_engine* engine, const kiln_model* model, size_t
 kiln_status kiln_engine_prepare(kiln_engine* engine, const kiln_model* model, size_t num_inputs,
                                 const char* const* input_names, const kiln_tensor* const* inputs);
 
+/* Writes the kernels `model` compiles to for these inputs' shapes into `out_dir` (created if
+ * missing), one file per fused group, for `target` (a target string; NULL or "": the engine's):
+ * with a "cuda -arch=sm_XX" target, CUDA C (`format` "cuda", NAME.cu) or PTX ("ptx", NAME.ptx,
+ * which needs NVRTC but no GPU); with an "llvm" target, optimized LLVM IR ("llvm", NAME.ll).
+ * Nothing runs or is cached. On success `*out_json` (when not NULL) is a JSON array of the paths
+ * written, which the caller frees with kiln_string_free. */
+kiln_status kiln_engine_emit_kernels(kiln_engine* engine, const kiln_model* model,
+                                     size_t num_inputs, const char* const* input_names,
+                                     const kiln_tensor* const* inputs, const char* target,
+                                     const char* format, const char* out_dir, char** out_json);
+
 /* What would serve a run on these inputs now, as a JSON object the caller frees with
  * kiln_string_free: {"shape_key", "cached" (bool), "tier" ("specialized" or "generic"),
  * "reason"}. On a miss "reason" says which part of the shape key is new (`input 'x' dim 0 is

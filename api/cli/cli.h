@@ -76,5 +76,6 @@ double Percentile(std::vector<double> v, double p);
 int RunCommand(const std::vector<std::string>& args);
 int TestOnnxCommand(const std::vector<std::string>& args);
 int BenchCommand(const std::vector<std::string>& args);
+int CompileCommand(const std::vector<std::string>& args);
 
 }  // namespace kiln::cli

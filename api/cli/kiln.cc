@@ -7,6 +7,8 @@
 //            [--print-ir after=PASS|all] [--time-passes] [--stats] [--explain]
 //   kiln bench MODEL --shapes 'x=1x784;x=7x784' [--iters N] [--policy P] [--threads N] [--json]
 //              [--compile-nice N] [--cache-dir D] [--record FILE] [--warm FILE]
+//   kiln compile MODEL [--shape NAME=1x784 ...] --emit cuda|ptx|llvm [--target T]
+//                [--opt-level N] [--disable-pass P] OUT_DIR
 //   kiln types MODEL
 //   kiln passes
 //   kiln test-onnx [--rtol R] [--atol A] CASE_DIR...
@@ -22,6 +24,11 @@
 // the p50 once specialized, and when the switch happened after the first call. --record writes
 // the shapes it ran to a file; --warm compiles a file's shapes before the first request (from
 // the disk cache of --cache-dir when an earlier process filled it).
+//
+// compile writes the kernels of the model's fused groups for the given shapes into OUT_DIR, a
+// file per kernel, and prints their paths: with --target 'cuda -arch=sm_90', CUDA C (--emit
+// cuda) or PTX (--emit ptx, compiled by NVRTC; no GPU needed); with an llvm target (the
+// default), the optimized LLVM IR (--emit llvm).
 //
 // test-onnx prints a line per case, `PASS NAME` or `FAIL NAME: REASON`; a pass whose outputs no
 // compiled kernel computed (folded at specialization, or copied from inputs) is
@@ -50,6 +57,8 @@ const char kUsage[] =
     "  kiln bench MODEL --shapes 'NAME=DIMS ...;NAME=DIMS ...' [--iters N]\n"
     "           [--policy tiered|eager|generic_only] [--threads N] [--compile-nice 0-19]\n"
     "           [--json] [--cache-dir D] [--record SHAPES_FILE] [--warm SHAPES_FILE]\n"
+    "  kiln compile MODEL [--shape NAME=1x784 ...] --emit cuda|ptx|llvm\n"
+    "           [--target 'cuda -arch=sm_90'] [--opt-level N] [--disable-pass P] OUT_DIR\n"
     "  kiln types MODEL\n"
     "  kiln passes\n"
     "  kiln test-onnx [--rtol R] [--atol A] CASE_DIR...\n";
@@ -108,6 +117,7 @@ int main(int argc, char** argv) {
   try {
     if (command == "run") return RunCommand(args);
     if (command == "bench") return BenchCommand(args);
+    if (command == "compile") return CompileCommand(args);
     if (command == "types") return TypesCommand(args);
     if (command == "passes") return PassesCommand(args);
     if (command == "test-onnx") return TestOnnxCommand(args);

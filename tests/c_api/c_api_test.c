@@ -683,6 +683,17 @@ static void test_mlp(void) {
     FAILS(kiln_engine_explain(engine, model, 1, NULL, ins, NULL), KILN_INVALID_ARGUMENT,
           "out_json is NULL");
 
+    /* The kernels as CUDA C (no GPU needed), written to a directory, their paths returned. */
+    OK(kiln_engine_emit_kernels(engine, model, 1, NULL, ins, "cuda -arch=sm_90", "cuda",
+                                "c_api_test_kernels", &json));
+    CHECK(json && json[0] == '[' && strstr(json, "c_api_test_kernels/") && strstr(json, ".cu\""));
+    kiln_string_free(json);
+    FAILS(kiln_engine_emit_kernels(engine, model, 1, NULL, ins, NULL, "ptx", "c_api_test_kernels",
+                                   NULL),
+          KILN_INVALID_ARGUMENT, "emits llvm, not 'ptx'");
+    FAILS(kiln_engine_emit_kernels(engine, model, 1, NULL, ins, "cuda", "cuda", NULL, NULL),
+          KILN_INVALID_ARGUMENT, "out_dir is NULL");
+
     OK(kiln_options_create(&o));
     FAILS(kiln_options_set_compile_policy(o, "lazy"), KILN_INVALID_ARGUMENT, "'lazy'");
     FAILS(kiln_options_set_specialize_after(o, 0), KILN_INVALID_ARGUMENT, "below 1");

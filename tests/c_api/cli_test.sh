@@ -244,6 +244,34 @@ expect_output "types with a size only values decide" 0 "y: f32[?]" "known only w
 expect_output "NonZero in segments" 0 "y: f32[3] = [1, 2, 3]" '"shape_key":"select.rest(' \
   -- "$KILN" run "$WORK/select.onnx" --input "x=$WORK/x4.pb" --iters 2 --stats
 
+# kiln compile: a file per kernel, for the CPU (LLVM IR) and for CUDA (CUDA C, PTX by NVRTC).
+expect_output "compile --emit llvm" 0 "$WORK/kernels_ll/" ".ll" "kernel file(s) written" \
+  -- "$KILN" compile "$MLP" --shape x=3x4 --emit llvm "$WORK/kernels_ll"
+if ! grep -q "define" "$WORK"/kernels_ll/*.ll; then fail "compile --emit llvm: no LLVM function"; fi
+expect_output "compile --emit cuda" 0 "$WORK/kernels_cu/" ".cu" \
+  -- "$KILN" compile "$MLP" --shape x=3x4 --target "cuda -arch=sm_90" --emit cuda "$WORK/kernels_cu"
+if ! grep -q "__global__" "$WORK"/kernels_cu/*.cu; then fail "compile --emit cuda: no kernel"; fi
+out=$("$KILN" compile "$MLP" --shape x=3x4 --target "cuda -arch=sm_80" --emit ptx \
+  "$WORK/kernels_ptx" 2>&1)
+rc=$?
+if grep -qF "NVRTC not found" <<<"$out"; then
+  echo "cli_test: compile --emit ptx not checked: $out"
+elif [ "$rc" != 0 ] || ! grep -q "^\.target sm_80" "$WORK"/kernels_ptx/*.ptx; then
+  fail "compile --emit ptx: exit status $rc, output:"$'\n'"$out"
+elif command -v ptxas >/dev/null 2>&1; then
+  for f in "$WORK"/kernels_ptx/*.ptx; do
+    ptxas -arch=sm_80 "$f" -o "$f.cubin" || fail "compile --emit ptx: ptxas rejects $f"
+  done
+fi
+expect_output "compile with a format of another target" 1 "llvm target emits llvm, not 'ptx'" \
+  -- "$KILN" compile "$MLP" --shape x=3x4 --emit ptx "$WORK/kernels_bad"
+expect_output "compile without --emit" 2 "needs --emit" \
+  -- "$KILN" compile "$MLP" --shape x=3x4 "$WORK/kernels_bad"
+expect_output "compile without a shape for a symbolic dim" 2 "--shape x=" \
+  -- "$KILN" compile "$MLP" --emit llvm "$WORK/kernels_bad"
+expect_output "run --target cuda" 1 "target kind must be 'llvm'" \
+  -- "$KILN" run "$MLP" --shape x=3x4 --target "cuda -arch=sm_90"
+
 expect_output "run on a missing file" 1 "/nonexistent.onnx" \
   -- "$KILN" run /nonexistent.onnx
 
