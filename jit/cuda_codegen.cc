@@ -269,14 +269,21 @@ class FunctionEmitter {
     return numel;
   }
 
-  // The local buffers allocated inside a stage with a size that is not a constant; their size
+  // Larger arrays of a thread come from a pool too: an array lives in the thread's local
+  // memory, which the driver reserves for every thread that can be resident at once.
+  static constexpr int64_t kMaxThreadArray = 16 * 1024;
+
+  // The local buffers allocated inside a stage with a size that is not a constant (or over
+  // kMaxThreadArray bytes); their size
   // may only depend on `scalars` (the launcher sizes their pools before the launch).
   void CollectPools(const Stmt& s, const std::set<const loop::VarNode*>& scalars) {
     if (!s) return;
     switch (s->kind) {
       case StmtKind::kAlloc: {
         const Buffer& b = loop::AsAlloc(s)->buffer;
-        if (loop::IsConstInt(Numel(*b))) return;
+        int64_t count = 0;
+        if (loop::IsConstInt(Numel(*b), &count) && count * DTypeSize(b->dtype) <= kMaxThreadArray)
+          return;
         for (const auto& p : pools_)
           if (p.get() == b.get()) return;
         if (!OnlyReads(Numel(*b), scalars))

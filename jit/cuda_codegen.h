@@ -11,8 +11,8 @@
 // global memory that the launcher provides (CudaFunction::scratch), shared by the stages and
 // their threads: ParallelizeLoops only makes a loop parallel when its iterations write
 // disjoint elements and read none that another iteration writes. A local buffer allocated
-// inside a stage is private to the thread: an array when its size is a constant, else the
-// thread's slice of a per-thread pool that the launcher provides.
+// inside a stage is private to the thread: an array when its size is a constant of at most
+// 16 KiB, else the thread's slice of a per-thread pool that the launcher provides.
 //
 // Semantics are those of the CPU code generator (jit/llvm_emit_expr.cc), so that both agree
 // with the reference kernels: integer arithmetic wraps; x / 0, x // 0 and x % 0 are 0 and

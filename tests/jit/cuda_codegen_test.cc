@@ -147,6 +147,25 @@ TEST(CudaCodegen, AThreadsBufferOfSymbolicSizeIsItsSliceOfAPool) {
   EXPECT_NE(src.code.find("float* v_row = v_row_pool + "), std::string::npos) << src.code;
 }
 
+TEST(CudaCodegen, AThreadsLargeBufferIsASliceOfAPoolToo) {
+  loop::Var n = loop::MakeVar("n");
+  Buffer x = MakeBuffer("x", DType::kFloat32, {n});
+  Buffer out = MakeBuffer("out", DType::kFloat32, {n});
+  Buffer small = MakeBuffer("small", DType::kFloat32, {IntImm(4096)}, BufferNode::Scope::kLocal);
+  Buffer big = MakeBuffer("big", DType::kFloat32, {IntImm(4097)}, BufferNode::Scope::kLocal);
+  loop::Var i = loop::MakeVar("i");
+  Stmt body = For(i, IntImm(0), n, ForKind::kParallel,
+                  Seq({Alloc(small), Alloc(big), Store(small, {IntImm(0)}, Load(x, {i})),
+                       Store(big, {IntImm(0)}, Load(small, {IntImm(0)})),
+                       Store(out, {i}, Load(big, {IntImm(0)})), Free(big), Free(small)}));
+  CudaModuleSource src = EmitCuda({test::MakePrimFunc({x, out}, {n}, body, "f")});
+  const CudaFunction& f = src.functions.at(0);
+  ASSERT_EQ(f.scratch.size(), 1u);  // 16 KiB is an array, one element more a pool
+  EXPECT_EQ(f.scratch[0].name, "big");
+  EXPECT_TRUE(f.scratch[0].per_thread);
+  EXPECT_NE(src.code.find("float v_small[4096];"), std::string::npos) << src.code;
+}
+
 TEST(CudaCodegen, AThreadsBufferWhoseSizeChangesInTheKernelIsUnsupported) {
   loop::Var n = loop::MakeVar("n");
   Buffer x = MakeBuffer("x", DType::kFloat32, {n});
