@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -23,6 +24,9 @@ using CUdeviceptr = unsigned long long;  // CUdeviceptr_v2
 using CUcontext = void*;                 // struct CUctx_st*
 using CUstream = void*;                  // struct CUstream_st*; nullptr is the legacy stream
 using CUevent = void*;                   // struct CUevent_st*
+using CUmodule = void*;                  // struct CUmod_st*
+using CUfunction = void*;                // struct CUfunc_st*
+using CUjit_option = int;
 
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
@@ -41,6 +45,9 @@ constexpr int CU_DEVICE_ATTRIBUTE_WARP_SIZE = 10;
 constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+
+constexpr CUjit_option CU_JIT_ERROR_LOG_BUFFER = 5;
+constexpr CUjit_option CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 
 constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;   // CUstream_flags
 constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;  // CUevent_flags
@@ -81,7 +88,14 @@ constexpr int64_t kDriverAlignment = 256;
   X(cuStreamWaitEvent, "cuStreamWaitEvent", CUresult (*)(CUstream, CUevent, unsigned))             \
   X(cuEventCreate, "cuEventCreate", CUresult (*)(CUevent*, unsigned))                              \
   X(cuEventRecord, "cuEventRecord", CUresult (*)(CUevent, CUstream))                               \
-  X(cuEventDestroy, "cuEventDestroy_v2", CUresult (*)(CUevent))
+  X(cuEventDestroy, "cuEventDestroy_v2", CUresult (*)(CUevent))                                    \
+  X(cuModuleLoadDataEx, "cuModuleLoadDataEx",                                                      \
+    CUresult (*)(CUmodule*, const void*, unsigned, CUjit_option*, void**))                         \
+  X(cuModuleUnload, "cuModuleUnload", CUresult (*)(CUmodule))                                      \
+  X(cuModuleGetFunction, "cuModuleGetFunction", CUresult (*)(CUfunction*, CUmodule, const char*))  \
+  X(cuLaunchKernel, "cuLaunchKernel",                                                              \
+    CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
+                 CUstream, void**, void**))
 
 // One entry point and the symbol it was loaded from, for error messages.
 template <typename Fn>
@@ -628,6 +642,54 @@ void CUDADeviceAPI::SyncStreamFromTo(Device dev, StreamHandle from, StreamHandle
   } destroy{d, event};
   Call(dev, d.cuEventRecord, event, from);
   Call(dev, d.cuStreamWaitEvent, to, event, 0u);
+}
+
+// ---- Kernels ----
+
+void* CUDADeviceAPI::LoadModule(Device dev, const std::string& ptx) {
+  const Driver& d = CheckDevice(dev);
+  Activate(dev);
+  // The driver compiles the PTX for the GPU here; its error log says why it would not.
+  std::string log(8192, '\0');
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* values[] = {log.data(), reinterpret_cast<void*>(static_cast<uintptr_t>(log.size()))};
+  CUmodule module = nullptr;
+  CUresult r = d.cuModuleLoadDataEx.fn(&module, ptx.c_str(), 2, options, values);
+  if (r != CUDA_SUCCESS) {
+    log.resize(std::strlen(log.c_str()));
+    Throw(ErrorCode::kCompileError, "cuModuleLoadDataEx failed on ", dev, ": ", Describe(d, r),
+          log.empty() ? "" : "\n", log);
+  }
+  return module;
+}
+
+void CUDADeviceAPI::UnloadModule(Device dev, void* module) {
+  if (module == nullptr) return;
+  const Driver& d = CheckDevice(dev);
+  Activate(dev);
+  Call(dev, d.cuModuleUnload, module);
+}
+
+void* CUDADeviceAPI::GetKernel(Device dev, void* module, const std::string& name) {
+  const Driver& d = CheckDevice(dev);
+  Activate(dev);
+  CUfunction f = nullptr;
+  if (CUresult r = d.cuModuleGetFunction.fn(&f, module, name.c_str()); r != CUDA_SUCCESS)
+    Throw(ErrorCode::kNotFound, "no kernel '", name, "' in the module on ", dev, ": ",
+          Describe(d, r));
+  return f;
+}
+
+void CUDADeviceAPI::LaunchKernel(Device dev, void* kernel, unsigned grid, unsigned block,
+                                 void** args, StreamHandle stream) {
+  const Driver& d = CheckDevice(dev);
+  Activate(dev);
+  CheckStream(dev.id, stream, "LaunchKernel");
+  if (grid == 0 || block == 0)
+    Throw(ErrorCode::kInvalidArgument, "LaunchKernel on ", dev, ": a grid of ", grid, " blocks of ",
+          block, " threads");
+  Call(dev, d.cuLaunchKernel, kernel, 1u * grid, 1u, 1u, 1u * block, 1u, 1u, 0u,
+       static_cast<CUstream>(stream), args, nullptr);
 }
 
 }  // namespace kiln

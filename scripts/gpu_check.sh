@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the device tests on a machine with an NVIDIA GPU: the conformance suite (cpu and cuda),
-# the CUDA device's own tests and the CPU device's, from an existing build.
+# the CUDA device's own tests and the CPU device's, and every op test's kernels as CUDA C on the
+# GPU (ctest jit@cuda-run/*, whose jit_lower_*_test binaries the build must have), from an
+# existing build.
 #   scripts/gpu_check.sh [build dir, default build-cuda]
 # The test binaries link kiln and GoogleTest statically and load libcuda.so.1 at run time, so a
 # build dir copied from a machine without a GPU works. Prints the GPU list, each binary's brief
@@ -45,6 +47,19 @@ for t in "${tests[@]}"; do
     status=1
   fi
 done
+
+# The op sweep's kernels as CUDA C on the GPU, against the reference kernels (jit@cuda-run/*:
+# the cross-CPU selection of tests/CMakeLists.txt with KILN_TEST_CUDA_RUN=1).
+echo
+echo "== ctest -R jit@cuda-run/"
+if ! ctest --test-dir "$build" -R "^jit@cuda-run/" --output-on-failure --timeout 600 | tee "$log"; then
+  echo "FAIL: the CUDA kernels of the op sweep"
+  status=1
+fi
+if [ "$gpu_listed" -eq 1 ] && grep -q "Skipped" "$log"; then
+  echo "FAIL: nvidia-smi lists a GPU, but CUDA kernel tests skipped (see the reasons above)"
+  status=1
+fi
 
 echo
 if [ "$status" -eq 0 ]; then echo "gpu_check: all passed"; else echo "gpu_check: FAILED"; fi

@@ -17,6 +17,8 @@
 // compiled by the host's C++ compiler and run thread by thread (common/cuda_host_emulation.h),
 // so the op tests check generated CUDA C against the reference kernels without a GPU. Slow (a
 // compiler run per kernel): tests/CMakeLists.txt runs the cross-CPU sweep's selection so.
+// With KILN_TEST_CUDA_RUN=1 they are run on the GPU (common/cuda_device_run.h); without one
+// the process says why and exits as skipped (jit@cuda-run/* in ctest, scripts/gpu_check.sh).
 #pragma once
 
 #include <functional>
@@ -25,6 +27,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "common/cuda_device_run.h"
 #include "common/cuda_host_emulation.h"
 #include "common/test_util.h"
 #include "ir/interpreter.h"
@@ -132,6 +135,14 @@ class TestCpuEnvironment : public ::testing::Environment {
     // Vectors and register tiles sized for the CPU the kernels are compiled for, as the engine
     // sizes them (this thread's default context: every test of the process runs on it).
     PassContext::Current().SetConfig("target.vector_bits", int64_t{VectorRegisterBits(o)});
+    if (std::getenv("KILN_TEST_CUDA_RUN")) {
+      if (std::string why = CudaRunUnavailable(); !why.empty()) {
+        std::printf("kiln: kernels not run on a GPU (KILN_TEST_CUDA_RUN): %s\n", why.c_str());
+        std::fflush(stdout);
+        std::exit(kSkipCpuExitCode);
+      }
+      std::printf("kiln: every kernel run as CUDA C on cuda(0)\n");
+    }
     if (!CudaArchs().empty() && !NvrtcUnavailable().empty())
       std::printf("kiln: kernels not compiled to PTX (KILN_TEST_CUDA): %s\n",
                   NvrtcUnavailable().c_str());
@@ -209,6 +220,8 @@ inline std::vector<Tensor> RunCompiled(const Function& fn, const std::vector<Ten
   }
   static const bool on_host = std::getenv("KILN_TEST_CUDA_HOST") != nullptr;
   if (on_host) return RunCudaOnHost(fn, inputs, out_types, symbols, name);
+  static const bool on_gpu = std::getenv("KILN_TEST_CUDA_RUN") != nullptr;
+  if (on_gpu) return RunCudaOnDevice(fn, inputs, out_types, symbols, name);
   CompiledKernel k = CompileKernel(fn, name, options);
   CheckCudaCompiles(fn, name);
   return RunKernel(k, inputs, out_types, symbols);

@@ -112,6 +112,10 @@ TEST(CUDADevice, WithoutCUDAEveryCallIsUnsupportedSayingWhy) {
       {"SetStream", [&] { api.SetStream(kCUDA0, nullptr); }},
       {"StreamSync", [&] { api.StreamSync(kCUDA0, nullptr); }},
       {"SyncStreamFromTo", [&] { api.SyncStreamFromTo(kCUDA0, nullptr, nullptr); }},
+      {"LoadModule", [&] { api.LoadModule(kCUDA0, ".version 7.0"); }},
+      {"UnloadModule", [&] { api.UnloadModule(kCUDA0, fake); }},
+      {"GetKernel", [&] { api.GetKernel(kCUDA0, fake, "k"); }},
+      {"LaunchKernel", [&] { api.LaunchKernel(kCUDA0, fake, 1, 1, nullptr, nullptr); }},
   };
   for (const auto& [name, call] : calls) {
     SCOPED_TRACE(name);
@@ -235,6 +239,66 @@ TEST(CUDADevice, CopiesAtOffsetsAcrossTwoStreams) {
   api.FreeStream(kCUDA0, s2);
   api.FreeDataSpace(kCUDA0, a);
   api.FreeDataSpace(kCUDA0, b);
+}
+
+// A kernel written in PTX (ptxas accepts it for sm_80 and sm_90): data[i] += 1 for i < n.
+constexpr char kAddOnePtx[] = R"(.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry add_one(.param .u64 data, .param .u32 n)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<8>;
+  .reg .b64 %rd<5>;
+  ld.param.u64 %rd1, [data];
+  ld.param.u32 %r1, [n];
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mad.lo.s32 %r5, %r2, %r3, %r4;
+  setp.ge.u32 %p1, %r5, %r1;
+  @%p1 bra DONE;
+  cvta.to.global.u64 %rd2, %rd1;
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd2, %rd3;
+  ld.global.u32 %r6, [%rd4];
+  add.s32 %r7, %r6, 1;
+  st.global.u32 [%rd4], %r7;
+DONE:
+  ret;
+}
+)";
+
+TEST(CUDADevice, LoadsPtxAndLaunchesItsKernelOnAStream) {
+  SKIP_WITHOUT_GPU();
+  CUDADeviceAPI& api = Api();
+  void* module = api.LoadModule(kCUDA0, kAddOnePtx);
+  void* kernel = api.GetKernel(kCUDA0, module, "add_one");
+  EXPECT_EQ(ErrorOf([&] { api.GetKernel(kCUDA0, module, "no_such"); }).code(),
+            ErrorCode::kNotFound);
+  const unsigned n = 1000;  // not a multiple of the block: the last block's tail is idle
+  std::vector<int32_t> host(n + 24);
+  for (unsigned i = 0; i < host.size(); ++i) host[i] = static_cast<int32_t>(i * 7);
+  void* data = api.AllocDataSpace(kCUDA0, static_cast<int64_t>(host.size() * 4));
+  api.CopyDataFromTo(host.data(), 0, data, 0, static_cast<int64_t>(host.size() * 4), kHost, kCUDA0,
+                     nullptr);
+  StreamHandle stream = api.CreateStream(kCUDA0);
+  unsigned count = n;
+  void* args[] = {&data, &count};
+  api.LaunchKernel(kCUDA0, kernel, (n + 255) / 256, 256, args, stream);
+  EXPECT_EQ(ErrorOf([&] { api.LaunchKernel(kCUDA0, kernel, 0, 256, args, stream); }).code(),
+            ErrorCode::kInvalidArgument);
+  std::vector<int32_t> back(host.size());
+  api.CopyDataFromTo(data, 0, back.data(), 0, static_cast<int64_t>(back.size() * 4), kCUDA0, kHost,
+                     stream);
+  api.StreamSync(kCUDA0, stream);
+  for (unsigned i = 0; i < host.size(); ++i)
+    ASSERT_EQ(back[i], host[i] + (i < n ? 1 : 0)) << "element " << i;
+  api.FreeStream(kCUDA0, stream);
+  api.FreeDataSpace(kCUDA0, data);
+  api.UnloadModule(kCUDA0, module);
+  Error bad = ErrorOf([&] { api.LoadModule(kCUDA0, ".version 7.0\n.target sm_80\nnot ptx"); });
+  EXPECT_EQ(bad.code(), ErrorCode::kCompileError) << bad.what();
 }
 
 TEST(CUDADevice, WorkspacePoolKeepsAndTrimsBuffers) {
