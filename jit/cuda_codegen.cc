@@ -203,7 +203,8 @@ class FunctionEmitter {
       params.push_back(StrCat(MemoryType(b->dtype), "* __restrict__ ", BindBuffer(b)));
       fn.scratch.push_back({b->name, b->dtype, Numel(*b), false});
     }
-    // Buffers a thread allocates whose size is not a constant: a slice per thread of a pool.
+    // Buffers a thread allocates whose size is not a constant, or is over kMaxThreadArray
+    // bytes: a slice per thread of a pool.
     std::set<const loop::VarNode*> scalars;
     for (const loop::Var& v : f_->scalar_params) scalars.insert(v.get());
     for (const Stmt& s : stages) CollectPools(s, scalars);
@@ -274,8 +275,8 @@ class FunctionEmitter {
   static constexpr int64_t kMaxThreadArray = 16 * 1024;
 
   // The local buffers allocated inside a stage with a size that is not a constant (or over
-  // kMaxThreadArray bytes); their size
-  // may only depend on `scalars` (the launcher sizes their pools before the launch).
+  // kMaxThreadArray bytes); their size may only depend on `scalars` (the launcher sizes their
+  // pools before the launch).
   void CollectPools(const Stmt& s, const std::set<const loop::VarNode*>& scalars) {
     if (!s) return;
     switch (s->kind) {
