@@ -470,11 +470,9 @@ class FunctionEmitter {
     const bool f64 = t == DType::kFloat64;
     switch (n->op) {
       case BinaryOp::kAdd:
-        return wrap("+");
       case BinaryOp::kSub:
-        return wrap("-");
       case BinaryOp::kMul:
-        return wrap("*");
+        return wrap(loop::BinaryOpName(n->op));
       case BinaryOp::kDiv:
         if (fp) return StrCat("(", a, " / ", b, ")");
         return is_signed ? typed("kiln_sdiv", true) : typed("kiln_udiv", false);
@@ -489,17 +487,12 @@ class FunctionEmitter {
       case BinaryOp::kMax:
         return fp ? typed("kiln_fmax", false) : typed("kiln_imax", false);
       case BinaryOp::kEQ:
-        return StrCat("(", a, " == ", b, ")");
       case BinaryOp::kNE:
-        return StrCat("(", a, " != ", b, ")");
       case BinaryOp::kLT:
-        return StrCat("(", a, " < ", b, ")");
       case BinaryOp::kLE:
-        return StrCat("(", a, " <= ", b, ")");
       case BinaryOp::kGT:
-        return StrCat("(", a, " > ", b, ")");
-      case BinaryOp::kGE:
-        return StrCat("(", a, " >= ", b, ")");
+      case BinaryOp::kGE:  // C's comparisons, which the IR's are (NaN: only != holds)
+        return StrCat("(", a, " ", loop::BinaryOpName(n->op), " ", b, ")");
       case BinaryOp::kAnd:
       case BinaryOp::kOr: {
         const char* op = n->op == BinaryOp::kAnd ? " && " : " || ";
