@@ -73,8 +73,8 @@ void RunKernelsOnly(benchmark::State& state, const ModelPtr& model, std::vector<
   }
   for (auto _ : state) {
     for (size_t i = 0; i < exe->launches().size(); ++i)
-      exe->launches()[i].fn(tables[i].data(),
-                            exe->scalars.data() + exe->launches()[i].first_scalar);
+      exe->launches()[i].entry->cpu(tables[i].data(),
+                                    exe->scalars.data() + exe->launches()[i].first_scalar);
     benchmark::ClobberMemory();
   }
 }

@@ -19,10 +19,10 @@
 #include <utility>
 #include <vector>
 
+#include "engine/compile.h"
 #include "ir/loop/loop.h"
 #include "ir/type_infer.h"
 #include "jit/kernel.h"
-#include "passes/compile.h"
 #include "passes/pass.h"
 #include "passes/pass_context.h"
 
@@ -154,7 +154,7 @@ void BM_FusedChain(benchmark::State& state) {
   Tensor x = Random({kStreamN}, 4), y = Tensor::Empty(DType::kFloat32, {kStreamN});
   void* bufs[] = {x.raw_data(), y.raw_data()};
   for (auto _ : state) {
-    k.fn(bufs, nullptr);
+    k.entry->cpu(bufs, nullptr);
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * kStreamN * 2 * sizeof(float));
@@ -192,7 +192,7 @@ void BM_KilnMatmul(benchmark::State& state) {
   Tensor a = Random({m, k}, 5), b = Random({k, n}, 6), c = Tensor::Empty(DType::kFloat32, {m, n});
   void* bufs[] = {a.raw_data(), b.raw_data(), c.raw_data()};
   for (auto _ : state) {
-    kern.fn(bufs, nullptr);
+    kern.entry->cpu(bufs, nullptr);
     benchmark::ClobberMemory();
   }
   state.counters["GFLOPs"] =
@@ -239,7 +239,7 @@ void BM_Workarounds(benchmark::State& state, Function (*make)(), const char*) {
   CompiledKernel k = CompileKernel(fn, "wk", opts);
   KernelBuffers bufs = RandomBuffers(fn, k, 10);
   for (auto _ : state) {
-    k.fn(bufs.ptrs.data(), nullptr);
+    k.entry->cpu(bufs.ptrs.data(), nullptr);
     benchmark::ClobberMemory();
   }
 }
@@ -392,7 +392,7 @@ void BM_HostKernel(benchmark::State& state, const std::function<Function()>& mak
   CompiledKernel k = CompileForHost(fn, "bench_kernel");
   KernelBuffers bufs = RandomBuffers(fn, k, 20);
   for (auto _ : state) {
-    k.fn(bufs.ptrs.data(), nullptr);
+    k.entry->cpu(bufs.ptrs.data(), nullptr);
     benchmark::ClobberMemory();
   }
   state.counters[counter] =

@@ -58,14 +58,14 @@ DiskKernelStore::DiskKernelStore(const std::string& dir, uint64_t max_bytes,
                                  const std::string& build)
     : cache_(dir, max_bytes, build) {}
 
-std::string DiskKernelStore::TargetDescription(const CodegenOptions& codegen) {
+std::string DiskKernelStore::Identity(const CodegenOptions& codegen) {
   const std::string fingerprint = CodegenFingerprint(codegen);
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = targets_.find(fingerprint);
     if (it != targets_.end()) return it->second;
   }
-  std::string description = LLVMTargetDescription(codegen);
+  std::string description = GetCodegen(codegen.kind).identity(codegen);
   std::lock_guard<std::mutex> lock(mu_);
   return targets_.emplace(fingerprint, std::move(description)).first->second;
 }
@@ -80,9 +80,8 @@ std::string DiskKernelStore::KeyText(const KernelKey& key) {
   PrintOptions print;
   print.anonymous = true;
   std::string group = Print(key.group, print, &meta);
-  std::string text = StrCat("kiln kernel\nkiln=", key.kiln_version, "\nllvm=", LLVMVersion(),
-                            "\ntarget=", key.target, "\nmachine=", TargetDescription(key.codegen),
-                            "\ncodegen=", CodegenFingerprint(key.codegen),
+  std::string text = StrCat("kiln kernel\nkiln=", key.kiln_version, "\n", Identity(key.codegen),
+                            "\ntarget=", key.target, "\ncodegen=", CodegenFingerprint(key.codegen),
                             "\npipeline=", key.pipeline_hash, "\ndigest=", key.digest,
                             "\nstructural=", StructuralHash(key.group), "\ngroup=\n", group, "\n");
   for (size_t i = 0; i < meta.size(); ++i)
@@ -111,11 +110,13 @@ KernelStore::LoadResult DiskKernelStore::Load(const KernelKey& key,
     auto t0 = std::chrono::steady_clock::now();
     CompiledKernel k;
     // What CompileKernel does before code generation, so `lowered` is the same.
-    k.lowered = LowerToLoops(key.group, name);
-    k.lowered.func = RunLoopPipeline(k.lowered.func);
+    const CodeGenerator& generator = GetCodegen(key.codegen.kind);
+    if (!generator.load)
+      Throw(ErrorCode::kUnsupported, "a ", generator.kind, " module cannot be loaded back");
+    k.lowered = LowerKernel(key.group, name, key.codegen.kind);
     k.timings.lower_ms = MsSince(t0);
-    k.module = LoadLLVMObject(object, key.codegen);
-    k.fn = k.module->Lookup(name);
+    k.module = generator.load(object, key.codegen);
+    k.entry = &k.module->Entry(name);
     k.timings.codegen_ms = k.module->timings().codegen_ms;
     *kernel = std::make_shared<const CompiledKernel>(std::move(k));
   } catch (const Error&) {
@@ -126,7 +127,9 @@ KernelStore::LoadResult DiskKernelStore::Load(const KernelKey& key,
 }
 
 void DiskKernelStore::Store(const KernelKey& key, const CompiledKernel& kernel) {
-  if (!kernel.module || kernel.module->object().empty() || !kernel.lowered.func) return;
+  if (!kernel.module || kernel.module->object().empty() || !kernel.lowered.func ||
+      !GetCodegen(key.codegen.kind).load)
+    return;
   cache_.Store(KeyText(key), EncodePayload(kernel.lowered.func->name, kernel.module->object()));
 }
 

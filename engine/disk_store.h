@@ -1,19 +1,22 @@
 // DiskKernelStore: the KernelStore that makes a new process start warm (SPEC.md §6), over the
 // blob cache of jit/disk_cache.h. The engine makes one when EngineOptions::cache_dir is set.
 //
-// An entry's key text names everything the machine code depends on, so that an entry is used
-// only by the same program compiled the same way for the same machine: the build of kiln's
-// code generator (KilnCodegenIdentity, kept in the entry's header: another build's entry for
-// the same key is rejected as other_build and rebuilt), the kiln and LLVM versions, the target
-// string, the resolved CPU and features (LLVMTargetDescription: the real host CPU when no -mcpu is
-// given), the codegen options, the pass configuration hash, the group's structural hash and its
-// printed text, with each large constant as dtype, shape and a hash of its bytes. The payload is
-// the kernel's symbol name and its relocatable object file.
+// An entry's key text names everything the code depends on, so that an entry is used only by
+// the same program compiled the same way for the same machine: the build of kiln's code
+// generator (KilnCodegenIdentity, kept in the entry's header: another build's entry for the
+// same key is rejected as other_build and rebuilt), the kiln version, what the target's code
+// generator reports as its identity (CodeGenerator::identity; llvm: the LLVM version and the
+// resolved CPU and features, the real host CPU when no -mcpu is given), the target string, the
+// codegen options, the pass configuration hash, the group's structural hash and its printed
+// text, with each large constant as dtype, shape and a hash of its bytes. The payload is the
+// kernel's symbol name and the module's object (CompiledModule::object). Targets whose code
+// generator has no `load` are not stored.
 //
-// A load re-runs LowerToLoops and the loop pipeline for the group (no LLVM work: a fraction of
-// a millisecond per kernel) for the metadata the engine binds buffers by, exactly as
-// CompileKernel would give it, then links the object with LoadLLVMObject. An entry whose
-// payload cannot be decoded, lowered or linked is rejected (bad_payload) and rebuilt.
+// A load re-runs LowerToLoops and the target's loop pipeline for the group (no code generation:
+// a fraction of a millisecond per kernel) for the metadata the engine binds buffers by, exactly
+// as CompileKernel would give it, then reads the object back with the code generator's `load`.
+// An entry whose payload cannot be decoded, lowered or loaded is rejected (bad_payload) and
+// rebuilt.
 //
 // Threading: thread-safe, as KernelStore requires. Load must run under the PassContext the
 // kernel is compiled under (the engine's), as CompileKernel does.
@@ -47,12 +50,13 @@ class DiskKernelStore final : public KernelStore {
   DiskCache& cache() { return cache_; }
 
  private:
-  // LLVMTargetDescription(codegen), memoized: host detection costs more than a lookup.
-  std::string TargetDescription(const CodegenOptions& codegen);
+  // The code generator's identity for `codegen` (CodeGenerator::identity), memoized: for llvm it
+  // detects the host CPU, which costs more than a lookup.
+  std::string Identity(const CodegenOptions& codegen);
 
   DiskCache cache_;
   std::mutex mu_;                               // guards targets_
-  std::map<std::string, std::string> targets_;  // CodegenFingerprint -> description
+  std::map<std::string, std::string> targets_;  // CodegenFingerprint -> identity
 };
 
 }  // namespace kiln

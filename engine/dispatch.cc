@@ -438,12 +438,12 @@ void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor*
       const BufferRef* refs = exe.buffer_refs.data() + k.first_buffer;
       for (uint32_t i = 0; i < k.num_buffers; ++i) buffers[i] = resolve(refs[i]);
       if (!k.profile) {
-        k.fn(buffers, exe.scalars.data() + k.first_scalar);
+        k.entry->cpu(buffers, exe.scalars.data() + k.first_scalar);
         continue;
       }
       // Profiling (EngineOptions::profile): two clock reads and two relaxed atomic adds.
       auto t0 = std::chrono::steady_clock::now();
-      k.fn(buffers, exe.scalars.data() + k.first_scalar);
+      k.entry->cpu(buffers, exe.scalars.data() + k.first_scalar);
       auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::steady_clock::now() - t0)
                     .count();

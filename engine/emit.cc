@@ -1,5 +1,6 @@
 // Engine::EmitKernels: a model's fused groups, compiled for a target and written out as source
 // or assembly (`kiln compile --emit`), on any machine: CUDA C and PTX need NVRTC, not a GPU.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -9,7 +10,6 @@
 #include "ir/dynamic.h"
 #include "ir/error.h"
 #include "ir/type_infer.h"
-#include "jit/nvrtc.h"
 
 namespace kiln {
 
@@ -34,11 +34,14 @@ std::vector<std::string> Engine::EmitKernels(const Model& model, std::span<const
   } catch (const Error& e) {
     Throw(e.code(), "target: ", e.what());
   }
-  const bool cuda = target.kind() == TargetKind::kCUDA;
-  const char* formats = cuda ? "cuda, ptx" : "llvm";
-  if (cuda ? format != "cuda" && format != "ptx" : format != "llvm")
-    Throw(ErrorCode::kInvalidArgument, "a ", TargetKindName(target.kind()), " target emits ",
-          formats, ", not '", format, "'");
+  const CodeGenerator& generator = GetCodegen(std::string(TargetKindName(target.kind())));
+  if (std::find(generator.formats.begin(), generator.formats.end(), format) ==
+      generator.formats.end()) {
+    std::string formats;
+    for (const std::string& f : generator.formats) formats += (formats.empty() ? "" : ", ") + f;
+    Throw(ErrorCode::kInvalidArgument, "a ", generator.kind, " target emits ", formats, ", not '",
+          format, "'");
+  }
   if (model.segments())
     Throw(ErrorCode::kUnsupported, "model '", model.name(),
           "' runs in segments (its shapes depend on data): its kernels are known only as it runs");
@@ -50,13 +53,8 @@ std::vector<std::string> Engine::EmitKernels(const Model& model, std::span<const
   IRModule m = (*graph_pipeline_)(IRModule({{"main", fn}}));
   Function main = (*fuse_ops_)(m).Lookup("main");
 
-  CodegenOptions codegen = codegen_;
-  if (!cuda) {
-    codegen.mcpu = target.GetString("mcpu");
-    codegen.mattr.clear();
-    for (const std::string& f : target.GetStrings("mattr"))
-      codegen.mattr += (codegen.mattr.empty() ? "" : ",") + f;
-  }
+  // Under the engine's PassContext (below), whose codegen.* keys adjust it as in CompileKernel.
+  const CodegenOptions codegen = generator.options(target);
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) Throw(ErrorCode::kInvalidArgument, "could not create '", out_dir, "': ", ec.message());
@@ -72,16 +70,12 @@ std::vector<std::string> Engine::EmitKernels(const Model& model, std::span<const
     std::filesystem::path path = std::filesystem::path(out_dir) / name;
     std::string text;
     try {
-      if (cuda) {
-        text = LowerKernelToCuda(group, name).source.code;
-        if (format == "ptx") text = CompileCudaToPtx(text, name, target.GetString("arch")).ptx;
-      } else {
-        text = CompileKernel(group, name, codegen).module->source();
-      }
+      text = generator.emit({LowerKernel(group, name, generator.kind).func},
+                            WithPassContextOptions(codegen), format);
     } catch (const Error& err) {
       Throw(err.code(), "kernel '", name, "': ", err.what());
     }
-    path += format == "cuda" ? ".cu" : format == "ptx" ? ".ptx" : ".ll";
+    path += format == "cuda" ? ".cu" : format == "ptx" ? ".ptx" : format == "asm" ? ".s" : ".ll";
     WriteFile(path, text);
     written.push_back(path.string());
   }

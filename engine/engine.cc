@@ -45,10 +45,9 @@ EngineOptions Validated(EngineOptions o) {
   return o;
 }
 
-// `llvm -mcpu=znver3 -mattr=+avx2,+fma` -> codegen options. The device layer's Target will
-// replace this once the engine dispatches to more than the host CPU.
 // The codegen options for EngineOptions::target, read through Target (devices/target.h), so the
-// engine accepts every spelling Target does: short strings and JSON.
+// engine accepts every spelling Target does (short strings and JSON), and made by the target
+// kind's code generator (jit/kernel.h CodeGenerator::options).
 CodegenOptions ParseTarget(const std::string& text) {
   Target target;
   try {
@@ -59,11 +58,7 @@ CodegenOptions ParseTarget(const std::string& text) {
   if (target.kind() != TargetKind::kLLVM)
     Throw(ErrorCode::kUnsupported, "EngineOptions.target '", text,
           "': the engine runs CPU kernels only for now, so the target kind must be 'llvm'");
-  CodegenOptions o;
-  o.mcpu = target.GetString("mcpu");
-  for (const std::string& feature : target.GetStrings("mattr"))
-    o.mattr += (o.mattr.empty() ? "" : ",") + feature;
-  return o;
+  return GetCodegen(std::string(TargetKindName(target.kind()))).options(target);
 }
 
 // The KernelStore the options ask for: the caller's own, else the disk cache, else none.

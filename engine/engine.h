@@ -234,9 +234,10 @@ class Engine {
   // values), written to `out_dir` (created if missing), one file per fused group named after
   // it, in dataflow order: for a `cuda` target (a Target string, devices/target.h) CUDA C
   // (`format` "cuda", NAME.cu) or PTX for its arch ("ptx", NAME.ptx); for an `llvm` one the
-  // optimized LLVM IR ("llvm", NAME.ll). The engine's pass options apply; nothing runs, is
-  // cached, or needs a GPU. Returns the paths written. A model run in segments (shapes that
-  // depend on data) is kUnsupported; an unknown format for the target's kind is
+  // optimized LLVM IR ("llvm", NAME.ll) or assembly ("asm", NAME.s). The formats are the target
+  // kind's code generator's (CodeGenerator::formats). The engine's pass options apply; nothing
+  // runs, is cached, or needs a GPU. Returns the paths written. A model run in segments (shapes
+  // that depend on data) is kUnsupported; an unknown format for the target's kind is
   // kInvalidArgument naming the ones it has.
   std::vector<std::string> EmitKernels(const Model& model, std::span<const Tensor> inputs,
                                        const std::string& target, const std::string& format,

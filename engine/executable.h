@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/compile.h"
 #include "engine/memory_plan.h"
 #include "ir/dim.h"
-#include "passes/compile.h"
 #include "passes/instrument.h"
 
 namespace kiln {
@@ -49,8 +49,8 @@ struct KernelProfile {
 // arguments Executable::scalars[first_scalar, +num_scalars).
 struct KernelLaunch {
   std::string name;  // the fused group's call, e.g. `fused_matmul_add_relu`
-  std::shared_ptr<const CompiledKernel> kernel;  // keeps `fn`'s machine code alive
-  KernelFn fn = nullptr;
+  std::shared_ptr<const CompiledKernel> kernel;  // keeps `entry` and its code alive
+  const KernelEntry* entry = nullptr;            // how to call it (jit/kernel.h)
   uint32_t first_buffer = 0, num_buffers = 0;
   uint32_t first_scalar = 0, num_scalars = 0;
   bool parallel = false;  // has a parallel loop: must run inside the engine's task arena

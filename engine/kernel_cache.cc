@@ -26,8 +26,8 @@ uint64_t StableHash(const std::string& text, uint64_t seed) {
 
 // Every CodegenOptions field, in one string: the one place to extend when the options grow.
 std::string CodegenFingerprint(const CodegenOptions& o) {
-  return StrCat("mcpu=", o.mcpu, ";mattr=", o.mattr, ";O", o.opt_level, ";fast_math=", o.fast_math,
-                ";fp_contract=", o.fp_contract,
+  return StrCat("kind=", o.kind, ";arch=", o.arch, ";mcpu=", o.mcpu, ";mattr=", o.mattr, ";O",
+                o.opt_level, ";fast_math=", o.fast_math, ";fp_contract=", o.fp_contract,
                 ";reassociate_reductions=", o.reassociate_reductions,
                 ";slp_vectorize=", o.slp_vectorize, ";llvm_workarounds=", o.llvm_workarounds);
 }

@@ -26,7 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "passes/compile.h"
+#include "engine/compile.h"
 
 namespace kiln {
 

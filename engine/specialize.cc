@@ -312,7 +312,10 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
           KernelLaunch launch;
           launch.name = e->name;
           launch.kernel = kernel;
-          launch.fn = kernel->fn;
+          launch.entry = kernel->entry;
+          if (launch.entry->on_device())
+            Throw(ErrorCode::kUnsupported, where, ": a ", options_.target,
+                  " kernel runs on a device; the engine dispatches CPU kernels only for now");
           launch.parallel = HasParallelLoop(l.func);
           if (options_.profile) launch.profile = std::make_shared<KernelProfile>();
           launch.first_buffer = static_cast<uint32_t>(exe->buffer_refs.size());

@@ -177,9 +177,11 @@ class FunctionEmitter {
  public:
   FunctionEmitter(const loop::PrimFunc& f, std::ostringstream& out) : f_(f), out_(out) {}
 
-  CudaFunction Emit() {
-    CudaFunction fn;
+  KernelEntry Emit() {
+    KernelEntry fn;
     fn.name = f_->name;
+    fn.num_buffers = static_cast<uint32_t>(f_->buffer_params.size());
+    fn.scalar_params = f_->scalar_params;
     std::vector<Stmt> top =
         loop::AsSeq(f_->body) ? loop::AsSeq(f_->body)->stmts : std::vector<Stmt>{f_->body};
     std::vector<Stmt> stages;
@@ -214,6 +216,8 @@ class FunctionEmitter {
       params.push_back(StrCat(MemoryType(b->dtype), "* __restrict__ ", name));
       fn.scratch.push_back({b->name, b->dtype, Numel(*b), true});
     }
+    // Each thread a launch starts owns a slice of every pool: few blocks keep them small.
+    if (!pools_.empty()) fn.max_blocks = kCudaMaxBlocksWithPools;
     for (const loop::Var& v : f_->scalar_params)
       params.push_back(StrCat(ValueType(v->dtype), " ", BindVar(v.get())));
     std::string param_text;
@@ -244,11 +248,11 @@ class FunctionEmitter {
       indent_ = 1;
       if (spread) {
         EmitGridStride(loop_node);
-        fn.launches.push_back({name, loop_node->extent});
+        fn.launches.push_back({name, loop_node->extent, kCudaBlockThreads, 0});
       } else {
         Line("if (blockIdx.x != 0 || threadIdx.x != 0) return;");
         EmitStmt(stages[k]);
-        fn.launches.push_back({name, loop::IntImm(1)});
+        fn.launches.push_back({name, loop::IntImm(1), kCudaBlockThreads, 0});
       }
       out_ << "}\n";
       out_ << "#ifdef KILN_CUDA_HOST_EMULATION\nextern \"C\" void " << name

@@ -25,39 +25,15 @@
 #include <vector>
 
 #include "ir/loop/loop.h"
+#include "jit/kernel.h"
 
 namespace kiln {
 
 // Threads per block of every launch (a multiple of the warp size).
-inline constexpr int kCudaBlockThreads = 256;
-
-// One kernel launch of a PrimFunc. Every launch of a function takes the same parameters, in
-// order: the PrimFunc's buffer parameters, then its scratch buffers, then its scalar
-// parameters (i64 unless the PrimFunc's var says otherwise).
-struct CudaLaunch {
-  std::string kernel;  // the __global__ function's name
-  // The threads the stage can use, over the PrimFunc's scalar parameters: the parallel loop's
-  // extent, or 1 for a stage that runs on one thread. The launcher picks the grid from it.
-  loop::Expr threads;
-};
-
-// Global memory a function's launches need for one run: `numel` elements of `dtype`, numel over
-// the PrimFunc's scalar parameters. Shared by all the stages and their threads, or, with
-// `per_thread`, numel elements for every thread a launch starts (grid x block): the pool of a
-// buffer that a thread allocates with a size that is not a constant (a row of a symbolic
-// length), of which each thread uses its own slice.
-struct CudaScratch {
-  std::string name;
-  DType dtype = DType::kFloat32;
-  loop::Expr numel;
-  bool per_thread = false;
-};
-
-struct CudaFunction {
-  std::string name;                  // the PrimFunc's
-  std::vector<CudaLaunch> launches;  // in order, on one stream
-  std::vector<CudaScratch> scratch;
-};
+inline constexpr unsigned kCudaBlockThreads = 256;
+// The most blocks a launch of a function with per-thread pools starts (KernelEntry::max_blocks):
+// the pools grow with the threads started.
+inline constexpr unsigned kCudaMaxBlocksWithPools = 32;
 
 // With KILN_CUDA_HOST_EMULATION defined, the source also compiles as host C++ (given a shim that
 // defines the CUDA built-ins, blockIdx and the rest, and kiln_h2f/kiln_f2h), and each kernel K
@@ -65,9 +41,13 @@ struct CudaFunction {
 // its pointers from b (buffers, scratch, per-thread pools, in parameter order) and its scalars
 // from s: how tests run generated CUDA C on a machine without a GPU, one emulated thread at a
 // time (kernels never synchronize threads).
+//
+// Each function becomes a KernelEntry (jit/kernel.h) with no CPU code: its launches (a stage
+// each; `threads` the parallel loop's extent, or 1), its scratch (top-level local buffers, then
+// per-thread pools) and its argument layout.
 struct CudaModuleSource {
   std::string code;  // one translation unit: the prelude, then every function's kernels
-  std::vector<CudaFunction> functions;
+  std::vector<KernelEntry> functions;
 };
 
 // The functions must pass loop::Verify with no Reduce left (run the GPU loop pipeline first)

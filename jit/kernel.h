@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/target.h"
 #include "ir/loop/loop.h"
 
 namespace kiln {
@@ -28,8 +29,11 @@ struct CompileTimings {
 };
 
 struct CodegenOptions {
-  std::string mcpu;   // empty: the host CPU
-  std::string mattr;  // e.g. "+avx2,+fma"; empty: the host's features
+  // The code generator (a registered target kind, GetCodegen): "llvm" for CPUs, "cuda".
+  std::string kind = "llvm";
+  std::string arch;   // cuda: the virtual architecture NVRTC compiles for ("sm_90")
+  std::string mcpu;   // llvm; empty: the host CPU
+  std::string mattr;  // llvm; e.g. "+avx2,+fma"; empty: the host's features
   int opt_level = 3;
   bool fast_math = false;   // reassociation and contraction for float math
   bool fp_contract = true;  // contraction only: a * b + c may become fma(a, b, c)
@@ -48,27 +52,90 @@ struct CodegenOptions {
   bool llvm_workarounds = true;
 };
 
-// A set of compiled kernels and the machine code that backs them. Immutable once built; may be
-// shared between threads. Destroying it frees the code, so keep it alive while its KernelFns
-// may be called.
+// One kernel launch of a device function (a GPU's __global__). Every launch of a function takes
+// the same parameters, in order: the PrimFunc's buffer parameters, then its scratch buffers
+// (KernelEntry::scratch), then its scalar parameters.
+struct DeviceLaunch {
+  std::string kernel;  // the kernel's name in the module
+  // The threads the launch can use, over the PrimFunc's scalar parameters: a parallel loop's
+  // extent, or 1. The launcher picks the grid from it (ShapeDeviceCall); any grid is correct.
+  loop::Expr threads;
+  unsigned block_threads = 256;  // threads per block (a multiple of the warp size)
+  size_t shared_bytes = 0;       // dynamic shared memory per block
+};
+
+// Global memory a device function's launches need for one call: `numel` elements of `dtype`,
+// numel over the PrimFunc's scalar parameters. Shared by all the launches and their threads, or,
+// with `per_thread`, numel elements for every thread a launch starts (grid x block): the pool
+// of a buffer each thread allocates with a size that is not a constant, of which each thread
+// uses its own slice.
+struct DeviceScratch {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  loop::Expr numel;
+  bool per_thread = false;
+};
+
+// How to call one compiled function: the launch object the engine dispatches. The argument
+// layout is the PrimFunc's whatever the device: `buffers` (its buffer parameters' data
+// pointers, in order; num_buffers of them) and `scalars` (its scalar parameters, int64). A CPU
+// function is `cpu`, called on the dispatching thread (which is the CPU's ordered stream). A
+// device function is `launches`, enqueued in order on one stream, each with the buffers, then
+// `scratch` allocated per call, then the scalars.
+struct KernelEntry {
+  std::string name;
+  KernelFn cpu = nullptr;
+  std::vector<DeviceLaunch> launches;
+  std::vector<DeviceScratch> scratch;
+  std::vector<loop::Var> scalar_params;  // the variables `threads` and `numel` are over
+  uint32_t num_buffers = 0;
+  // Blocks a launch may start at most: a grid-stride loop covers the rest. Kept small where the
+  // function has per-thread pools, whose size grows with the threads started.
+  unsigned max_blocks = 4096;
+  bool on_device() const { return cpu == nullptr; }
+};
+
+// What one call of a device function needs, for the call's scalar arguments: each launch's grid
+// (blocks), and each scratch buffer's size in bytes (per-thread pools sized for the largest
+// grid). An expression the scalars cannot evaluate is kInternal.
+struct DeviceCallShape {
+  std::vector<unsigned> grids;
+  std::vector<size_t> scratch_bytes;
+};
+DeviceCallShape ShapeDeviceCall(const KernelEntry& entry, const int64_t* scalars);
+
+// A set of compiled kernels and the code that backs them. Immutable once built; may be shared
+// between threads. Destroying it frees the code, so keep it alive while its entries may be
+// called.
 class CompiledModule {
  public:
   virtual ~CompiledModule() = default;
-  // The kernel compiled from the PrimFunc of that name; kNotFound if there is none.
-  virtual KernelFn Lookup(const std::string& name) const = 0;
+  // How to call the function compiled from the PrimFunc of that name; kNotFound if none.
+  virtual const KernelEntry& Entry(const std::string& name) const = 0;
+  // A CPU function's code (Entry(name).cpu); kInvalidArgument for a device function.
+  KernelFn Lookup(const std::string& name) const;
   virtual const CompileTimings& timings() const = 0;
   // The optimized LLVM IR (or CUDA C source), for debugging and tests.
   virtual const std::string& source() const = 0;
-  // The relocatable object file the kernels were linked from, which LoadLLVMObject reads back
-  // (the disk kernel cache stores it); empty where the code generator has none to give.
+  // What the code generator's `load` reads back (the disk cache stores it): LLVM's relocatable
+  // object file, a device module's PTX; empty where there is none to give.
   virtual const std::string& object() const;
 };
+
+// entries.at(name) for a CompiledModule::Entry; kNotFound naming it and the module's kernels.
+const KernelEntry& EntryNamed(const std::map<std::string, KernelEntry>& entries,
+                              const std::string& name);
 
 // Compiles PrimFuncs to machine code for the host CPU with LLVM ORC. The functions must pass
 // loop::Verify with no Reduce left (run the loop pipeline first); an error from LLVM is
 // kCompileError naming the function.
 std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& funcs,
                                           const CodegenOptions& options = {});
+
+// The assembly BuildLLVM's code generation makes of the PrimFuncs for `options` (AT&T syntax
+// on x86), for reading: `kiln compile --emit asm`. Errors as BuildLLVM's.
+std::string LLVMAssembly(const std::vector<loop::PrimFunc>& funcs,
+                         const CodegenOptions& options = {});
 
 // Links an object file that BuildLLVM produced (CompiledModule::object) into a new JIT for the
 // target `options` describe, with the same runtime helpers defined, and serves Lookup for every
@@ -95,11 +162,39 @@ std::string HostCannotRun(const CodegenOptions& options);
 // PassContext key target.vector_bits).
 int VectorRegisterBits(const CodegenOptions& options);
 
-// Code generators by target kind ("llvm", later "cuda"), looked up as `target.build.<kind>`.
+// A code generator: what the engine needs to compile for one target kind and to name what it
+// compiled. Registered once per kind as `target.build.<kind>`, from jit/targets.def (one line a
+// target); GetCodegen finds it by the target's kind.
 using BuildFn = std::function<std::unique_ptr<CompiledModule>(const std::vector<loop::PrimFunc>&,
                                                               const CodegenOptions&)>;
-void RegisterCodegen(const std::string& name, BuildFn fn);
-// kNotFound naming the target and listing the registered ones.
-const BuildFn& GetCodegen(const std::string& name);
+struct CodeGenerator {
+  std::string kind;  // "llvm"
+  // The loop pipeline its PrimFuncs go through first (passes/pipeline.h RunLoopPipeline): "cpu"
+  // (tiles and vectors for the host) or "gpu" (threads, no vectors).
+  std::string loop_pipeline;
+  // The options a Target of this kind (devices/target.h) asks for; its errors name the attribute.
+  std::function<CodegenOptions(const Target&)> options;
+  BuildFn build;
+  // Reads back what CompiledModule::object gave, for the same PrimFuncs and options; nullptr
+  // where the target's modules cannot be stored (the disk cache then skips them).
+  std::function<std::unique_ptr<CompiledModule>(const std::string& object, const CodegenOptions&)>
+      load;
+  // Everything the code depends on besides the PrimFuncs and the options themselves (compiler
+  // versions, the resolved machine), for persistent cache keys: a stored module is used only
+  // where the identity is the same.
+  std::function<std::string(const CodegenOptions&)> identity;
+  // What `kiln compile --emit` can write, and the text for one format (kInvalidArgument for
+  // one not in `formats`).
+  std::vector<std::string> formats;
+  std::function<std::string(const std::vector<loop::PrimFunc>&, const CodegenOptions&,
+                            const std::string& format)>
+      emit;
+};
+
+// kInvalidArgument if the kind is taken.
+void RegisterCodegen(CodeGenerator generator);
+// By kind ("llvm") or registry name ("target.build.llvm"); kNotFound naming it and listing the
+// registered ones.
+const CodeGenerator& GetCodegen(const std::string& kind);
 
 }  // namespace kiln

@@ -25,10 +25,12 @@
 #include "llvm/IR/DiagnosticInfo.h"
 #include "llvm/IR/DiagnosticPrinter.h"
 #include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Object/ObjectFile.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/CodeGen.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -48,21 +50,15 @@ std::string TakeMessage(llvm::Error err) {
 
 class LLVMCompiledModule final : public CompiledModule {
  public:
-  KernelFn Lookup(const std::string& name) const override {
-    auto it = kernels_.find(name);
-    if (it == kernels_.end()) {
-      std::string names;
-      for (const auto& [k, fn] : kernels_) names += (names.empty() ? "" : ", ") + k;
-      Throw(ErrorCode::kNotFound, "no kernel '", name, "' in this module (it has: ", names, ")");
-    }
-    return it->second;
+  const KernelEntry& Entry(const std::string& name) const override {
+    return EntryNamed(kernels_, name);
   }
   const CompileTimings& timings() const override { return timings_; }
   const std::string& source() const override { return source_; }
   const std::string& object() const override { return object_; }
 
   std::unique_ptr<llvm::orc::LLJIT> jit;  // owns the machine code the kernels point into
-  std::map<std::string, KernelFn> kernels_;
+  std::map<std::string, KernelEntry> kernels_;
   CompileTimings timings_;
   std::string source_;
   std::string object_;
@@ -201,44 +197,84 @@ class CollectErrors : public llvm::DiagnosticHandler {
   std::shared_ptr<std::string> errors_;
 };
 
-std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& funcs,
-                                          const CodegenOptions& options) {
+namespace {
+
+// The PrimFuncs as one optimized LLVM module for the target `options` describe, with what
+// compiling it further needs.
+struct OptimizedModule {
+  llvm::orc::JITTargetMachineBuilder jtmb;
+  std::unique_ptr<llvm::TargetMachine> tm;
+  std::unique_ptr<llvm::LLVMContext> context;
+  std::unique_ptr<llvm::Module> module;
+  std::shared_ptr<std::string> errors;  // LLVM's diagnostics of kind error, collected
+  double lower_ms = 0, opt_ms = 0;
+};
+
+OptimizedModule LowerAndOptimize(const std::vector<loop::PrimFunc>& funcs,
+                                 const CodegenOptions& options) {
   InitializeLLVM();
-  auto result = std::make_unique<LLVMCompiledModule>();
   auto t0 = std::chrono::steady_clock::now();
 
   // ---- lower: loop IR -> LLVM IR, verified ----
-  llvm::orc::JITTargetMachineBuilder jtmb = TargetFor(options);
-  auto tm = jtmb.createTargetMachine();
+  OptimizedModule m{TargetFor(options), nullptr, nullptr, nullptr, nullptr};
+  auto tm = m.jtmb.createTargetMachine();
   if (!tm) Throw(ErrorCode::kCompileError, "LLVM target machine: ", TakeMessage(tm.takeError()));
-  auto context = std::make_unique<llvm::LLVMContext>();
-  auto llvm_errors = std::make_shared<std::string>();
-  context->setDiagnosticHandler(std::make_unique<CollectErrors>(llvm_errors));
-  auto module = std::make_unique<llvm::Module>("kiln", *context);
-  module->setDataLayout((*tm)->createDataLayout());
-  module->setTargetTriple((*tm)->getTargetTriple().str());
+  m.tm = std::move(*tm);
+  m.context = std::make_unique<llvm::LLVMContext>();
+  m.errors = std::make_shared<std::string>();
+  m.context->setDiagnosticHandler(std::make_unique<CollectErrors>(m.errors));
+  m.module = std::make_unique<llvm::Module>("kiln", *m.context);
+  m.module->setDataLayout(m.tm->createDataLayout());
+  m.module->setTargetTriple(m.tm->getTargetTriple().str());
 
-  EmitKernels(*module, funcs, options);
+  EmitKernels(*m.module, funcs, options);
   // LLVM's cost model for Intel's AVX-512 cores vectorizes the loops it vectorizes itself (the
   // reductions kiln leaves to it: row sums and maxima) 256 bits wide, where kiln's own vectors
   // are 512 already, so nothing is gained by holding back. A NaN-propagating max costs about
   // six instructions per vector: 16 lanes each halve it. Softmax over [1, 8, 256, 256], 1
   // thread, kernel minima: 384 -> 305 us; the encoder layer at 1 x 128: its softmax 59 -> 48
   // us, its layer norms 13.5 -> 12.2 (AVX-512 Xeon). Models without such reductions unchanged.
-  if ((*tm)->getTargetFeatureString().contains("+avx512f"))
-    for (llvm::Function& f : *module)
+  if (m.tm->getTargetFeatureString().contains("+avx512f"))
+    for (llvm::Function& f : *m.module)
       if (!f.isDeclaration()) f.addFnAttr("prefer-vector-width", "512");
-  result->timings_.lower_ms = MsSince(t0);
+  m.lower_ms = MsSince(t0);
 
   // ---- opt ----
   auto t1 = std::chrono::steady_clock::now();
-  Optimize(*module, tm->get(), options.opt_level, options.slp_vectorize,
-           WorkaroundsFor((*tm)->getTargetCPU().str(), options));
-  result->timings_.opt_ms = MsSince(t1);
+  Optimize(*m.module, m.tm.get(), options.opt_level, options.slp_vectorize,
+           WorkaroundsFor(m.tm->getTargetCPU().str(), options));
+  m.opt_ms = MsSince(t1);
+  return m;
+}
+
+}  // namespace
+
+std::string LLVMAssembly(const std::vector<loop::PrimFunc>& funcs, const CodegenOptions& options) {
+  OptimizedModule m = LowerAndOptimize(funcs, options);
+  llvm::SmallString<0> text;
+  llvm::raw_svector_ostream os(text);
+  llvm::legacy::PassManager codegen;
+  if (m.tm->addPassesToEmitFile(codegen, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
+    Throw(ErrorCode::kCompileError, "LLVM: the target machine cannot emit assembly");
+  codegen.run(*m.module);
+  if (!m.errors->empty()) Throw(ErrorCode::kCompileError, "LLVM: ", *m.errors);
+  return std::string(text.str());
+}
+
+std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& funcs,
+                                          const CodegenOptions& options) {
+  OptimizedModule m = LowerAndOptimize(funcs, options);
+  auto result = std::make_unique<LLVMCompiledModule>();
+  result->timings_.lower_ms = m.lower_ms;
+  result->timings_.opt_ms = m.opt_ms;
   {
     llvm::raw_string_ostream os(result->source_);
-    module->print(os, nullptr);
+    m.module->print(os, nullptr);
   }
+  auto module = std::move(m.module);
+  auto context = std::move(m.context);
+  auto llvm_errors = m.errors;
+  auto jtmb = std::move(m.jtmb);
 
   // ---- codegen: ORC compiles lazily, so look every kernel up to force it ----
   auto t2 = std::chrono::steady_clock::now();
@@ -263,12 +299,16 @@ std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& fun
   for (const loop::PrimFunc& f : funcs) {
     auto addr = lljit.lookup(f->name);
     if (!addr) Throw(ErrorCode::kCompileError, "@", f->name, ": ", TakeMessage(addr.takeError()));
-    result->kernels_[f->name] = addr->toPtr<KernelFn>();
+    KernelEntry& e = result->kernels_[f->name];
+    e.name = f->name;
+    e.cpu = addr->toPtr<KernelFn>();
+    e.num_buffers = static_cast<uint32_t>(f->buffer_params.size());
+    e.scalar_params = f->scalar_params;
   }
   if (!llvm_errors->empty()) Throw(ErrorCode::kCompileError, "LLVM: ", *llvm_errors);
   if (!funcs.empty())
     AppendPerfMap(result->object_, funcs.front()->name,
-                  reinterpret_cast<uint64_t>(result->kernels_[funcs.front()->name]));
+                  reinterpret_cast<uint64_t>(result->kernels_[funcs.front()->name].cpu));
   result->timings_.codegen_ms = MsSince(t2);
   return result;
 }
@@ -333,11 +373,49 @@ std::unique_ptr<CompiledModule> LoadLLVMObject(const std::string& object,
     if (!first_addr) first_addr = addr->getValue();
     std::string name = linker_name;
     if (prefix != '\0' && !name.empty() && name[0] == prefix) name.erase(0, 1);
-    result->kernels_[name] = addr->toPtr<KernelFn>();
+    // The argument layout is the PrimFunc's, which the object does not record: a loader that
+    // needs it lowers the function again (engine/disk_store.cc).
+    KernelEntry& e = result->kernels_[name];
+    e.name = name;
+    e.cpu = addr->toPtr<KernelFn>();
   }
   AppendPerfMap(object, names.front(), first_addr);
   result->timings_.codegen_ms = MsSince(t0);
   return result;
+}
+
+// ---- The target's registration (jit/targets.def) ----
+
+CodeGenerator LLVMCodeGenerator() {
+  CodeGenerator g;
+  g.kind = "llvm";
+  g.loop_pipeline = "cpu";
+  g.options = [](const Target& t) {
+    CodegenOptions o;
+    o.kind = "llvm";
+    o.mcpu = t.GetString("mcpu");
+    for (const std::string& feature : t.GetStrings("mattr"))
+      o.mattr += (o.mattr.empty() ? "" : ",") + feature;
+    return o;
+  };
+  g.build = [](const std::vector<loop::PrimFunc>& f, const CodegenOptions& o) {
+    return BuildLLVM(f, o);
+  };
+  g.load = [](const std::string& object, const CodegenOptions& o) {
+    return LoadLLVMObject(object, o);
+  };
+  g.identity = [](const CodegenOptions& o) {
+    return StrCat("llvm=", LLVMVersion(), "\nmachine=", LLVMTargetDescription(o));
+  };
+  g.formats = {"llvm", "asm"};
+  g.emit = [](const std::vector<loop::PrimFunc>& f, const CodegenOptions& o,
+              const std::string& format) {
+    if (format != "llvm" && format != "asm")
+      Throw(ErrorCode::kInvalidArgument, "the llvm code generator emits llvm or asm, not '", format,
+            "'");
+    return format == "asm" ? LLVMAssembly(f, o) : BuildLLVM(f, o)->source();
+  };
+  return g;
 }
 
 }  // namespace kiln

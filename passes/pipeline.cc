@@ -1,5 +1,9 @@
 #include "passes/pipeline.h"
 
+#include "ir/error.h"
+#include "ir/loop/loop_text.h"
+#include "passes/lower_to_loops.h"
+
 namespace kiln {
 
 PassPtr DefaultGraphPipeline() {
@@ -91,6 +95,23 @@ std::shared_ptr<PassContext> GpuLoopContext() {
   ctx->SetConfig("parallelize.min_work", int64_t{1});
   ctx->SetConfig("parallelize.collapse_below", int64_t{1} << 40);
   return ctx;
+}
+
+loop::PrimFunc RunLoopPipeline(const loop::PrimFunc& f, const std::string& pipeline) {
+  const bool gpu = pipeline == "gpu";
+  if (!gpu && pipeline != "cpu")
+    Throw(ErrorCode::kNotFound, "no loop pipeline '", pipeline, "' (there are: cpu, gpu)");
+  IRModule m = IRModule().WithPrimFunc(f->name, LowerReductions(f));
+  if (gpu) {
+    PassContextScope scope(GpuLoopContext());
+    m = (*GpuLoopPipeline())(m);
+    scope.Close();
+  } else {
+    m = (*DefaultLoopPipeline())(m);
+  }
+  loop::PrimFunc out = m.prim_funcs().at(f->name);
+  loop::Verify(out, /*allow_reduce=*/false);
+  return out;
 }
 
 }  // namespace kiln

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
+#include "ir/loop/loop.h"
 #include "passes/pass.h"
 #include "passes/pass_context.h"
 
@@ -24,5 +26,12 @@ PassPtr GpuLoopPipeline();
 // GpuLoopPipeline relies on: ParallelizeLoops takes any nest that stores something and
 // collapses loops of any constant extent.
 std::shared_ptr<PassContext> GpuLoopContext();
+
+// A lowered kernel through the loop pipeline a code generator names (jit/kernel.h
+// CodeGenerator::loop_pipeline), then loop::Verify'd with no Reduce left:
+//   "cpu": LowerReductions, then DefaultLoopPipeline under the current PassContext;
+//   "gpu": LowerReductions, then GpuLoopPipeline under GpuLoopContext().
+// Another name is kNotFound listing these.
+loop::PrimFunc RunLoopPipeline(const loop::PrimFunc& f, const std::string& pipeline);
 
 }  // namespace kiln

@@ -376,7 +376,8 @@ kiln_status kiln_engine_prepare(kiln_engine* engine, const kiln_model* model, si
 /* Writes the kernels `model` compiles to for these inputs' shapes into `out_dir` (created if
  * missing), one file per fused group, for `target` (a target string; NULL or "": the engine's):
  * with a "cuda -arch=sm_XX" target, CUDA C (`format` "cuda", NAME.cu) or PTX ("ptx", NAME.ptx,
- * which needs NVRTC but no GPU); with an "llvm" target, optimized LLVM IR ("llvm", NAME.ll).
+ * which needs NVRTC but no GPU); with an "llvm" target, optimized LLVM IR ("llvm", NAME.ll)
+ * or the machine code's assembly ("asm", NAME.s).
  * Nothing runs or is cached. On success `*out_json` (when not NULL) is a JSON array of the paths
  * written, which the caller frees with kiln_string_free. */
 kiln_status kiln_engine_emit_kernels(kiln_engine* engine, const kiln_model* model,

@@ -46,7 +46,7 @@ int CompileCommand(const std::vector<std::string>& args) {
   }
   if (model_path.empty() || out_dir.empty())
     throw UsageError{"kiln compile: needs a MODEL and an OUT_DIR"};
-  if (emit.empty()) throw UsageError{"kiln compile: needs --emit cuda|ptx|llvm"};
+  if (emit.empty()) throw UsageError{"kiln compile: needs --emit cuda|ptx|llvm|asm"};
 
   ModelPtr model = LoadModel(model_path);
   std::vector<IoType> io = ModelIo(model.get(), true);

@@ -7,7 +7,7 @@
 //            [--print-ir after=PASS|all] [--time-passes] [--stats] [--explain]
 //   kiln bench MODEL --shapes 'x=1x784;x=7x784' [--iters N] [--policy P] [--threads N] [--json]
 //              [--compile-nice N] [--cache-dir D] [--record FILE] [--warm FILE]
-//   kiln compile MODEL [--shape NAME=1x784 ...] --emit cuda|ptx|llvm [--target T]
+//   kiln compile MODEL [--shape NAME=1x784 ...] --emit cuda|ptx|llvm|asm [--target T]
 //                [--opt-level N] [--disable-pass P] OUT_DIR
 //   kiln types MODEL
 //   kiln passes
@@ -57,7 +57,7 @@ const char kUsage[] =
     "  kiln bench MODEL --shapes 'NAME=DIMS ...;NAME=DIMS ...' [--iters N]\n"
     "           [--policy tiered|eager|generic_only] [--threads N] [--compile-nice 0-19]\n"
     "           [--json] [--cache-dir D] [--record SHAPES_FILE] [--warm SHAPES_FILE]\n"
-    "  kiln compile MODEL [--shape NAME=1x784 ...] --emit cuda|ptx|llvm\n"
+    "  kiln compile MODEL [--shape NAME=1x784 ...] --emit cuda|ptx|llvm|asm\n"
     "           [--target 'cuda -arch=sm_90'] [--opt-level N] [--disable-pass P] OUT_DIR\n"
     "  kiln types MODEL\n"
     "  kiln passes\n"

@@ -286,6 +286,24 @@ bool FoldIntBinary(BinaryOp op, int64_t a, int64_t b, DType t, int64_t* out) {
   return false;
 }
 
+int64_t EvalIndex(const Expr& e, const std::map<const VarNode*, int64_t>& vars) {
+  if (const auto* i = AsIntImm(e)) return i->value;
+  if (const auto* v = AsVar(e)) {
+    auto it = vars.find(v);
+    if (it == vars.end())
+      Throw(ErrorCode::kInvalidArgument, "index expression: '", v->name, "' has no value");
+    return it->second;
+  }
+  if (const auto* c = AsCast(e)) return EvalIndex(c->value, vars);
+  if (const auto* b = AsBinary(e)) {
+    int64_t x = EvalIndex(b->a, vars), y = EvalIndex(b->b, vars), r = 0;
+    if (FoldIntBinary(b->op, x, y, DType::kInt64, &r)) return r;
+    bool div = b->op == BinaryOp::kDiv || b->op == BinaryOp::kFloorDiv;
+    if (div || b->op == BinaryOp::kFloorMod) return y == 0 || !div ? 0 : WrapSub(0, x);
+  }
+  Throw(ErrorCode::kInvalidArgument, "index expression: cannot evaluate a ", ExprKindName(e->kind));
+}
+
 Expr MakeBinary(BinaryOp op, Expr a, Expr b) {
   KILN_CHECK(a && b, "binary ", BinaryOpName(op), " with a null operand");
   if (a->dtype != b->dtype || a->lanes != b->lanes)

@@ -7,6 +7,7 @@
 // unchanged ones. Vars and Buffers are compared by identity. Index arithmetic is i64.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -353,5 +354,11 @@ inline int64_t WrapMul(int64_t a, int64_t b) {
 // decides (division or modulo by 0, MIN / -1), so that no fold can disagree with a kernel.
 // MakeBinary and LoopSimplify both fold through this one function.
 bool FoldIntBinary(BinaryOp op, int64_t a, int64_t b, DType t, int64_t* out);
+
+// The value of an integer index expression (constants, `vars`, casts, binary ops) as generated
+// code computes it, in int64; x / 0 and x % 0 are 0 and MIN / -1 wraps, as in the code
+// generators. A variable not in `vars` or another kind of expression is kInvalidArgument naming
+// it: launchers size grids and scratch with this from a kernel's scalar arguments.
+int64_t EvalIndex(const Expr& e, const std::map<const VarNode*, int64_t>& vars);
 
 }  // namespace kiln::loop

@@ -690,7 +690,7 @@ static void test_mlp(void) {
     kiln_string_free(json);
     FAILS(kiln_engine_emit_kernels(engine, model, 1, NULL, ins, NULL, "ptx", "c_api_test_kernels",
                                    NULL),
-          KILN_INVALID_ARGUMENT, "emits llvm, not 'ptx'");
+          KILN_INVALID_ARGUMENT, "emits llvm, asm, not 'ptx'");
     FAILS(kiln_engine_emit_kernels(engine, model, 1, NULL, ins, "cuda", "cuda", NULL, NULL),
           KILN_INVALID_ARGUMENT, "out_dir is NULL");
 

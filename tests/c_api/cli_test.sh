@@ -263,7 +263,13 @@ elif command -v ptxas >/dev/null 2>&1; then
     ptxas -arch=sm_80 "$f" -o "$f.cubin" || fail "compile --emit ptx: ptxas rejects $f"
   done
 fi
-expect_output "compile with a format of another target" 1 "llvm target emits llvm, not 'ptx'" \
+expect_output "compile --emit asm" 0 "$WORK/kernels_s/" ".s" \
+  -- "$KILN" compile "$MLP" --shape x=3x4 --target "llvm -mcpu=x86-64-v3" --emit asm "$WORK/kernels_s"
+# x86-64-v3 has AVX: its instructions are VEX-encoded (vmovss, vaddps, ...), SSE's are not.
+if ! grep -qE "^\s+v(mov|add|mul|fmadd|max)" "$WORK"/kernels_s/*.s; then
+  fail "compile --emit asm: no AVX instruction for x86-64-v3"
+fi
+expect_output "compile with a format of another target" 1 "llvm target emits llvm, asm, not 'ptx'" \
   -- "$KILN" compile "$MLP" --shape x=3x4 --emit ptx "$WORK/kernels_bad"
 expect_output "compile without --emit" 2 "needs --emit" \
   -- "$KILN" compile "$MLP" --shape x=3x4 "$WORK/kernels_bad"

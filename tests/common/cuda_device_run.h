@@ -5,8 +5,7 @@
 // against its reference kernel; scripts/gpu_check.sh runs the op sweep that way. Where there is
 // no GPU (or no NVRTC) the process says why and exits as skipped.
 //
-// Grid: 256 threads a block (kCudaBlockThreads), as many blocks as the launch wants up to 4096,
-// or up to 32 when a kernel has per-thread pools (each of the grid's threads owns a slice).
+// Grids and scratch sizes are the launch object's (jit/kernel.h ShapeDeviceCall).
 #pragma once
 
 #include <algorithm>
@@ -16,8 +15,8 @@
 
 #include "common/cuda_host_emulation.h"
 #include "devices/cuda_device.h"
+#include "engine/compile.h"
 #include "jit/nvrtc.h"
-#include "passes/compile.h"
 
 namespace kiln::test {
 
@@ -40,21 +39,13 @@ inline std::vector<Tensor> RunCudaOnDevice(
   std::string ptx = CompileCudaToPtx(k.source.code, name, "sm_" + cc).ptx;
 
   KernelCall call = BindKernelCall(k.lowered, inputs, out_types, symbols);
+  const KernelEntry& f = k.source.functions.at(0);
+  const DeviceCallShape shape = ShapeDeviceCall(f, call.scalars.data());
   std::vector<size_t> sizes;
   for (const Tensor& t : inputs) sizes.push_back(t.nbytes());
   for (const Tensor& t : k.lowered.constants) sizes.push_back(t.nbytes());
   for (const Tensor& t : call.outputs) sizes.push_back(t.nbytes());
-  std::map<const loop::VarNode*, int64_t> vars;
-  for (size_t i = 0; i < call.scalars.size(); ++i)
-    vars[k.lowered.func->scalar_params.at(i).get()] = call.scalars[i];
-  const CudaFunction& f = k.source.functions.at(0);
-  bool pools = false;
-  for (const CudaScratch& s : f.scratch) pools = pools || s.per_thread;
-  const int64_t max_grid = pools ? 32 : 4096;
-  for (const CudaScratch& s : f.scratch)
-    sizes.push_back(static_cast<size_t>(EvalIndex(s.numel, vars) *
-                                        (s.per_thread ? max_grid * kCudaBlockThreads : 1)) *
-                    DTypeSize(s.dtype));
+  sizes.insert(sizes.end(), shape.scratch_bytes.begin(), shape.scratch_bytes.end());
 
   // Device buffers, freed however this ends; inputs, constants and the (zeroed) outputs copied.
   struct Buffers {
@@ -79,13 +70,9 @@ inline std::vector<Tensor> RunCudaOnDevice(
   std::vector<void*> args;
   for (void*& p : device.ptrs) args.push_back(&p);
   for (long long& s : scalars) args.push_back(&s);
-  for (const CudaLaunch& launch : f.launches) {
-    int64_t threads = EvalIndex(launch.threads, vars);
-    auto grid = static_cast<unsigned>(
-        std::clamp<int64_t>((threads + kCudaBlockThreads - 1) / kCudaBlockThreads, 1, max_grid));
-    api->LaunchKernel(dev, api->GetKernel(dev, device.module, launch.kernel), grid,
-                      kCudaBlockThreads, args.data(), nullptr);
-  }
+  for (size_t i = 0; i < f.launches.size(); ++i)
+    api->LaunchKernel(dev, api->GetKernel(dev, device.module, f.launches[i].kernel), shape.grids[i],
+                      f.launches[i].block_threads, args.data(), nullptr);
   api->StreamSync(dev, nullptr);
   size_t first_output = inputs.size() + k.lowered.constants.size();
   for (size_t j = 0; j < call.outputs.size(); ++j)

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/file_util.h"
-#include "passes/compile.h"
+#include "engine/compile.h"
 
 namespace kiln::test {
 
@@ -40,19 +40,6 @@ static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i
 static inline float kiln_h2f(unsigned short h) { _Float16 v; memcpy(&v, &h, 2); return (float)v; }
 static inline unsigned short kiln_f2h(float f) { _Float16 v = (_Float16)f; unsigned short h; memcpy(&h, &v, 2); return h; }
 )";
-
-// The value of an index expression over the kernel's scalar parameters.
-inline int64_t EvalIndex(const loop::Expr& e, const std::map<const loop::VarNode*, int64_t>& vars) {
-  if (const auto* i = loop::AsIntImm(e)) return i->value;
-  if (const auto* v = loop::AsVar(e)) return vars.at(v);
-  if (const auto* c = loop::AsCast(e)) return EvalIndex(c->value, vars);
-  if (const auto* b = loop::AsBinary(e)) {
-    int64_t x = EvalIndex(b->a, vars), y = EvalIndex(b->b, vars), r = 0;
-    if (loop::FoldIntBinary(b->op, x, y, DType::kInt64, &r)) return r;
-  }
-  Throw(ErrorCode::kInternal, "cannot evaluate an index expression of kind ",
-        loop::ExprKindName(e->kind));
-}
 
 // `fn` lowered to CUDA C and run on the host: RunKernel's contract (inputs bind the group's
 // parameters, outputs are allocated from `out_types`, symbols bind the scalars).
@@ -82,25 +69,24 @@ inline std::vector<Tensor> RunCudaOnHost(
   KernelCall call = BindKernelCall(l, inputs, out_types, symbols);
   std::vector<void*>& pointers = call.buffers;
   std::vector<long long> scalars(call.scalars.begin(), call.scalars.end());
-  std::map<const loop::VarNode*, int64_t> vars;
-  for (size_t i = 0; i < scalars.size(); ++i) vars[l.func->scalar_params.at(i).get()] = scalars[i];
-  constexpr unsigned kBlock = 4, kMaxGrid = 3;
-  const CudaFunction& f = k.source.functions.at(0);
+  // A small grid, so every thread's code runs: 4 threads a block, at most 3 blocks.
+  KernelEntry f = k.source.functions.at(0);
+  constexpr unsigned kBlock = 4;
+  for (DeviceLaunch& launch : f.launches) launch.block_threads = kBlock;
+  f.max_blocks = 3;
+  const DeviceCallShape shape = ShapeDeviceCall(f, call.scalars.data());
   std::vector<std::vector<char>> scratch;
-  for (const CudaScratch& s : f.scratch) {
-    int64_t n = EvalIndex(s.numel, vars) * (s.per_thread ? kBlock * kMaxGrid : 1);
-    scratch.emplace_back(static_cast<size_t>(std::max<int64_t>(n, 1)) * DTypeSize(s.dtype));
+  for (size_t bytes : shape.scratch_bytes) {
+    scratch.emplace_back(std::max<size_t>(bytes, 1));
     pointers.push_back(scratch.back().data());
   }
-  for (const CudaLaunch& launch : f.launches) {
+  for (size_t i = 0; i < f.launches.size(); ++i) {
+    const DeviceLaunch& launch = f.launches[i];
     auto entry = reinterpret_cast<Entry>(dlsym(handle, (launch.kernel + "_host_entry").c_str()));
     if (!entry) Throw(ErrorCode::kInternal, "no host entry for ", launch.kernel);
-    int64_t threads = EvalIndex(launch.threads, vars);
-    unsigned grid =
-        static_cast<unsigned>(std::clamp<int64_t>((threads + kBlock - 1) / kBlock, 1, kMaxGrid));
-    for (unsigned b = 0; b < grid; ++b)
+    for (unsigned b = 0; b < shape.grids[i]; ++b)
       for (unsigned t = 0; t < kBlock; ++t) {
-        set_thread(b, t, grid, kBlock);
+        set_thread(b, t, shape.grids[i], kBlock);
         entry(pointers.data(), scalars.data());
       }
   }

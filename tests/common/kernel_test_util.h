@@ -8,7 +8,7 @@
 // kSkipCpuExitCode, which ctest reports as skipped.
 //
 // CUDA. With KILN_TEST_CUDA set to architectures (`sm_80,sm_90`), every kernel a test compiles
-// is also lowered to CUDA C (passes/compile.h) and compiled by NVRTC to PTX for each of them,
+// is also lowered to CUDA C (engine/compile.h) and compiled by NVRTC to PTX for each of them,
 // and a failure there fails the test: tests/CMakeLists.txt sets it for every jit test, which
 // checks that every lowering has a CUDA kernel that compiles, on machines without a GPU. Where
 // NVRTC cannot be loaded the process says why and tests the CPU kernels only.
@@ -30,10 +30,10 @@
 #include "common/cuda_device_run.h"
 #include "common/cuda_host_emulation.h"
 #include "common/test_util.h"
+#include "engine/compile.h"
 #include "ir/interpreter.h"
 #include "ir/type_infer.h"
 #include "jit/nvrtc.h"
-#include "passes/compile.h"
 #include "passes/pass_context.h"
 
 namespace kiln::test {

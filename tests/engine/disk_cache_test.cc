@@ -245,7 +245,8 @@ TEST(EngineDiskCache, TwoBuildsNeverLoadEachOthersEntries) {
   a.Store(key, kernel);
   EXPECT_EQ(a.Load(key, &loaded), KernelStore::LoadResult::kHit);
   ASSERT_NE(loaded, nullptr);
-  EXPECT_NE(loaded->fn, nullptr);
+  ASSERT_NE(loaded->entry, nullptr);
+  EXPECT_NE(loaded->entry->cpu, nullptr);
 }
 
 // The identity is a real hash of this build's code generator, not a placeholder.

@@ -668,5 +668,24 @@ TEST(LoopFold, ShiftsPastTheWidthAndSignedRightShifts) {
               HasSubstr("'shl' needs integers, not f32"));
 }
 
+TEST(LoopIR, EvalIndexComputesAsGeneratedCodeDoes) {
+  loop::Var n = loop::MakeVar("n"), m = loop::MakeVar("m");
+  std::map<const loop::VarNode*, int64_t> vars{{n.get(), 10}, {m.get(), 3}};
+  EXPECT_EQ(loop::EvalIndex(loop::Add(loop::Mul(n, m), loop::IntImm(2)), vars), 32);
+  EXPECT_EQ(loop::EvalIndex(loop::FloorDiv(loop::Sub(loop::IntImm(0), n), m), vars), -4);
+  EXPECT_EQ(loop::EvalIndex(loop::FloorMod(loop::Sub(loop::IntImm(0), n), m), vars), 2);
+  // Division by zero is 0, as in the kernels; MIN / -1 wraps.
+  std::map<const loop::VarNode*, int64_t> zero{{n.get(), 10}, {m.get(), 0}};
+  EXPECT_EQ(loop::EvalIndex(loop::FloorDiv(n, m), zero), 0);
+  EXPECT_EQ(loop::EvalIndex(loop::FloorMod(n, m), zero), 0);
+  std::map<const loop::VarNode*, int64_t> min{{n.get(), INT64_MIN}, {m.get(), -1}};
+  EXPECT_EQ(loop::EvalIndex(loop::FloorDiv(n, m), min), INT64_MIN);
+  EXPECT_EQ(loop::EvalIndex(loop::Max(n, m), vars), 10);
+  EXPECT_THAT(ErrorMessage([&] { loop::EvalIndex(loop::Add(n, loop::MakeVar("k")), vars); }),
+              HasSubstr("'k' has no value"));
+  EXPECT_THAT(ErrorMessage([&] { loop::EvalIndex(loop::FloatImm(1.5), vars); }),
+              HasSubstr("cannot evaluate"));
+}
+
 }  // namespace
 }  // namespace kiln::loop

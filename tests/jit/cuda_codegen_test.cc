@@ -15,10 +15,10 @@
 
 #include "common/file_util.h"
 #include "common/loop_test_util.h"
+#include "engine/compile.h"
 #include "ir/type_infer.h"
 #include "jit/cuda_codegen.h"
 #include "jit/nvrtc.h"
-#include "passes/compile.h"
 
 namespace kiln {
 namespace {
@@ -53,7 +53,7 @@ Function AddFunction(const Shape& shape) {
 TEST(CudaCodegen, ElementwiseOpIsOneGridStrideLaunch) {
   CudaKernelSource k = LowerKernelToCuda(AddFunction({Dim(7), Dim(13)}), "k_add");
   ASSERT_EQ(k.source.functions.size(), 1u);
-  const CudaFunction& f = k.source.functions[0];
+  const KernelEntry& f = k.source.functions[0];
   ASSERT_EQ(f.launches.size(), 1u);
   EXPECT_EQ(f.launches[0].kernel, "k_add");
   int64_t threads = 0;
@@ -69,7 +69,7 @@ TEST(CudaCodegen, ElementwiseOpIsOneGridStrideLaunch) {
 TEST(CudaCodegen, SymbolicExtentsArriveAsScalarParameters) {
   CudaKernelSource k = LowerKernelToCuda(AddFunction({Dim::Symbol("n"), Dim(5)}), "k_add_generic");
   ASSERT_EQ(k.lowered.func->scalar_params.size(), 1u);
-  const CudaFunction& f = k.source.functions.at(0);
+  const KernelEntry& f = k.source.functions.at(0);
   ASSERT_EQ(f.launches.size(), 1u);
   EXPECT_FALSE(IsConstInt(f.launches[0].threads)) << "the thread count follows n";
   EXPECT_NE(k.source.code.find("long long v_n)"), std::string::npos) << k.source.code;
@@ -94,7 +94,7 @@ PrimFunc TwoStages(loop::Expr n) {
 TEST(CudaCodegen, TopLevelLocalsAreScratchSharedByTheStages) {
   loop::Var n = loop::MakeVar("n");
   CudaModuleSource m = EmitCuda(std::vector<PrimFunc>{TwoStages(n)});
-  const CudaFunction& f = m.functions.at(0);
+  const KernelEntry& f = m.functions.at(0);
   ASSERT_EQ(f.launches.size(), 2u);
   EXPECT_EQ(f.launches[0].kernel, "two_stages_s0");
   EXPECT_EQ(f.launches[1].kernel, "two_stages_s1");
@@ -117,7 +117,7 @@ TEST(CudaCodegen, ASerialStageRunsOnOneThread) {
   Stmt body = For(i, IntImm(1), IntImm(3), ForKind::kSerial,
                   Store(out, {i}, Add(Load(out, {Sub(i, IntImm(1))}), IntImm(1, DType::kInt32))));
   CudaModuleSource m = EmitCuda({test::MakePrimFunc({out}, {}, body, "scan", 0)});
-  const CudaFunction& f = m.functions.at(0);
+  const KernelEntry& f = m.functions.at(0);
   ASSERT_EQ(f.launches.size(), 1u);
   int64_t threads = 0;
   ASSERT_TRUE(IsConstInt(f.launches[0].threads, &threads));
@@ -139,12 +139,34 @@ TEST(CudaCodegen, AThreadsBufferOfSymbolicSizeIsItsSliceOfAPool) {
                    Store(out, {i, k}, Load(row, {Sub(Sub(m, k), IntImm(1))}))),
                Free(row)}));
   CudaModuleSource src = EmitCuda({test::MakePrimFunc({x, out}, {n, m}, body, "reverse_rows")});
-  const CudaFunction& f = src.functions.at(0);
+  const KernelEntry& f = src.functions.at(0);
   ASSERT_EQ(f.scratch.size(), 1u);
   EXPECT_EQ(f.scratch[0].name, "row");
   EXPECT_TRUE(f.scratch[0].per_thread);
   EXPECT_EQ(f.scratch[0].numel.get(), static_cast<const loop::ExprNode*>(m.get()));
   EXPECT_NE(src.code.find("float* v_row = v_row_pool + "), std::string::npos) << src.code;
+
+  // The launch object: a device function of two buffers over (n, m), few blocks (its pools
+  // grow with the threads), and what one call needs: the grid and the pool's bytes.
+  EXPECT_TRUE(f.on_device());
+  EXPECT_EQ(f.num_buffers, 2u);
+  ASSERT_EQ(f.scalar_params.size(), 2u);
+  EXPECT_EQ(f.max_blocks, kCudaMaxBlocksWithPools);
+  ASSERT_EQ(f.launches.size(), 1u);
+  EXPECT_EQ(f.launches[0].block_threads, kCudaBlockThreads);
+  for (int64_t rows : {int64_t{1}, int64_t{300}, int64_t{1000000}}) {
+    const int64_t scalars[] = {rows, 7};
+    DeviceCallShape shape = ShapeDeviceCall(f, scalars);
+    const int64_t blocks = std::min<int64_t>((rows + kCudaBlockThreads - 1) / kCudaBlockThreads,
+                                             kCudaMaxBlocksWithPools);
+    ASSERT_EQ(shape.grids.size(), 1u);
+    EXPECT_EQ(shape.grids[0], blocks) << rows << " rows";
+    ASSERT_EQ(shape.scratch_bytes.size(), 1u);
+    EXPECT_EQ(shape.scratch_bytes[0], static_cast<size_t>(7 * 4 * blocks * kCudaBlockThreads))
+        << "a row of 7 floats for every thread started";
+  }
+  const int64_t none[] = {0, 7};
+  EXPECT_EQ(ShapeDeviceCall(f, none).grids.at(0), 1u) << "an empty launch still starts a block";
 }
 
 TEST(CudaCodegen, AThreadsLargeBufferIsASliceOfAPoolToo) {
@@ -159,7 +181,7 @@ TEST(CudaCodegen, AThreadsLargeBufferIsASliceOfAPoolToo) {
                        Store(big, {IntImm(0)}, Load(small, {IntImm(0)})),
                        Store(out, {i}, Load(big, {IntImm(0)})), Free(big), Free(small)}));
   CudaModuleSource src = EmitCuda({test::MakePrimFunc({x, out}, {n}, body, "f")});
-  const CudaFunction& f = src.functions.at(0);
+  const KernelEntry& f = src.functions.at(0);
   ASSERT_EQ(f.scratch.size(), 1u);  // 16 KiB is an array, one element more a pool
   EXPECT_EQ(f.scratch[0].name, "big");
   EXPECT_TRUE(f.scratch[0].per_thread);

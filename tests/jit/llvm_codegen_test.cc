@@ -1032,7 +1032,7 @@ TEST(LLVMCodegen, TimingsSourceAndRegistry) {
   auto f = MakeFunc(
       "scale_by_two", {a, out}, 1, {n},
       Loop1D(i, n, loop::Store(out, {i}, loop::Mul(loop::Load(a, {i}), loop::FloatImm(2)))));
-  auto mod = GetCodegen("target.build.llvm")({f}, CodegenOptions{});
+  auto mod = GetCodegen("target.build.llvm").build({f}, CodegenOptions{});
   const CompileTimings& t = mod->timings();
   EXPECT_GE(t.lower_ms, 0);
   EXPECT_GE(t.opt_ms, 0);
@@ -1043,6 +1043,61 @@ TEST(LLVMCodegen, TimingsSourceAndRegistry) {
   EXPECT_EQ(y, (std::vector<float>{2, 4, 6}));
   std::printf("compile times for a small kernel: lower %.2f ms, opt %.2f ms, codegen %.2f ms\n",
               t.lower_ms, t.opt_ms, t.codegen_ms);
+  // The launch object: a CPU function, the PrimFunc's argument layout.
+  const KernelEntry& e = mod->Entry("scale_by_two");
+  EXPECT_FALSE(e.on_device());
+  EXPECT_EQ(e.cpu, mod->Lookup("scale_by_two"));
+  EXPECT_EQ(e.num_buffers, 2u);
+  ASSERT_EQ(e.scalar_params.size(), 1u);
+  EXPECT_EQ(e.scalar_params[0].get(), n.get());
+  EXPECT_THAT(ErrorMessage([&] { mod->Entry("nope"); }),
+              HasSubstr("no kernel 'nope' in this module (it has: scale_by_two)"));
+}
+
+TEST(CodegenRegistry, FindsEveryTargetOfTheListByKindOrName) {
+  for (const char* kind : {"llvm", "cuda"}) {
+    const CodeGenerator& g = GetCodegen(kind);
+    EXPECT_EQ(g.kind, kind);
+    EXPECT_EQ(&GetCodegen(std::string("target.build.") + kind), &g);
+    EXPECT_TRUE(g.build && g.options && g.identity && g.emit) << kind;
+    EXPECT_FALSE(g.formats.empty()) << kind;
+  }
+  EXPECT_EQ(GetCodegen("llvm").loop_pipeline, "cpu");
+  EXPECT_EQ(GetCodegen("cuda").loop_pipeline, "gpu");
+  EXPECT_THAT(ErrorMessage([] { GetCodegen("opencl"); }),
+              HasSubstr("no code generator 'target.build.opencl' (registered: target.build.cuda, "
+                        "target.build.llvm"));
+  // Options come from a Target of the kind; the identity names what the code depends on.
+  CodegenOptions cuda = GetCodegen("cuda").options(Target::Parse("cuda -arch=sm_80"));
+  EXPECT_EQ(cuda.kind, "cuda");
+  EXPECT_EQ(cuda.arch, "sm_80");
+  EXPECT_THAT(GetCodegen("cuda").identity(cuda), HasSubstr("arch=sm_80"));
+  CodegenOptions cpu = GetCodegen("llvm").options(Target::Parse("llvm -mcpu=znver3 -mattr=-avx2"));
+  EXPECT_EQ(cpu.kind, "llvm");
+  EXPECT_EQ(cpu.mcpu, "znver3");
+  EXPECT_EQ(cpu.mattr, "-avx2");
+  EXPECT_THAT(GetCodegen("llvm").identity(cpu), HasSubstr("x86_64"));
+  EXPECT_THAT(GetCodegen("llvm").identity(cpu), HasSubstr("znver3"));
+}
+
+TEST(CodegenRegistry, AnotherTargetIsOneRegistration) {
+  // A code generator registered at run time is found like the built-in ones; here one that
+  // builds with LLVM under its own kind, as a third target would build with its own code.
+  CodeGenerator g = GetCodegen("llvm");
+  g.kind = "llvm_for_test";
+  RegisterCodegen(g);
+  EXPECT_EQ(GetCodegen("llvm_for_test").kind, "llvm_for_test");
+  EXPECT_THAT(ErrorMessage([&] { RegisterCodegen(g); }),
+              HasSubstr("code generator 'target.build.llvm_for_test' is already registered"));
+  Var n = loop::MakeVar("n"), i = loop::MakeVar("i");
+  Buffer a = Buf("a", DType::kFloat32, {n}), out = Buf("out", DType::kFloat32, {n});
+  auto f = MakeFunc(
+      "negate", {a, out}, 1, {n},
+      Loop1D(i, n, loop::Store(out, {i}, loop::Mul(loop::Load(a, {i}), loop::FloatImm(-1)))));
+  auto mod = GetCodegen("llvm_for_test").build({f}, CodegenOptions{});
+  std::vector<float> x = {1, -2, 3}, y(3);
+  Call(mod->Lookup("negate"), {x.data(), y.data()}, {3});
+  EXPECT_EQ(y, (std::vector<float>{-1, 2, -3}));
 }
 
 }  // namespace

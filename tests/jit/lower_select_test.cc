@@ -534,7 +534,7 @@ std::vector<Tensor> RunGuarded(const Function& fn, const std::vector<Tensor>& in
   }
   std::vector<int64_t> scalars;
   for (const std::string& name : k.lowered.symbols) scalars.push_back(symbols.at(name));
-  k.fn(buffers.data(), scalars.data());
+  k.entry->cpu(buffers.data(), scalars.data());
   return outputs;
 }
 

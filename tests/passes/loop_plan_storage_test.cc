@@ -7,10 +7,10 @@
 
 #include "common/kernel_test_util.h"
 #include "common/loop_test_util.h"
+#include "engine/compile.h"
 #include "ir/loop/loop_text.h"
 #include "ir/loop/loop_visitor.h"
 #include "jit/kernel.h"
-#include "passes/compile.h"
 #include "passes/loop_pass.h"
 
 namespace kiln::loop {

@@ -1,5 +1,7 @@
-// Compiling one primitive (fused) function to a runnable kernel: lowering, the loop pipeline,
-// and code generation. The engine does this per fused group; tests use it per op.
+// Compiling one primitive (fused) function to a launchable kernel, for any target: lowering to
+// loop IR, the loop pipeline the target's code generator names, and the code generator itself,
+// both chosen by CodegenOptions::kind from the registry (jit/kernel.h GetCodegen,
+// `target.build.<kind>`). The engine does this per fused group; tests use it per op.
 #pragma once
 
 #include <map>
@@ -16,22 +18,29 @@ namespace kiln {
 
 struct CompiledKernel {
   LoweredKernel lowered;                   // after the loop pipeline
-  std::shared_ptr<CompiledModule> module;  // keeps the machine code alive
-  KernelFn fn = nullptr;
+  std::shared_ptr<CompiledModule> module;  // keeps the entry's code alive
+  // How to call it (jit/kernel.h): the CPU function, or the device launches. Points into
+  // `module`.
+  const KernelEntry* entry = nullptr;
   CompileTimings timings;  // lower_ms includes graph -> loop IR lowering and loop passes
 };
 
-// The loop-level pipeline run on every lowered kernel (LowerReductions, then the loop
-// passes registered for `opt_level`), under the current PassContext.
-loop::PrimFunc RunLoopPipeline(const loop::PrimFunc& f);
+// `fn` (typed, primitive) lowered to loop IR and put through the loop pipeline of `kind`'s code
+// generator, under the current PassContext (the "gpu" pipeline under its own, GpuLoopContext).
+LoweredKernel LowerKernel(const Function& fn, const std::string& name,
+                          const std::string& kind = "llvm");
 
-// Lowers `fn` (typed, primitive), runs the loop pipeline and compiles it with `target.build.llvm`.
+// `options` as the current PassContext's codegen.* keys adjust them (fast_math, fp_contract,
+// reassociate_reductions, slp_vectorize).
+CodegenOptions WithPassContextOptions(const CodegenOptions& options);
+
+// Lowers `fn` and compiles it with the code generator of `options.kind`, with the options
+// WithPassContextOptions gives.
 CompiledKernel CompileKernel(const Function& fn, const std::string& name,
                              const CodegenOptions& options = {});
 
-// A fused group as CUDA C (jit/cuda_codegen.h): lowered, put through GpuLoopPipeline, and
-// emitted as one function's kernels. `lowered.func` is the loop IR the source was made from.
-// Compiling the source to PTX is CompileCudaToPtx's (jit/nvrtc.h).
+// A fused group as CUDA C, without compiling it (which needs NVRTC): `lowered.func` is the loop
+// IR after the gpu pipeline, `source` what the cuda code generator makes of it.
 struct CudaKernelSource {
   LoweredKernel lowered;
   CudaModuleSource source;
@@ -50,8 +59,9 @@ KernelCall BindKernelCall(const LoweredKernel& l, const std::vector<Tensor>& inp
                           const std::vector<std::pair<DType, std::vector<int64_t>>>& out_types,
                           const std::map<std::string, int64_t>& symbols);
 
-// Runs a compiled kernel on concrete tensors: `inputs` bind the group function's parameters;
-// `symbols` the scalar parameters (by name); outputs are allocated from `out_shapes`.
+// Runs a compiled CPU kernel on concrete tensors: `inputs` bind the group function's
+// parameters; `symbols` the scalar parameters (by name); outputs are allocated from
+// `out_shapes`. A device kernel is kInvalidArgument.
 std::vector<Tensor> RunKernel(const CompiledKernel& k, const std::vector<Tensor>& inputs,
                               const std::vector<std::pair<DType, std::vector<int64_t>>>& out_types,
                               const std::map<std::string, int64_t>& symbols = {});

@@ -1,41 +1,40 @@
-#include "passes/compile.h"
+#include "engine/compile.h"
 
 #include <chrono>
 
 #include "ir/error.h"
-#include "ir/loop/loop_text.h"
-#include "passes/loop_pass.h"
+#include "passes/pass_context.h"
 #include "passes/pipeline.h"
 
 namespace kiln {
 
-loop::PrimFunc RunLoopPipeline(const loop::PrimFunc& f) {
-  IRModule m = IRModule().WithPrimFunc(f->name, LowerReductions(f));
-  m = (*DefaultLoopPipeline())(m);
-  loop::PrimFunc out = m.prim_funcs().at(f->name);
-  loop::Verify(out, /*allow_reduce=*/false);
-  return out;
+LoweredKernel LowerKernel(const Function& fn, const std::string& name, const std::string& kind) {
+  LoweredKernel l = LowerToLoops(fn, name);
+  l.func = RunLoopPipeline(l.func, GetCodegen(kind).loop_pipeline);
+  return l;
+}
+
+CodegenOptions WithPassContextOptions(const CodegenOptions& options) {
+  CodegenOptions o = options;
+  const PassContext& ctx = PassContext::Current();
+  o.fast_math = o.fast_math || ctx.GetConfigBool("codegen.fast_math");
+  o.fp_contract = o.fp_contract && ctx.GetConfigBool("codegen.fp_contract");
+  o.reassociate_reductions =
+      o.reassociate_reductions && ctx.GetConfigBool("codegen.reassociate_reductions");
+  o.slp_vectorize = o.slp_vectorize || ctx.GetConfigBool("codegen.slp_vectorize");
+  return o;
 }
 
 CompiledKernel CompileKernel(const Function& fn, const std::string& name,
                              const CodegenOptions& options) {
   auto t0 = std::chrono::steady_clock::now();
+  const CodeGenerator& generator = GetCodegen(options.kind);
   CompiledKernel k;
-  k.lowered = LowerToLoops(fn, name);
-  k.lowered.func = RunLoopPipeline(k.lowered.func);
+  k.lowered = LowerKernel(fn, name, options.kind);
   double lower_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  CodegenOptions opts = options;
-  opts.fast_math = opts.fast_math || PassContext::Current().GetConfigBool("codegen.fast_math");
-  opts.fp_contract =
-      opts.fp_contract && PassContext::Current().GetConfigBool("codegen.fp_contract");
-  opts.reassociate_reductions =
-      opts.reassociate_reductions &&
-      PassContext::Current().GetConfigBool("codegen.reassociate_reductions");
-  opts.slp_vectorize =
-      opts.slp_vectorize || PassContext::Current().GetConfigBool("codegen.slp_vectorize");
-  k.module = GetCodegen("target.build.llvm")({k.lowered.func}, opts);
-  k.fn = k.module->Lookup(name);
+  k.module = generator.build({k.lowered.func}, WithPassContextOptions(options));
+  k.entry = &k.module->Entry(name);
   k.timings = k.module->timings();
   k.timings.lower_ms += lower_ms;
   return k;
@@ -43,15 +42,7 @@ CompiledKernel CompileKernel(const Function& fn, const std::string& name,
 
 CudaKernelSource LowerKernelToCuda(const Function& fn, const std::string& name) {
   CudaKernelSource k;
-  k.lowered = LowerToLoops(fn, name);
-  {
-    PassContextScope scope(GpuLoopContext());
-    IRModule m = IRModule().WithPrimFunc(name, LowerReductions(k.lowered.func));
-    m = (*GpuLoopPipeline())(m);
-    k.lowered.func = m.prim_funcs().at(name);
-    scope.Close();
-  }
-  loop::Verify(k.lowered.func, /*allow_reduce=*/false);
+  k.lowered = LowerKernel(fn, name, "cuda");
   k.source = EmitCuda({k.lowered.func});
   return k;
 }
@@ -84,8 +75,11 @@ KernelCall BindKernelCall(const LoweredKernel& l, const std::vector<Tensor>& inp
 std::vector<Tensor> RunKernel(const CompiledKernel& k, const std::vector<Tensor>& inputs,
                               const std::vector<std::pair<DType, std::vector<int64_t>>>& out_types,
                               const std::map<std::string, int64_t>& symbols) {
+  if (k.entry->on_device())
+    Throw(ErrorCode::kInvalidArgument, "@", k.lowered.func->name,
+          " runs on a device: RunKernel calls CPU kernels only");
   KernelCall call = BindKernelCall(k.lowered, inputs, out_types, symbols);
-  k.fn(call.buffers.data(), call.scalars.data());
+  k.entry->cpu(call.buffers.data(), call.scalars.data());
   return call.outputs;
 }
 
