@@ -170,8 +170,28 @@ Engine::QueueAfterRun::~QueueAfterRun() {
   }
 }
 
+namespace {
+
+// The cancel flag of the runs this thread starts (Engine::CancelScope); null: not cancellable.
+thread_local const std::atomic<bool>* tls_cancel = nullptr;
+
+void ThrowIfCancelled(const Model& model) {
+  if (tls_cancel && tls_cancel->load(std::memory_order_relaxed))
+    Throw(ErrorCode::kCancelled, "model '", model.name(), "': run cancelled before it started");
+}
+
+}  // namespace
+
+Engine::CancelScope::CancelScope(const std::atomic<bool>* flag) : outer_(tls_cancel) {
+  tls_cancel = flag;
+}
+Engine::CancelScope::~CancelScope() {
+  tls_cancel = outer_;
+}
+
 void Engine::Run(const Model& model, std::span<const Tensor> inputs,
                  std::span<const Tensor> outputs) {
+  ThrowIfCancelled(model);
   if (model.segments()) {
     runs_.fetch_add(1, std::memory_order_relaxed);
     std::vector<Tensor> results = RunSegments(model, inputs);
@@ -206,6 +226,7 @@ void Engine::Run(const Model& model, std::span<const Tensor> inputs,
 }
 
 std::vector<Tensor> Engine::Run(const Model& model, std::span<const Tensor> inputs) {
+  ThrowIfCancelled(model);
   runs_.fetch_add(1, std::memory_order_relaxed);
   return RunPart(model, inputs);
 }
@@ -415,8 +436,17 @@ std::vector<Tensor> Engine::RunSegments(const Model& model, std::span<const Tens
 }
 
 void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor* outputs) {
+  // Read here, on the run's thread: run_all may run on one of the arena's.
+  const std::atomic<bool>* cancel = tls_cancel;
   ScratchPool::Scratch* scratch =
       exe.plan.peak_bytes ? scratch_.Acquire(exe.plan.peak_bytes) : nullptr;
+  struct Release {  // the arena goes back however the run ends (a cancelled run throws)
+    ScratchPool& pool;
+    ScratchPool::Scratch* scratch;
+    ~Release() {
+      if (scratch) pool.Release(scratch);
+    }
+  } release{scratch_, scratch};
   std::byte* arena = scratch ? scratch->data : nullptr;
   void* const* constants = exe.code->constant_data.data();
   auto resolve = [&](const BufferRef& r) -> void* {
@@ -435,6 +465,9 @@ void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor*
   auto run_all = [&] {
     void* buffers[kMaxKernelBuffers];
     for (const KernelLaunch& k : exe.launches()) {
+      if (cancel && cancel->load(std::memory_order_relaxed))
+        Throw(ErrorCode::kCancelled, exe.shape_key, ": run cancelled after ",
+              &k - exe.launches().data(), " of ", exe.launches().size(), " kernels");
       const BufferRef* refs = exe.buffer_refs.data() + k.first_buffer;
       for (uint32_t i = 0; i < k.num_buffers; ++i) buffers[i] = resolve(refs[i]);
       if (!k.profile) {
@@ -465,7 +498,6 @@ void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor*
     });
   else
     run_all();
-  if (scratch) scratch_.Release(scratch);
 }
 
 // Arenas are CPU data space from the CPU DeviceAPI (64-byte aligned); they are allocated only

@@ -207,6 +207,22 @@ class Engine {
   // The same, allocating the outputs.
   std::vector<Tensor> Run(const Model& model, std::span<const Tensor> inputs);
 
+  // Makes the runs the calling thread starts while it lives cancellable by `*flag` (not owned;
+  // it must outlive the scope): such a run checks it before it looks up or compiles its
+  // executable and before each kernel launch (a launch in progress finishes), and once it is
+  // set throws kCancelled naming the shape key and how far the run got. Scopes nest; the inner
+  // one's flag applies. How kiln_run_cancel stops an asynchronous run.
+  class CancelScope {
+   public:
+    explicit CancelScope(const std::atomic<bool>* flag);
+    ~CancelScope();
+    CancelScope(const CancelScope&) = delete;
+    CancelScope& operator=(const CancelScope&) = delete;
+
+   private:
+    const std::atomic<bool>* outer_;
+  };
+
   // The executable for these inputs' shapes, compiled if it is not cached (nothing runs). A
   // model run in segments has no one executable: its head's is prepared and returned (null
   // when it has no head); the rest's shapes are known only once a run gets there.

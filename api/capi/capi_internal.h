@@ -69,6 +69,27 @@ std::string Str(const char* s, const char* fn, const char* what);
 char* NewCString(const std::string& s);
 std::string Join(const std::vector<std::string>& v, const char* sep);
 
+// A run whose arguments (kiln_engine_run's) are checked and bound, to execute now or on a
+// stream (engine_api.cc). Holds the inputs' tensors (their storage is shared, so the caller's
+// handles may go); `engine`, `model`, the `outputs` slot array and the tensors in it are the
+// caller's and must outlive Execute.
+struct PreparedRun {
+  kiln::Engine* engine = nullptr;
+  const kiln_model* model = nullptr;
+  std::vector<kiln::Tensor> inputs;
+  kiln_tensor** outputs = nullptr;
+  std::vector<size_t> index;  // the model output each slot receives
+  bool in_place = false;      // every output given in place, in model order
+  std::string fn;             // the C function, for messages
+  // Runs the model and fills the slots, as kiln_engine_run documents; throws kiln::Error.
+  void Execute() const;
+};
+// Errors name `fn` and the argument at fault, as kiln_engine_run's do.
+PreparedRun PrepareRun(kiln_engine* engine, const kiln_model* model, size_t num_inputs,
+                       const char* const* input_names, const kiln_tensor* const* inputs,
+                       size_t num_outputs, const char* const* output_names, kiln_tensor** outputs,
+                       const char* fn);
+
 }  // namespace kiln_capi
 
 // The boundary: one frame for every fallible function. `__func__` names the function in the

@@ -245,6 +245,108 @@ std::string StatsJson(const kiln::EngineStats& s) {
 
 }  // namespace
 
+namespace kiln_capi {
+
+PreparedRun PrepareRun(kiln_engine* engine, const kiln_model* model, size_t num_inputs,
+                       const char* const* input_names, const kiln_tensor* const* inputs,
+                       size_t num_outputs, const char* const* output_names, kiln_tensor** outputs,
+                       const char* fn) {
+  if (!engine) Throw(ErrorCode::kInvalidArgument, fn, ": engine is NULL");
+  if (!model) Throw(ErrorCode::kInvalidArgument, fn, ": model is NULL");
+  const kiln_model& m = *model;
+  PreparedRun run;
+  run.engine = engine->engine.get();
+  run.model = model;
+  run.fn = fn;
+  run.inputs = GatherInputs(m, num_inputs, input_names, inputs, fn);
+  if (num_outputs && !outputs) Throw(ErrorCode::kInvalidArgument, fn, ": outputs is NULL");
+  if (!output_names && num_outputs != m.outputs.size())
+    Throw(ErrorCode::kInvalidArgument, fn, ": model '", m.model->name(), "' has ", m.outputs.size(),
+          " outputs, given ", num_outputs, " slots (and no output names)");
+  run.outputs = outputs;
+
+  // Which model output each slot receives; whether every output is written in place, in order.
+  std::vector<size_t>& index = run.index;
+  index.resize(num_outputs);
+  bool in_place = num_outputs == m.outputs.size();
+  for (size_t j = 0; j < num_outputs; ++j) {
+    index[j] = j;
+    if (output_names) {
+      if (!output_names[j])
+        Throw(ErrorCode::kInvalidArgument, fn, ": output_names[", j, "] is NULL");
+      auto it = std::find_if(m.outputs.begin(), m.outputs.end(),
+                             [&](const kiln_model::Io& io) { return io.name == output_names[j]; });
+      if (it == m.outputs.end()) {
+        std::vector<std::string> known;
+        for (const kiln_model::Io& io : m.outputs) known.push_back(io.name);
+        Throw(ErrorCode::kNotFound, fn, ": model '", m.model->name(), "' has no output '",
+              output_names[j], "' (its outputs: ", Join(known, ", "), ")");
+      }
+      index[j] = static_cast<size_t>(it - m.outputs.begin());
+      for (size_t k = 0; k < j; ++k)
+        if (index[k] == index[j])
+          Throw(ErrorCode::kInvalidArgument, fn, ": output '", output_names[j],
+                "' is asked for twice");
+    }
+    if (outputs[j] && !Matches(m.outputs[index[j]].type, outputs[j]->t))
+      Throw(ErrorCode::kInvalidArgument, fn, ": model '", m.model->name(), "': output '",
+            m.outputs[index[j]].name, "': expected ", kiln::TypeToString(m.outputs[index[j]].type),
+            ", given ", outputs[j]->t.TypeString());
+    in_place = in_place && outputs[j] && index[j] == j;
+  }
+  run.in_place = in_place;
+  return run;
+}
+
+void PreparedRun::Execute() const {
+  const kiln_model& m = *model;
+  const std::vector<kiln::Tensor>& in = inputs;
+  const size_t num_outputs = index.size();
+  const char* const func = fn.c_str();
+  if (in_place) {
+    std::vector<kiln::Tensor> out;
+    out.reserve(num_outputs);
+    for (size_t j = 0; j < num_outputs; ++j) out.push_back(outputs[j]->t);
+    try {
+      engine->Run(*m.model, in, out);
+    } catch (const kiln::Error& e) {
+      // A model run in segments names the output and the size this run made itself.
+      if (e.code() != ErrorCode::kInvalidArgument || m.model->segments()) throw;
+      // A concrete dim of an output is wrong: name the output (only on this error path).
+      std::vector<std::string> want = ExpectedOutputTypes(m, in);
+      for (size_t j = 0; j < num_outputs; ++j)
+        if (want[j] != out[j].TypeString())
+          Throw(ErrorCode::kInvalidArgument, func, ": model '", m.model->name(), "': output '",
+                m.outputs[j].name, "': expected ", want[j], ", given ", out[j].TypeString());
+      throw;
+    }
+    return;
+  }
+
+  std::vector<kiln::Tensor> all = engine->Run(*m.model, in);
+  // Check the in-place slots and make the new handles before writing any slot.
+  std::vector<std::unique_ptr<kiln_tensor>> fresh(num_outputs);
+  for (size_t j = 0; j < num_outputs; ++j) {
+    const kiln::Tensor& r = all[index[j]];
+    if (!outputs[j]) {
+      fresh[j] = std::make_unique<kiln_tensor>();
+      fresh[j]->t = r;
+    } else if (outputs[j]->t.dtype() != r.dtype() || outputs[j]->t.shape() != r.shape()) {
+      Throw(ErrorCode::kInvalidArgument, func, ": model '", m.model->name(), "': output '",
+            m.outputs[index[j]].name, "': expected ", r.TypeString(), ", given ",
+            outputs[j]->t.TypeString());
+    }
+  }
+  for (size_t j = 0; j < num_outputs; ++j) {
+    if (fresh[j])
+      outputs[j] = fresh[j].release();
+    else if (size_t n = all[index[j]].nbytes())
+      std::memcpy(outputs[j]->t.raw_data(), all[index[j]].raw_data(), n);
+  }
+}
+
+}  // namespace kiln_capi
+
 extern "C" {
 
 // ---- options ------------------------------------------------------------------------------
@@ -463,84 +565,9 @@ kiln_status kiln_engine_run(kiln_engine* engine, const kiln_model* model, size_t
                             size_t num_outputs, const char* const* output_names,
                             kiln_tensor** outputs) {
   KILN_API_BEGIN
-  KILN_REQUIRE(engine);
-  KILN_REQUIRE(model);
-  const kiln_model& m = *model;
-  std::vector<kiln::Tensor> in = GatherInputs(m, num_inputs, input_names, inputs, __func__);
-  if (num_outputs && !outputs) Throw(ErrorCode::kInvalidArgument, __func__, ": outputs is NULL");
-  if (!output_names && num_outputs != m.outputs.size())
-    Throw(ErrorCode::kInvalidArgument, __func__, ": model '", m.model->name(), "' has ",
-          m.outputs.size(), " outputs, given ", num_outputs, " slots (and no output names)");
-
-  // Which model output each slot receives; whether every output is written in place, in order.
-  std::vector<size_t> index(num_outputs);
-  bool in_place = num_outputs == m.outputs.size();
-  for (size_t j = 0; j < num_outputs; ++j) {
-    index[j] = j;
-    if (output_names) {
-      if (!output_names[j])
-        Throw(ErrorCode::kInvalidArgument, __func__, ": output_names[", j, "] is NULL");
-      auto it = std::find_if(m.outputs.begin(), m.outputs.end(),
-                             [&](const kiln_model::Io& io) { return io.name == output_names[j]; });
-      if (it == m.outputs.end()) {
-        std::vector<std::string> known;
-        for (const kiln_model::Io& io : m.outputs) known.push_back(io.name);
-        Throw(ErrorCode::kNotFound, __func__, ": model '", m.model->name(), "' has no output '",
-              output_names[j], "' (its outputs: ", Join(known, ", "), ")");
-      }
-      index[j] = static_cast<size_t>(it - m.outputs.begin());
-      for (size_t k = 0; k < j; ++k)
-        if (index[k] == index[j])
-          Throw(ErrorCode::kInvalidArgument, __func__, ": output '", output_names[j],
-                "' is asked for twice");
-    }
-    if (outputs[j] && !Matches(m.outputs[index[j]].type, outputs[j]->t))
-      Throw(ErrorCode::kInvalidArgument, __func__, ": model '", m.model->name(), "': output '",
-            m.outputs[index[j]].name, "': expected ", kiln::TypeToString(m.outputs[index[j]].type),
-            ", given ", outputs[j]->t.TypeString());
-    in_place = in_place && outputs[j] && index[j] == j;
-  }
-
-  if (in_place) {
-    std::vector<kiln::Tensor> out;
-    out.reserve(num_outputs);
-    for (size_t j = 0; j < num_outputs; ++j) out.push_back(outputs[j]->t);
-    try {
-      engine->engine->Run(*m.model, in, out);
-    } catch (const kiln::Error& e) {
-      // A model run in segments names the output and the size this run made itself.
-      if (e.code() != ErrorCode::kInvalidArgument || m.model->segments()) throw;
-      // A concrete dim of an output is wrong: name the output (only on this error path).
-      std::vector<std::string> want = ExpectedOutputTypes(m, in);
-      for (size_t j = 0; j < num_outputs; ++j)
-        if (want[j] != out[j].TypeString())
-          Throw(ErrorCode::kInvalidArgument, __func__, ": model '", m.model->name(), "': output '",
-                m.outputs[j].name, "': expected ", want[j], ", given ", out[j].TypeString());
-      throw;
-    }
-    return KILN_OK;
-  }
-
-  std::vector<kiln::Tensor> all = engine->engine->Run(*m.model, in);
-  // Check the in-place slots and make the new handles before writing any slot.
-  std::vector<std::unique_ptr<kiln_tensor>> fresh(num_outputs);
-  for (size_t j = 0; j < num_outputs; ++j) {
-    const kiln::Tensor& r = all[index[j]];
-    if (!outputs[j]) {
-      fresh[j] = std::make_unique<kiln_tensor>();
-      fresh[j]->t = r;
-    } else if (outputs[j]->t.dtype() != r.dtype() || outputs[j]->t.shape() != r.shape()) {
-      Throw(ErrorCode::kInvalidArgument, __func__, ": model '", m.model->name(), "': output '",
-            m.outputs[index[j]].name, "': expected ", r.TypeString(), ", given ",
-            outputs[j]->t.TypeString());
-    }
-  }
-  for (size_t j = 0; j < num_outputs; ++j) {
-    if (fresh[j])
-      outputs[j] = fresh[j].release();
-    else if (size_t n = all[index[j]].nbytes())
-      std::memcpy(outputs[j]->t.raw_data(), all[index[j]].raw_data(), n);
-  }
+  kiln_capi::PrepareRun(engine, model, num_inputs, input_names, inputs, num_outputs, output_names,
+                        outputs, __func__)
+      .Execute();
   KILN_API_END
 }
 

@@ -368,6 +368,41 @@ kiln_status kiln_engine_run(kiln_engine* engine, const kiln_model* model, size_t
                             size_t num_outputs, const char* const* output_names,
                             kiln_tensor** outputs);
 
+/* Asynchronous runs. A stream is an ordered queue of runs for one engine: the runs enqueued on
+ * it execute one after another, in order, on the stream's own thread (a CPU device stream);
+ * runs on different streams overlap. The engine must outlive its streams. */
+typedef struct kiln_stream kiln_stream;
+kiln_status kiln_stream_create(kiln_engine* engine, kiln_stream** out);
+/* Waits for the runs enqueued on the stream, then frees it. */
+void kiln_stream_destroy(kiln_stream* stream);
+
+/* One asynchronous run: whether it has finished, and how. */
+typedef struct kiln_run kiln_run;
+
+/* Checks the arguments as kiln_engine_run does (an error is returned here and nothing is
+ * enqueued), enqueues the run on `stream` and returns at once with `*out_run`, the caller's to
+ * free with kiln_run_destroy. The run holds its inputs (a tensor from kiln_tensor_wrap must
+ * keep its memory until the run has finished); it writes the output slots when it executes,
+ * so the `outputs` array, the tensors given in place, `model` and `engine` must stay alive
+ * until kiln_run_wait has returned. Outputs follow kiln_engine_run's rules. */
+kiln_status kiln_engine_run_async(kiln_engine* engine, const kiln_model* model, kiln_stream* stream,
+                                  size_t num_inputs, const char* const* input_names,
+                                  const kiln_tensor* const* inputs, size_t num_outputs,
+                                  const char* const* output_names, kiln_tensor** outputs,
+                                  kiln_run** out_run);
+/* Blocks until the run has finished and returns its status: KILN_OK, its error (with
+ * kiln_last_error set on this thread), or KILN_CANCELLED. May be called again, from any thread. */
+kiln_status kiln_run_wait(kiln_run* run);
+/* `*done` is 1 once the run has finished (kiln_run_wait then returns at once), else 0. */
+kiln_status kiln_run_is_done(const kiln_run* run, int* done);
+/* Asks the run to stop: a run that has not started never starts; a running one stops before
+ * its next kernel launch (the kernel running finishes). It then ends with KILN_CANCELLED and
+ * makes no output handle (outputs given in place may hold partial results). A run that has
+ * finished is left as it is. */
+kiln_status kiln_run_cancel(kiln_run* run);
+/* Waits for the run, then frees it. */
+void kiln_run_destroy(kiln_run* run);
+
 /* Compiles `model` for these inputs' shapes without running it (same arguments as a run's
  * inputs). */
 kiln_status kiln_engine_prepare(kiln_engine* engine, const kiln_model* model, size_t num_inputs,
