@@ -115,7 +115,7 @@ KernelStore::LoadResult DiskKernelStore::Load(const KernelKey& key,
       Throw(ErrorCode::kUnsupported, "a ", generator.kind, " module cannot be loaded back");
     k.lowered = LowerKernel(key.group, name, key.codegen.kind);
     k.timings.lower_ms = MsSince(t0);
-    k.module = generator.load(object, key.codegen);
+    k.module = generator.load(object, {k.lowered.func}, key.codegen);
     k.entry = &k.module->Entry(name);
     k.timings.codegen_ms = k.module->timings().codegen_ms;
     *kernel = std::make_shared<const CompiledKernel>(std::move(k));

@@ -66,9 +66,21 @@ CodeGenerator CudaCodeGenerator() {
     return o;
   };
   g.build = BuildCuda;
-  // Not stored on disk yet: a module's launch objects come from the CUDA C emitter, and the
-  // PTX alone does not record them.
-  g.load = nullptr;
+  // The PTX comes back from the cache (no NVRTC run); the launch objects from the emitter, which
+  // is a walk over the PrimFuncs.
+  g.load = [](const std::string& ptx, const std::vector<loop::PrimFunc>& funcs,
+              const CodegenOptions&) -> std::unique_ptr<CompiledModule> {
+    auto m = std::make_unique<CudaCompiledModule>();
+    CudaModuleSource source = EmitCuda(funcs);
+    for (KernelEntry& e : source.functions)
+      for (const DeviceLaunch& l : e.launches)
+        if (ptx.find(".entry " + l.kernel + "(") == std::string::npos)
+          Throw(ErrorCode::kCompileError, "cached kernels: the PTX has no kernel ", l.kernel);
+    m->ptx_ = ptx;
+    m->source_ = std::move(source.code);
+    for (KernelEntry& e : source.functions) m->entries_[e.name] = std::move(e);
+    return m;
+  };
   g.identity = [](const CodegenOptions& o) {
     return StrCat("nvrtc=", NvrtcVersion(), "\narch=", o.arch);
   };

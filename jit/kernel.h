@@ -175,9 +175,12 @@ struct CodeGenerator {
   // The options a Target of this kind (devices/target.h) asks for; its errors name the attribute.
   std::function<CodegenOptions(const Target&)> options;
   BuildFn build;
-  // Reads back what CompiledModule::object gave, for the same PrimFuncs and options; nullptr
-  // where the target's modules cannot be stored (the disk cache then skips them).
-  std::function<std::unique_ptr<CompiledModule>(const std::string& object, const CodegenOptions&)>
+  // Reads back what CompiledModule::object gave for `funcs` and the options (the PrimFuncs
+  // after the loop pipeline, as `build` had them: the entries' argument layouts and launches
+  // come from them); nullptr where the target's modules cannot be stored (the disk cache then
+  // skips them).
+  std::function<std::unique_ptr<CompiledModule>(
+      const std::string& object, const std::vector<loop::PrimFunc>& funcs, const CodegenOptions&)>
       load;
   // Everything the code depends on besides the PrimFuncs and the options themselves (compiler
   // versions, the resolved machine), for persistent cache keys: a stored module is used only

@@ -401,8 +401,19 @@ CodeGenerator LLVMCodeGenerator() {
   g.build = [](const std::vector<loop::PrimFunc>& f, const CodegenOptions& o) {
     return BuildLLVM(f, o);
   };
-  g.load = [](const std::string& object, const CodegenOptions& o) {
-    return LoadLLVMObject(object, o);
+  g.load = [](const std::string& object, const std::vector<loop::PrimFunc>& funcs,
+              const CodegenOptions& o) -> std::unique_ptr<CompiledModule> {
+    auto m = LoadLLVMObject(object, o);
+    // The object has the code; the argument layouts are the PrimFuncs'.
+    auto* llvm_module = static_cast<LLVMCompiledModule*>(m.get());
+    for (const loop::PrimFunc& f : funcs) {
+      auto it = llvm_module->kernels_.find(f->name);
+      if (it == llvm_module->kernels_.end())
+        Throw(ErrorCode::kCompileError, "cached kernels: the object has no @", f->name);
+      it->second.num_buffers = static_cast<uint32_t>(f->buffer_params.size());
+      it->second.scalar_params = f->scalar_params;
+    }
+    return m;
   };
   g.identity = [](const CodegenOptions& o) {
     return StrCat("llvm=", LLVMVersion(), "\nmachine=", LLVMTargetDescription(o));

@@ -21,6 +21,7 @@
 #include "ir/interpreter.h"
 #include "ir/type_infer.h"
 #include "jit/disk_cache.h"
+#include "jit/nvrtc.h"
 
 namespace kiln {
 namespace {
@@ -247,6 +248,42 @@ TEST(EngineDiskCache, TwoBuildsNeverLoadEachOthersEntries) {
   ASSERT_NE(loaded, nullptr);
   ASSERT_NE(loaded->entry, nullptr);
   EXPECT_NE(loaded->entry->cpu, nullptr);
+}
+
+// A cuda module is stored as its PTX under the key of NVRTC's version and the arch, and comes
+// back without NVRTC compiling again, with the launch objects the emitter gives.
+TEST(EngineDiskCache, CudaModulesAreStoredAsPtxWithTheirLaunches) {
+  if (!NvrtcUnavailable().empty()) GTEST_SKIP() << "NVRTC cannot be loaded: " << NvrtcUnavailable();
+  TempDir dir;
+  DiskKernelStore store(dir.path(), 1 << 20);
+  Var x = MakeVar("x", TensorType({3, 8}, DType::kFloat32));
+  Function group =
+      InferTypes(MakeFunction({x}, MakeCall("relu", {x}, {}), nullptr, Attrs{{"primitive", true}}));
+  const std::string target = "cuda -arch=sm_80";
+  CodegenOptions options = GetCodegen("cuda").options(Target::Parse(target));
+  KernelKey key = KernelKey::Make(group, target, options, 42);
+  EXPECT_THAT(store.KeyText(key), HasSubstr(StrCat("nvrtc=", NvrtcVersion(), "\narch=sm_80\n")));
+  CompiledKernel kernel = CompileKernel(group, "k_relu", options);
+  ASSERT_TRUE(kernel.entry->on_device());
+  store.Store(key, kernel);
+  std::shared_ptr<const CompiledKernel> loaded;
+  ASSERT_EQ(store.Load(key, &loaded), KernelStore::LoadResult::kHit);
+  ASSERT_NE(loaded, nullptr);
+  EXPECT_EQ(loaded->module->object(), kernel.module->object());  // the same PTX
+  EXPECT_THAT(loaded->module->object(), HasSubstr(".target sm_80"));
+  const KernelEntry& want = *kernel.entry;
+  const KernelEntry& got = *loaded->entry;
+  EXPECT_TRUE(got.on_device());
+  EXPECT_EQ(got.num_buffers, want.num_buffers);
+  EXPECT_EQ(got.scalar_params.size(), want.scalar_params.size());
+  EXPECT_EQ(got.scratch.size(), want.scratch.size());
+  ASSERT_EQ(got.launches.size(), want.launches.size());
+  for (size_t i = 0; i < got.launches.size(); ++i)
+    EXPECT_EQ(got.launches[i].kernel, want.launches[i].kernel);
+  // PTX without the kernels the group needs is rejected, not loaded.
+  EXPECT_THAT(
+      ErrorMessage([&] { GetCodegen("cuda").load("// empty\n", {loaded->lowered.func}, options); }),
+      HasSubstr("the PTX has no kernel"));
 }
 
 // The identity is a real hash of this build's code generator, not a placeholder.
