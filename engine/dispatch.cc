@@ -15,6 +15,7 @@
 #include "ir/dynamic.h"
 #include "ir/error.h"
 #include "jit/runtime.h"
+#include "jit/tbb_handoff.h"
 
 namespace kiln {
 
@@ -491,13 +492,16 @@ void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor*
   // at 2 threads, min of 5-10 alternating runs, the MLP at batch 1 21.8 -> 20.4 us, the
   // encoder at 1x16 195 -> 188 us, the MobileNet-style net 2448 -> 2314 us, dynamic_conv at
   // 224x224 1497 -> 1454 us, the small CNN at batch 1 134 -> 130 us.
-  if (exe.parallel)
-    arena_.execute([&] {
+  if (exe.parallel) {
+    TbbHandoff handoff;  // execute may hand the functor to a worker of the arena
+    arena_.execute(handoff.Wrap([&] {
       ParallelTeam team(teams_, arena_.max_concurrency());
       run_all();
-    });
-  else
+    }));
+    handoff.Joined();
+  } else {
     run_all();
+  }
 }
 
 // Arenas are CPU data space from the CPU DeviceAPI (64-byte aligned); they are allocated only

@@ -16,13 +16,12 @@
 #include <set>
 #include <unordered_map>
 
-#include <tbb/parallel_for_each.h>
-
 #include "engine/engine.h"
 #include "ir/dynamic.h"
 #include "ir/error.h"
 #include "ir/loop/loop_visitor.h"
 #include "ir/type_infer.h"
+#include "jit/tbb_handoff.h"
 
 namespace kiln {
 
@@ -220,14 +219,13 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
       }
     };
     if (groups.size() > 1 && ctx->instruments().empty()) {
-      req.arena->execute([&] {
-        tbb::parallel_for_each(groups.begin(), groups.end(), [&](GroupCompile& g) {
-          // The current PassContext is per thread: each task enters one of its own, made from
-          // the same options, so passes on workers see the engine's configuration.
-          PassContextScope task_scope(MakePassContext());
-          compile(g);
-        });
-      });
+      auto each = [&](GroupCompile& g) {
+        // The current PassContext is per thread: each task enters one of its own, made from
+        // the same options, so passes on workers see the engine's configuration.
+        PassContextScope task_scope(MakePassContext());
+        compile(g);
+      };
+      ParallelEach(*req.arena, groups, each);
     } else {
       for (GroupCompile& g : groups) compile(g);
     }

@@ -1,5 +1,7 @@
 #include "jit/runtime.h"
 
+#include "jit/tbb_handoff.h"
+
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
@@ -179,10 +181,11 @@ extern "C" void kiln_parallel_for(int64_t begin, int64_t end, void (*body)(int64
       body(begin, end, closure);  // a one-thread run: no chunks to hand out
     return;
   }
-  tbb::parallel_for(
-      tbb::blocked_range<int64_t>(begin, end),
-      [&](const tbb::blocked_range<int64_t>& r) {
-        kiln::RunChunk(body, r.begin(), r.end(), closure);
-      },
-      tbb::static_partitioner());
+  kiln::TbbHandoff handoff;
+  tbb::parallel_for(tbb::blocked_range<int64_t>(begin, end),
+                    handoff.Wrap([&](const tbb::blocked_range<int64_t>& r) {
+                      kiln::RunChunk(body, r.begin(), r.end(), closure);
+                    }),
+                    tbb::static_partitioner());
+  handoff.Joined();
 }
