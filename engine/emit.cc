@@ -35,10 +35,12 @@ std::vector<std::string> Engine::EmitKernels(const Model& model, std::span<const
     Throw(e.code(), "target: ", e.what());
   }
   const CodeGenerator& generator = GetCodegen(std::string(TargetKindName(target.kind())));
-  if (std::find(generator.formats.begin(), generator.formats.end(), format) ==
-      generator.formats.end()) {
+  auto fmt = std::find_if(generator.formats.begin(), generator.formats.end(),
+                          [&](const CodeGenerator::EmitFormat& f) { return f.name == format; });
+  if (fmt == generator.formats.end()) {
     std::string formats;
-    for (const std::string& f : generator.formats) formats += (formats.empty() ? "" : ", ") + f;
+    for (const CodeGenerator::EmitFormat& f : generator.formats)
+      formats += (formats.empty() ? "" : ", ") + f.name;
     Throw(ErrorCode::kInvalidArgument, "a ", generator.kind, " target emits ", formats, ", not '",
           format, "'");
   }
@@ -75,7 +77,7 @@ std::vector<std::string> Engine::EmitKernels(const Model& model, std::span<const
     } catch (const Error& err) {
       Throw(err.code(), "kernel '", name, "': ", err.what());
     }
-    path += format == "cuda" ? ".cu" : format == "ptx" ? ".ptx" : format == "asm" ? ".s" : ".ll";
+    path += fmt->extension;
     WriteFile(path, text);
     written.push_back(path.string());
   }

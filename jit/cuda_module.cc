@@ -84,7 +84,7 @@ CodeGenerator CudaCodeGenerator() {
   g.identity = [](const CodegenOptions& o) {
     return StrCat("nvrtc=", NvrtcVersion(), "\narch=", o.arch);
   };
-  g.formats = {"cuda", "ptx"};
+  g.formats = {{"cuda", ".cu"}, {"ptx", ".ptx"}};
   g.emit = [](const std::vector<loop::PrimFunc>& funcs, const CodegenOptions& o,
               const std::string& format) {
     if (format != "cuda" && format != "ptx")

@@ -186,9 +186,13 @@ struct CodeGenerator {
   // versions, the resolved machine), for persistent cache keys: a stored module is used only
   // where the identity is the same.
   std::function<std::string(const CodegenOptions&)> identity;
-  // What `kiln compile --emit` can write, and the text for one format (kInvalidArgument for
-  // one not in `formats`).
-  std::vector<std::string> formats;
+  // What `kiln compile --emit` can write (each format's name and its files' extension), and the
+  // text for one format (kInvalidArgument for one not in `formats`).
+  struct EmitFormat {
+    std::string name;       // "ptx"
+    std::string extension;  // ".ptx"
+  };
+  std::vector<EmitFormat> formats;
   std::function<std::string(const std::vector<loop::PrimFunc>&, const CodegenOptions&,
                             const std::string& format)>
       emit;

@@ -418,7 +418,7 @@ CodeGenerator LLVMCodeGenerator() {
   g.identity = [](const CodegenOptions& o) {
     return StrCat("llvm=", LLVMVersion(), "\nmachine=", LLVMTargetDescription(o));
   };
-  g.formats = {"llvm", "asm"};
+  g.formats = {{"llvm", ".ll"}, {"asm", ".s"}};
   g.emit = [](const std::vector<loop::PrimFunc>& f, const CodegenOptions& o,
               const std::string& format) {
     if (format != "llvm" && format != "asm")

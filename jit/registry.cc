@@ -81,20 +81,17 @@ const CodeGenerator& GetCodegen(const std::string& kind) {
 }
 
 DeviceCallShape ShapeDeviceCall(const KernelEntry& entry, const int64_t* scalars) {
-  std::map<const loop::VarNode*, int64_t> vars;
-  for (size_t i = 0; i < entry.scalar_params.size(); ++i)
-    vars[entry.scalar_params[i].get()] = scalars[i];
   DeviceCallShape shape;
   unsigned widest = 1;
   for (const DeviceLaunch& l : entry.launches) {
-    int64_t threads = loop::EvalIndex(l.threads, vars);
+    int64_t threads = loop::EvalIndex(l.threads, entry.scalar_params, scalars);
     int64_t blocks = (threads + l.block_threads - 1) / l.block_threads;
     shape.grids.push_back(static_cast<unsigned>(
         std::clamp<int64_t>(blocks, 1, static_cast<int64_t>(entry.max_blocks))));
     widest = std::max(widest, shape.grids.back() * l.block_threads);
   }
   for (const DeviceScratch& s : entry.scratch) {
-    int64_t n = std::max<int64_t>(loop::EvalIndex(s.numel, vars), 0);
+    int64_t n = std::max<int64_t>(loop::EvalIndex(s.numel, entry.scalar_params, scalars), 0);
     shape.scratch_bytes.push_back(static_cast<size_t>(n) * (s.per_thread ? widest : 1) *
                                   DTypeSize(s.dtype));
   }

@@ -286,22 +286,43 @@ bool FoldIntBinary(BinaryOp op, int64_t a, int64_t b, DType t, int64_t* out) {
   return false;
 }
 
-int64_t EvalIndex(const Expr& e, const std::map<const VarNode*, int64_t>& vars) {
+namespace {
+
+// `lookup(v)` gives a variable's value, or nullptr when it has none.
+template <class Lookup>
+int64_t EvalIndexWith(const Expr& e, const Lookup& lookup) {
   if (const auto* i = AsIntImm(e)) return i->value;
   if (const auto* v = AsVar(e)) {
-    auto it = vars.find(v);
-    if (it == vars.end())
+    const int64_t* value = lookup(v);
+    if (!value)
       Throw(ErrorCode::kInvalidArgument, "index expression: '", v->name, "' has no value");
-    return it->second;
+    return *value;
   }
-  if (const auto* c = AsCast(e)) return EvalIndex(c->value, vars);
+  if (const auto* c = AsCast(e)) return EvalIndexWith(c->value, lookup);
   if (const auto* b = AsBinary(e)) {
-    int64_t x = EvalIndex(b->a, vars), y = EvalIndex(b->b, vars), r = 0;
+    int64_t x = EvalIndexWith(b->a, lookup), y = EvalIndexWith(b->b, lookup), r = 0;
     if (FoldIntBinary(b->op, x, y, DType::kInt64, &r)) return r;
     bool div = b->op == BinaryOp::kDiv || b->op == BinaryOp::kFloorDiv;
     if (div || b->op == BinaryOp::kFloorMod) return y == 0 || !div ? 0 : WrapSub(0, x);
   }
   Throw(ErrorCode::kInvalidArgument, "index expression: cannot evaluate a ", ExprKindName(e->kind));
+}
+
+}  // namespace
+
+int64_t EvalIndex(const Expr& e, const std::map<const VarNode*, int64_t>& vars) {
+  return EvalIndexWith(e, [&](const VarNode* v) -> const int64_t* {
+    auto it = vars.find(v);
+    return it == vars.end() ? nullptr : &it->second;
+  });
+}
+
+int64_t EvalIndex(const Expr& e, const std::vector<Var>& params, const int64_t* values) {
+  return EvalIndexWith(e, [&](const VarNode* v) -> const int64_t* {
+    for (size_t i = 0; i < params.size(); ++i)
+      if (params[i].get() == v) return &values[i];
+    return nullptr;
+  });
 }
 
 Expr MakeBinary(BinaryOp op, Expr a, Expr b) {

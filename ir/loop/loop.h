@@ -360,5 +360,8 @@ bool FoldIntBinary(BinaryOp op, int64_t a, int64_t b, DType t, int64_t* out);
 // generators. A variable not in `vars` or another kind of expression is kInvalidArgument naming
 // it: launchers size grids and scratch with this from a kernel's scalar arguments.
 int64_t EvalIndex(const Expr& e, const std::map<const VarNode*, int64_t>& vars);
+// The same with the variables given by position: params[i] has values[i]. No allocation, for
+// launch paths that evaluate per call.
+int64_t EvalIndex(const Expr& e, const std::vector<Var>& params, const int64_t* values);
 
 }  // namespace kiln::loop

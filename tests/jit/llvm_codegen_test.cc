@@ -1061,6 +1061,9 @@ TEST(CodegenRegistry, FindsEveryTargetOfTheListByKindOrName) {
     EXPECT_EQ(&GetCodegen(std::string("target.build.") + kind), &g);
     EXPECT_TRUE(g.build && g.options && g.identity && g.emit) << kind;
     EXPECT_FALSE(g.formats.empty()) << kind;
+    for (const CodeGenerator::EmitFormat& f : g.formats)
+      EXPECT_TRUE(!f.name.empty() && f.extension.size() > 1 && f.extension[0] == '.')
+          << kind << " format '" << f.name << "' extension '" << f.extension << "'";
   }
   EXPECT_EQ(GetCodegen("llvm").loop_pipeline, "cpu");
   EXPECT_EQ(GetCodegen("cuda").loop_pipeline, "gpu");
