@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -51,9 +50,6 @@ struct ParallelTeam::State {
   // members poll `ticket` and `ended`, the owner polls `done`, which the members bump.
   struct alignas(64) Claim {
     std::atomic<uint64_t> epoch{0};  // the last epoch the chunk was claimed in
-    // Whether a helper task for member i is queued or running (and will serve the next team
-    // of this state): set by the team that enqueues it, cleared by the helper as it leaves.
-    std::atomic<bool> helper{false};
   };
   const int threads;
   std::vector<Claim> claimed;
@@ -112,38 +108,14 @@ struct ParallelTeam::State {
 #endif
   }
 
-  // Member `me` (1 to threads - 1): runs chunks as they are published until the team ends, then
-  // lingers for kLinger, and serves the next team of this state if one starts by then. Waking a
-  // sleeping oneTBB worker takes longer than many kernels (dynamic_conv at 224 x 224, 2
-  // threads, back to back runs: its first conv, 117 us at 1 thread, took as long at 2 because
-  // its helper arrived after the owner had claimed both chunks), so the runs of a busy stream
-  // keep their helper; a team whose helper is still there enqueues none. One that a oneTBB
-  // wait on the owner's own thread picks up returns at once (it would keep the owner spinning
-  // forever).
+  // Member `me` (1 to threads - 1): runs chunks as they are published until the team ends. One
+  // that a oneTBB wait on the owner's own thread picks up returns at once (it would keep the
+  // owner spinning forever).
   static void Help(const std::shared_ptr<State>& s, int me) {
-    std::atomic<bool>& here = s->claimed[me].helper;
-    if (std::this_thread::get_id() == s->owner.load(std::memory_order_acquire)) {
-      here.store(false);
-      return;
-    }
-    for (;;) {
-      while (!s->ended.load(std::memory_order_acquire))
-        if (!s->Work(me)) Pause();
-      const auto until = std::chrono::steady_clock::now() + kLinger;
-      while (s->ended.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until)
-        Pause();
-      if (!s->ended.load(std::memory_order_acquire)) continue;
-      // Leaving. A team that starts now either saw `here` still set (and enqueued no helper),
-      // and then this sees it started and stays; or it sees `here` clear and enqueues one, and
-      // then this leaves to that one (sequentially consistent: the team writes `ended`, then
-      // exchanges `here`; this clears `here`, then reads `ended`).
-      here.store(false);
-      if (!s->ended.load() && !here.exchange(true)) continue;
-      return;
-    }
+    if (std::this_thread::get_id() == s->owner.load(std::memory_order_acquire)) return;
+    while (!s->ended.load(std::memory_order_acquire))
+      if (!s->Work(me)) Pause();
   }
-
-  static constexpr std::chrono::microseconds kLinger{500};
 };
 
 namespace {
@@ -179,10 +151,9 @@ void ParallelTeamPool::Release(std::shared_ptr<ParallelTeam::State> s) {
 ParallelTeam::ParallelTeam(ParallelTeamPool& pool, int threads)
     : pool_(pool), state_(pool.Acquire(std::max(1, threads))), previous_(current_team) {
   state_->owner.store(std::this_thread::get_id(), std::memory_order_release);
-  state_->ended.store(false);
+  state_->ended.store(false, std::memory_order_release);
   for (int i = 1; i < state_->threads; ++i)
-    if (!state_->claimed[i].helper.exchange(true))  // none lingering from the last team
-      tbb::this_task_arena::enqueue([s = state_, i] { State::Help(s, i); });
+    tbb::this_task_arena::enqueue([s = state_, i] { State::Help(s, i); });
   current_team = state_.get();
 }
 

@@ -2,14 +2,12 @@
 // once, loops run one after another (each sees the previous one's writes), the chunks are
 // those of a static split, and a team whose helpers never start (an arena of one thread)
 // still finishes every loop on its owner; a loop nested in a chunk runs serially there, and
-// one inside a loop of a single iteration is split as any other; helpers lingering between
-// teams lose no chunk and run none twice.
+// one inside a loop of a single iteration is split as any other.
 #include <gtest/gtest.h>
 
 #include <tbb/task_arena.h>
 
 #include <atomic>
-#include <chrono>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -74,28 +72,6 @@ TEST(ParallelTeam, HelpersThatNeverStartLeaveTheWorkToTheOwner) {
     ParallelTeam team(pool, 4);
     RunLoops(300);
   });
-}
-
-// A helper outlives its team by a short linger and serves the next team of its state; teams
-// that start back to back, just as it leaves, and after it has left (the gaps straddle the
-// linger) each still run every index once, whether they found the helper there or queued one.
-TEST(ParallelTeam, TeamsBackToBackAndApartKeepEveryIndexOnce) {
-  for (int threads : {2, 3}) {
-    SCOPED_TRACE(threads);
-    tbb::task_arena arena(threads);
-    arena.execute([&] {
-      ParallelTeamPool pool;
-      for (int team_run = 0; team_run < 300; ++team_run) {
-        {
-          ParallelTeam team(pool, threads);
-          RunLoops(3);
-        }
-        const int gap_us[] = {0, 0, 50, 300, 480, 520, 700, 1200};
-        if (int gap = gap_us[team_run % 8])
-          std::this_thread::sleep_for(std::chrono::microseconds(gap));
-      }
-    });
-  }
 }
 
 TEST(ParallelTeam, WithoutATeamOneTbbRunsTheLoop) {
