@@ -217,7 +217,10 @@ TEST(LowerBinaryTest, SymbolicDimBroadcastsWhenOneAtRunTime) {
       Tensor b = Random(DType::kFloat32, {nb, 5}, -2, 2, 2);
       Tensor want = test::RunOne(op, {a, b});
       Tensor got = test::RunCompiled(fn, {a, b}).at(0);
-      EXPECT_TRUE(test::TensorsNear(got, want, 0, 0)) << op << " a=" << na << " b=" << nb;
+      // pow is within 2 ulp of libm's, as in PowMatchesReference (CUDA's powf differs from
+      // the host's in the last bit); the rest is exact.
+      const double rtol = std::string(op) == "pow" ? 2.4e-7 : 0;
+      EXPECT_TRUE(test::TensorsNear(got, want, 0, rtol)) << op << " a=" << na << " b=" << nb;
     }
   }
 }
