@@ -24,14 +24,14 @@
 #include <vector>
 
 #if defined(__SANITIZE_THREAD__)
-#define KILN_TSAN 1
+#define KILN_UNDER_TSAN 1
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
-#define KILN_TSAN 1
+#define KILN_UNDER_TSAN 1
 #endif
 #endif
 
-#ifdef KILN_TSAN
+#ifdef KILN_UNDER_TSAN
 extern "C" void __tsan_acquire(void* addr);
 extern "C" void __tsan_release(void* addr);
 #endif
@@ -65,7 +65,7 @@ class TbbHandoff {
   void Joined() const { Acquire(); }
 
  private:
-#ifdef KILN_TSAN
+#ifdef KILN_UNDER_TSAN
   void Acquire() const {
     __tsan_acquire(const_cast<TbbHandoff*>(this));
   }
@@ -82,7 +82,7 @@ class TbbHandoff {
 // returns when all have run. f must not throw.
 template <class T, class F>
 void ParallelEach(tbb::task_arena& arena, std::vector<T>& items, const F& f) {
-#ifdef KILN_TSAN
+#ifdef KILN_UNDER_TSAN
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i; (i = next.fetch_add(1)) < items.size();) f(items[i]);
