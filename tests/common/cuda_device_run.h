@@ -26,60 +26,90 @@ inline std::string CudaRunUnavailable() {
   return NvrtcUnavailable();
 }
 
+// A kernel lowered to CUDA C, compiled by NVRTC for cuda(0)'s compute capability, loaded, and
+// its buffers placed there: inputs and constants copied, outputs zeroed. Launch() runs it (each
+// launch of the lowered function in order) on a stream as often as asked; Outputs() waits for
+// cuda(0) and copies the results back. The benchmarks (bench/cuda_bench.cc) time Launch().
+// Owns its device buffers and module; one thread at a time.
+class CudaKernelOnDevice {
+ public:
+  CudaKernelOnDevice(const Function& fn, const std::vector<Tensor>& inputs,
+                     const std::vector<std::pair<DType, std::vector<int64_t>>>& out_types,
+                     const std::map<std::string, int64_t>& symbols, const std::string& name) {
+    std::string cc = api().GetAttr(dev_, DeviceAttr::kComputeCapability).AsString();  // "9.0"
+    cc.erase(std::remove(cc.begin(), cc.end(), '.'), cc.end());
+    CudaKernelSource k = LowerKernelToCuda(fn, name);
+    const std::string ptx = CompileCudaToPtx(k.source.code, name, "sm_" + cc).ptx;
+    call_ = BindKernelCall(k.lowered, inputs, out_types, symbols);
+    entry_ = k.source.functions.at(0);
+    shape_ = ShapeDeviceCall(entry_, call_.scalars.data());
+    std::vector<size_t> sizes;
+    for (const Tensor& t : inputs) sizes.push_back(t.nbytes());
+    for (const Tensor& t : k.lowered.constants) sizes.push_back(t.nbytes());
+    first_output_ = sizes.size();
+    for (const Tensor& t : call_.outputs) sizes.push_back(t.nbytes());
+    sizes.insert(sizes.end(), shape_.scratch_bytes.begin(), shape_.scratch_bytes.end());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      ptrs_.push_back(
+          api().AllocDataSpace(dev_, static_cast<int64_t>(std::max<size_t>(sizes[i], 1))));
+      if (i < call_.buffers.size() && sizes[i])
+        api().CopyDataFromTo(call_.buffers[i], 0, ptrs_[i], 0, static_cast<int64_t>(sizes[i]),
+                             host_, dev_, nullptr);
+    }
+    module_ = api().LoadModule(dev_, ptx);
+    for (const DeviceLaunch& l : entry_.launches)
+      kernels_.push_back(api().GetKernel(dev_, module_, l.kernel));
+    scalars_.assign(call_.scalars.begin(), call_.scalars.end());
+    for (void*& p : ptrs_) args_.push_back(&p);
+    for (long long& v : scalars_) args_.push_back(&v);
+  }
+  ~CudaKernelOnDevice() {
+    for (void* p : ptrs_) api().FreeDataSpace(dev_, p);
+    api().UnloadModule(dev_, module_);
+  }
+  CudaKernelOnDevice(const CudaKernelOnDevice&) = delete;
+  CudaKernelOnDevice& operator=(const CudaKernelOnDevice&) = delete;
+
+  void Launch(StreamHandle stream = nullptr) {
+    for (size_t i = 0; i < kernels_.size(); ++i)
+      api().LaunchKernel(dev_, kernels_[i], shape_.grids[i], entry_.launches[i].block_threads,
+                         args_.data(), stream);
+  }
+  std::vector<Tensor> Outputs() {
+    api().StreamSync(dev_, nullptr);
+    for (size_t j = 0; j < call_.outputs.size(); ++j)
+      if (size_t n = call_.outputs[j].nbytes())
+        api().CopyDataFromTo(ptrs_[first_output_ + j], 0, call_.outputs[j].raw_data(), 0,
+                             static_cast<int64_t>(n), dev_, host_, nullptr);
+    return call_.outputs;
+  }
+  // The CUDA device every instance uses (cuda(0)); lives as long as the process.
+  static CUDADeviceAPI& api() {
+    static CUDADeviceAPI* a = new CUDADeviceAPI();
+    return *a;
+  }
+
+ private:
+  const Device dev_{DeviceType::kCUDA, 0};
+  const Device host_{DeviceType::kCPU, 0};
+  KernelCall call_;
+  KernelEntry entry_;
+  DeviceCallShape shape_;
+  size_t first_output_ = 0;
+  std::vector<void*> ptrs_;  // inputs, constants, outputs, scratch: the kernel's parameters
+  void* module_ = nullptr;
+  std::vector<void*> kernels_;
+  std::vector<long long> scalars_;
+  std::vector<void*> args_;  // cuLaunchKernel's: the address of each parameter
+};
+
 inline std::vector<Tensor> RunCudaOnDevice(
     const Function& fn, const std::vector<Tensor>& inputs,
     const std::vector<std::pair<DType, std::vector<int64_t>>>& out_types,
     const std::map<std::string, int64_t>& symbols, const std::string& name) {
-  static CUDADeviceAPI* api = new CUDADeviceAPI();  // lives as long as the process
-  const Device dev{DeviceType::kCUDA, 0};
-  const Device host{DeviceType::kCPU, 0};
-  std::string cc = api->GetAttr(dev, DeviceAttr::kComputeCapability).AsString();  // "9.0"
-  cc.erase(std::remove(cc.begin(), cc.end(), '.'), cc.end());
-  CudaKernelSource k = LowerKernelToCuda(fn, name);
-  std::string ptx = CompileCudaToPtx(k.source.code, name, "sm_" + cc).ptx;
-
-  KernelCall call = BindKernelCall(k.lowered, inputs, out_types, symbols);
-  const KernelEntry& f = k.source.functions.at(0);
-  const DeviceCallShape shape = ShapeDeviceCall(f, call.scalars.data());
-  std::vector<size_t> sizes;
-  for (const Tensor& t : inputs) sizes.push_back(t.nbytes());
-  for (const Tensor& t : k.lowered.constants) sizes.push_back(t.nbytes());
-  for (const Tensor& t : call.outputs) sizes.push_back(t.nbytes());
-  sizes.insert(sizes.end(), shape.scratch_bytes.begin(), shape.scratch_bytes.end());
-
-  // Device buffers, freed however this ends; inputs, constants and the (zeroed) outputs copied.
-  struct Buffers {
-    CUDADeviceAPI* api;
-    Device dev;
-    std::vector<void*> ptrs;
-    void* module = nullptr;
-    ~Buffers() {
-      for (void* p : ptrs) api->FreeDataSpace(dev, p);
-      api->UnloadModule(dev, module);
-    }
-  } device{api, dev, {}, nullptr};
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    device.ptrs.push_back(
-        api->AllocDataSpace(dev, static_cast<int64_t>(std::max<size_t>(sizes[i], 1))));
-    if (i < call.buffers.size() && sizes[i])
-      api->CopyDataFromTo(call.buffers[i], 0, device.ptrs[i], 0, static_cast<int64_t>(sizes[i]),
-                          host, dev, nullptr);
-  }
-  device.module = api->LoadModule(dev, ptx);
-  std::vector<long long> scalars(call.scalars.begin(), call.scalars.end());
-  std::vector<void*> args;
-  for (void*& p : device.ptrs) args.push_back(&p);
-  for (long long& s : scalars) args.push_back(&s);
-  for (size_t i = 0; i < f.launches.size(); ++i)
-    api->LaunchKernel(dev, api->GetKernel(dev, device.module, f.launches[i].kernel), shape.grids[i],
-                      f.launches[i].block_threads, args.data(), nullptr);
-  api->StreamSync(dev, nullptr);
-  size_t first_output = inputs.size() + k.lowered.constants.size();
-  for (size_t j = 0; j < call.outputs.size(); ++j)
-    if (size_t n = call.outputs[j].nbytes())
-      api->CopyDataFromTo(device.ptrs[first_output + j], 0, call.outputs[j].raw_data(), 0,
-                          static_cast<int64_t>(n), dev, host, nullptr);
-  return call.outputs;
+  CudaKernelOnDevice k(fn, inputs, out_types, symbols, name);
+  k.Launch();
+  return k.Outputs();
 }
 
 }  // namespace kiln::test
