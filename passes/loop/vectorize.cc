@@ -18,7 +18,9 @@
 // (the innermost ones) are considered, and only when their iterations are independent: every
 // buffer the body stores to is accessed (loaded and stored) at one and the same index list, and
 // that list holds an index `c * i + r` with c != 0 and r free of i, so two iterations never
-// touch one element of it. Other loops (a reduction into `acc[0]`, a stencil reading
+// touch one element of it (more generally: in some dim every access of the buffer has such an
+// index, one c and one r up to constant offsets at least |c| times the extent apart, whatever
+// its other dims hold). Other loops (a reduction into `acc[0]`, a stencil reading
 // `t[i + 1]` that it also writes) stay as they are: running their iterations as lanes would
 // change the result, and LLVM still vectorizes the reductions it can prove safe.
 //  - The explicit path, which gives predictable speed: a body of straight-line statements
@@ -42,8 +44,11 @@
 // W is the config key `vectorize.width` when set (0 or 1 turns the pass off); otherwise one
 // vector register of f32 for the target (`target.vector_bits` / 32: 16 with AVX-512, 8 with
 // AVX2), or 8 when the target is not known.
+#include <cstdlib>
+#include <limits>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "ir/error.h"
 #include "ir/loop/loop_text.h"
@@ -111,27 +116,60 @@ class BodyScanner : public loop::AccessScanner {
   BodyInfo* info_;
 };
 
-// Whether the iterations of the loop over `v` are independent (see the file comment).
-bool IterationsIndependent(const BodyInfo& info, const VarNode* v) {
+// `e` as base + offset with a constant offset: `x + 4096`, `4096 + x` and `x - 4096` split; any
+// other expression is itself plus 0.
+std::pair<Expr, int64_t> SplitOffset(const Expr& e) {
+  int64_t k = 0;
+  if (const loop::BinaryNode* b = loop::AsBinary(e)) {
+    if (b->op == loop::BinaryOp::kAdd && loop::IsConstInt(b->b, &k)) return {b->a, k};
+    if (b->op == loop::BinaryOp::kAdd && loop::IsConstInt(b->a, &k)) return {b->b, k};
+    if (b->op == loop::BinaryOp::kSub && loop::IsConstInt(b->b, &k) &&
+        k != std::numeric_limits<int64_t>::min())
+      return {b->a, -k};
+  }
+  return {e, 0};
+}
+
+// Whether the iterations of the loop over `v` (of `extent` iterations, when constant) are
+// independent (see the file comment): for each buffer the body stores to, some dim d where every
+// access of that buffer has an index affine in v with one nonzero coefficient c, all of them one
+// base plus constant offsets that are equal or at least |c| * extent apart. Iteration i then
+// touches, in dim d, only base + offset + c * i for those offsets: no two iterations touch one
+// element, whatever the other dims hold. (A Winograd transform stores its 36 values at offsets
+// that CollapseLoops makes multiples of C x M along one flat loop, or at index lists that
+// differ in a constant first index.)
+bool IterationsIndependent(const BodyInfo& info, const VarNode* v, std::optional<int64_t> extent) {
   std::set<const loop::BufferNode*> stored;
   for (const Access& a : info.accesses)
     if (a.store) stored.insert(a.buffer);
   for (const loop::BufferNode* b : stored) {
-    const std::vector<Expr>* first = nullptr;
-    for (const Access& a : info.accesses) {
-      if (a.buffer != b) continue;
-      if (!first) {
-        first = a.indices;
-        bool injective = false;
-        for (const Expr& idx : *first) {
-          std::optional<int64_t> c = AffineCoefficient(idx, v, info.variant);
-          injective = injective || (c && *c != 0);
+    std::vector<const std::vector<Expr>*> lists;
+    for (const Access& a : info.accesses)
+      if (a.buffer == b) lists.push_back(a.indices);
+    bool separated = false;
+    for (size_t d = 0; d < lists.front()->size() && !separated; ++d) {
+      const std::optional<int64_t> c = AffineCoefficient((*lists.front())[d], v, info.variant);
+      if (!c || *c == 0 || *c == std::numeric_limits<int64_t>::min()) continue;
+      const auto [base, first] = SplitOffset((*lists.front())[d]);
+      separated = true;
+      for (const std::vector<Expr>* l : lists) {
+        if (l->size() != lists.front()->size()) {
+          separated = false;
+          break;
         }
-        if (!injective) return false;
-      } else if (!SameIndices(*first, *a.indices)) {
-        return false;
+        if (loop::StructuralEqual((*l)[d], (*lists.front())[d])) continue;
+        const auto [other_base, offset] = SplitOffset((*l)[d]);
+        int64_t apart = 0, reach = 0;
+        separated = extent && AffineCoefficient((*l)[d], v, info.variant) == c &&
+                    loop::StructuralEqual(other_base, base) &&
+                    !__builtin_sub_overflow(offset, first, &apart) &&
+                    apart != std::numeric_limits<int64_t>::min() &&
+                    !__builtin_mul_overflow(std::abs(*c), *extent, &reach) &&
+                    std::abs(apart) >= reach;
+        if (!separated) break;
       }
     }
+    if (!separated) return false;
   }
   return true;
 }
@@ -361,7 +399,10 @@ Stmt VectorizeLoop(const Stmt& s, int64_t width) {
   BodyScanner scanner(&info);
   scanner.VisitStmt(n->body);
   info.accesses = std::move(scanner.accesses);
-  if (info.has_loop || !info.scalar || !IterationsIndependent(info, n->var.get())) return s;
+  if (info.has_loop || !info.scalar ||
+      !IterationsIndependent(info, n->var.get(),
+                             constant ? std::optional<int64_t>(extent) : std::nullopt))
+    return s;
 
   // A short constant loop still fills a narrower vector (4 lanes of f32 is an SSE register).
   while (constant && width > extent) width /= 2;

@@ -394,6 +394,47 @@ TEST(VectorizeLoops, DependentIterationsAreLeftAlone) {
   EXPECT_EQ(loop::Print(Vectorize(h)), loop::Print(h));
 }
 
+// Stores of one buffer at several index lists are independent across iterations when some dim
+// separates them: one index `i + r` there for all, up to constant offsets at least the extent
+// apart (a Winograd transform's 36 values per tile, flattened by CollapseLoops). Offsets closer
+// than that would let two iterations write one element, and the loop is left alone.
+TEST(VectorizeLoops, StoresSeparatedByARowOrAnOffsetAreIndependent) {
+  Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");
+  Buffer a = Buf("a", {I(10)}), rows = Buf("rows", {I(3), I(10)}), flat = Buf("flat", {I(40)});
+  Expr ai = loop::Load(a, {i});
+  auto f = Func(
+      {a, rows}, 1, {},
+      Loop(i, I(10),
+           loop::Seq({loop::Store(rows, {I(0), i}, ai),
+                      loop::Store(rows, {I(1), i}, loop::Mul(ai, F(2))),
+                      loop::Store(rows, {I(2), i}, loop::Add(loop::Load(rows, {I(0), i}), ai))})));
+  auto g = Vectorize(f);
+  EXPECT_THAT(BodyText(g),
+              HasSubstr("rows[2, ramp(0, 1, 8)] = rows[0, ramp(0, 1, 8)] + a[ramp(0, 1, 8)]"));
+  ExpectSameResults(f, g);
+
+  Expr aj = loop::Load(a, {j});
+  auto h = Func({a, flat}, 1, {},
+                Loop(j, I(10),
+                     loop::Seq({loop::Store(flat, {j}, aj),
+                                loop::Store(flat, {loop::Add(j, I(10))}, loop::Mul(aj, F(2))),
+                                loop::Store(flat, {loop::Add(I(30), j)},
+                                            loop::Add(loop::Load(flat, {j}), aj))})));
+  auto hv = Vectorize(h);
+  EXPECT_THAT(BodyText(hv),
+              HasSubstr("flat[ramp(10, 1, 8)] = a[ramp(0, 1, 8)] * broadcast(2.0f, 8)"));
+  ExpectSameResults(h, hv);
+
+  // Offsets 4 apart over 10 iterations: iteration 0's second store and iteration 4's first
+  // write flat[4].
+  Expr ak = loop::Load(a, {k});
+  auto close = Func(
+      {a, flat}, 1, {},
+      Loop(k, I(10),
+           loop::Seq({loop::Store(flat, {k}, ak), loop::Store(flat, {loop::Add(k, I(4))}, F(1))})));
+  EXPECT_EQ(loop::Print(Vectorize(close)), loop::Print(close));
+}
+
 // ---- configuration ----
 
 TEST(VectorizeLoops, WidthComesFromTheConfig) {
