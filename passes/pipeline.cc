@@ -24,6 +24,8 @@ PassPtr DefaultGraphPipeline() {
   // After folding (its weights final) and CSE (one conv per distinct conv); before FuseOps,
   // which fuses the chains' elementwise ops into conv_nhwc's kernels.
   p.push_back(r.Create("ChannelsLastConvs"));
+  // After ChannelsLastConvs, whose conv_nhwc calls it marks.
+  p.push_back(r.Create("WinogradConvs"));
   // After ChannelsLastConvs, whose transposes back to NCHW it reads through; before
   // PackConstantWeights, which packs the matmul's weights it makes.
   p.push_back(r.Create("ConvTransposeAsMatmul"));

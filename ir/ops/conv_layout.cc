@@ -4,7 +4,9 @@
 //   conv_nhwc(x, w[, bias]) -> y[N, OH, OW, M]
 //     x: [N, H, W, C] (input_nhwc, the default) or [N, C, H, W] (a chain's first conv)
 //     w: [KH, KW, C, M] (HWIO: the output channels contiguous), bias: [M]
-//     attrs: conv's window attributes (strides, pads, dilations, auto_pad, kernel_shape)
+//     attrs: conv's window attributes (strides, pads, dilations, auto_pad, kernel_shape);
+//            winograd (WinogradConvs sets it): a 3x3 stride-1 conv of f32 whose outputs are
+//            multiples of 4 runs by Winograd's F(4x4, 3x3) (conv_winograd.cc)
 //
 // y[n, oh, ow, m] = bias[m] + sum over (ky, kx, c) of w[ky, kx, c, m] *
 // x(n, oh * stride + ky * dilation - pad_begin, ow * stride + kx * dilation - pad_begin, c),
@@ -34,6 +36,7 @@ namespace {
 using loop::Expr;
 
 constexpr char kInputNhwc[] = "input_nhwc";
+constexpr char kWinograd[] = "winograd";
 
 // x's dims in NCHW order (N, C, H, W), whichever layout it has.
 std::vector<int> NchwAxes(bool nhwc) {
@@ -164,6 +167,11 @@ std::vector<LTensor> LowerConvNhwc(LowerContext& ctx, const std::vector<LTensor>
   }
   std::optional<LTensor> bias;
   if (in.size() == 3) bias = in[2];
+  const std::vector<Expr> out_shape = ctx.ShapeExpr(AsTensor(out_types[0])->shape);
+  // WinogradConvs (passes/graph/winograd.cc) says where Winograd's form may serve.
+  if (attrs.GetBool(kWinograd) && nhwc && !HasSymbolicSpatial(x, {axes[2], axes[3]}))
+    if (std::optional<LTensor> y = LowerWinogradNhwc(ctx, p, w, bias, dims, channels, out_shape))
+      return {*y};
   auto at = [&ctx, p, w, bias, dims, channels, kernel, nhwc, t, acc](const std::vector<Expr>& idx) {
     loop::Var c = ctx.NewVar("kc"), ky = ctx.NewVar("kt"), kx = ctx.NewVar("kt");
     Expr h =
@@ -188,7 +196,7 @@ std::vector<LTensor> LowerConvNhwc(LowerContext& ctx, const std::vector<LTensor>
       sum = loop::Add(sum, acc != t ? loop::Cast(acc, bias->at({idx[3]})) : bias->at({idx[3]}));
     return acc != t ? loop::Cast(t, sum) : sum;
   };
-  return {LTensor{t, ctx.ShapeExpr(AsTensor(out_types[0])->shape), at}};
+  return {LTensor{t, out_shape, at}};
 }
 
 }  // namespace
@@ -201,11 +209,13 @@ void RegisterConvLayoutOps(OpRegistry& r) {
   attrs.push_back({"kernel_shape", AttrKind::kInts, AttrValue(std::vector<int64_t>{}),
                    ops::CheckNonNegativeInts()});
   attrs.push_back({ops::kInputNhwc, AttrKind::kBool, AttrValue(true), nullptr});
+  attrs.push_back({ops::kWinograd, AttrKind::kBool, AttrValue(false), nullptr});
   r.Register(OpDef{
       .name = "conv_nhwc",
       .doc = "2-D convolution writing channels-last: x[N, H, W, C] (input_nhwc) or [N, C, H, W], "
              "w[KH, KW, C, M], optional bias[M] -> [N, OH, OW, M]; conv's window attributes, one "
-             "group",
+             "group; winograd: a 3x3 stride-1 conv of f32 may run by Winograd's F(4x4, 3x3) "
+             "(WinogradConvs sets it)",
       .min_inputs = 2,
       .max_inputs = 3,
       .attrs = attrs,

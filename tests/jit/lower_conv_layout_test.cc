@@ -6,10 +6,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "common/kernel_test_util.h"
+#include "ir/loop/loop_text.h"
+#include "passes/lower_to_loops.h"
 
 namespace kiln {
 namespace {
@@ -138,6 +141,59 @@ TEST(LowerConvNhwc, SymbolicImageSize) {
           << DTypeName(t) << AttrsText(attrs);
     }
   }
+}
+
+// Winograd's form (winograd=true, as WinogradConvs sets it): the lowered kernel has its batched
+// product (conv_wino_m), and the result matches the reference within what its transforms
+// round (about 2e-5 of the outputs' magnitude, sqrt(C) for inputs and weights in [-1, 1]),
+// over 8 x 8 tiles (the fewest it takes), odd channel counts, one-sided pads, no padding, a
+// batch of two (32 tiles each) and a larger image. Where it does not apply or would not pay, or the
+// image size is symbolic, the direct form serves, exactly as without the attribute.
+TEST(LowerConvNhwc, Winograd) {
+  uint64_t seed = 500;
+  const Attrs pad1 = {{"pads", Ints{1, 1, 1, 1}}};
+  const std::vector<Case> cases = {
+      {{1, 32, 32, 16}, {3, 3, 16, 16}, true, true, pad1},
+      {{1, 32, 32, 17}, {3, 3, 17, 19}, true, true, pad1},
+      {{1, 32, 33, 24}, {3, 3, 24, 33}, true, false, {{"pads", Ints{0, 1, 2, 0}}}},
+      {{2, 18, 34, 16}, {3, 3, 16, 48}, true, true, {}},
+      {{1, 56, 56, 64}, {3, 3, 64, 128}, true, true, pad1},
+  };
+  for (const Case& c : cases) {
+    Attrs attrs = WithLayout(c);
+    attrs.Set("winograd", true);
+    std::vector<Tensor> in = Inputs(DType::kFloat32, c, &seed);
+    Function fn = test::SingleOpFunction("conv_nhwc", in, attrs, false);
+    EXPECT_THAT(loop::Print(LowerToLoops(fn, "k").func), ::testing::HasSubstr("conv_wino_m"))
+        << IntsToString(c.x) << AttrsText(attrs);
+    const double atol = 4e-5 * std::sqrt(static_cast<double>(c.w[2]));
+    EXPECT_TRUE(CompiledMatchesReference("conv_nhwc", in, attrs, atol, 1e-5, false))
+        << IntsToString(c.x) << " " << IntsToString(c.w) << AttrsText(attrs);
+  }
+  // Where the direct form serves: outputs of 5 x 6 (not multiples of 4), 16 x 16 (16 tiles: too
+  // few to repay transforming the weights), 64 x 16 with 1.1 MiB of transformed weights (four
+  // tiles a row: too few to repay streaming them), 96 -> 96 channels (transformed weights past
+  // L2); then a symbolic image size.
+  for (const Case& c : {Case{{1, 5, 6, 16}, {3, 3, 16, 16}, true, true, pad1},
+                        Case{{1, 16, 16, 16}, {3, 3, 16, 16}, true, true, pad1},
+                        Case{{1, 64, 16, 64}, {3, 3, 64, 128}, true, true, pad1},
+                        Case{{1, 32, 32, 96}, {3, 3, 96, 96}, true, true, pad1}}) {
+    Attrs attrs = WithLayout(c);
+    attrs.Set("winograd", true);
+    std::vector<Tensor> in = Inputs(DType::kFloat32, c, &seed);
+    EXPECT_THAT(
+        loop::Print(LowerToLoops(test::SingleOpFunction("conv_nhwc", in, attrs, false), "k").func),
+        ::testing::Not(::testing::HasSubstr("conv_wino")))
+        << IntsToString(c.x);
+    // (Sums of up to 864 terms: the direct form's own rounding.)
+    EXPECT_TRUE(CompiledMatchesReference("conv_nhwc", in, attrs, 5e-5, 1e-5, false))
+        << IntsToString(c.x);
+  }
+  const Case square = {{1, 32, 32, 16}, {3, 3, 16, 16}, true, true, pad1};
+  Attrs attrs = WithLayout(square);
+  attrs.Set("winograd", true);
+  EXPECT_TRUE(SymbolicImageMatchesReference("conv_nhwc", Inputs(DType::kFloat32, square, &seed),
+                                            attrs, 1e-5, 3));
 }
 
 TEST(LowerConvNhwc, Float16) {

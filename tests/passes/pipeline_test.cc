@@ -92,10 +92,11 @@ TEST(DefaultPipeline, OptLevelZeroRunsOnlyLevelZeroPasses) {
 
 TEST(DefaultPipeline, PrintsAsAPipelineStringThatParsesBack) {
   std::string text = PipelineToString(DefaultGraphPipeline());
-  EXPECT_EQ(
-      text,
-      "InferType,SimplifyInference,FoldConstant,SimplifyExpr,CommonSubexprElimination,"
-      "DeadCodeElimination,ChannelsLastConvs,ConvTransposeAsMatmul,PackConstantWeights,FuseOps");
+  EXPECT_EQ(text,
+            "InferType,SimplifyInference,FoldConstant,SimplifyExpr,CommonSubexprElimination,"
+            "DeadCodeElimination,ChannelsLastConvs,WinogradConvs,ConvTransposeAsMatmul,"
+            "PackConstantWeights,"
+            "FuseOps");
   EXPECT_EQ(PipelineToString(ParsePipeline(text)), text);
 }
 

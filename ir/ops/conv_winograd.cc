@@ -1,0 +1,201 @@
+// conv_nhwc's 3x3 stride-1 convolutions by Winograd's minimal filtering F(4x4, 3x3) (Lavin and
+// Gray, "Fast Algorithms for Convolutional Neural Networks", 2015): each 4x4 block of outputs
+// of one channel pair is A^T [(G g G^T) . (B^T d B)] A for the 6x6 input tile d under it and the
+// 3x3 filter g, so the product over input channels takes 36 multiply-adds per 16 outputs where
+// the direct form takes 144. In kiln's loop IR that is three nests around one batched matmul:
+//
+//   U[e, c, m]    = (G w[., ., c, m] G^T)[xi, nu]               e = 6 xi + nu (the weights)
+//   V[n, e, t, c] = (B^T d(n, t, c) B)[xi, nu]                  t = a 4x4 output tile
+//   M[n, e, t, m] = sum over c of V[n, e, t, c] * U[e, c, m]    (TileLoops' packed GEMM)
+//   y[n, 4 ty + a, 4 tx + b, m] = bias[m] + (A^T M[n, ., t, m] A)[a, b]
+//
+// Every nest runs along channels innermost (NHWC: contiguous, whole vectors). Each transform is
+// written as sums of sums with constant coefficients, zeros dropped; the inner sums shared by
+// several outputs are identical expressions, which the code generator computes once.
+//
+// Where it applies (LowerWinogradNhwc says): f32, a 3x3 window with stride and dilation 1, one
+// group, constant image sizes whose outputs are multiples of 4 in both dims and at least
+// wide enough (kMinTilesPerRow), at least kMinChannels input and output channels (fewer, and the
+// transforms cost more than the 4x fewer multiplies save), and transformed weights that stay in
+// L2 (kMaxTransformedWeightBytes). The sums run in another order than the direct form's: the result
+// differs from it by a few f32 roundings of the transforms' magnitudes (see the tests' bound).
+#include <optional>
+#include <vector>
+
+#include "ir/ops/conv_gemm.h"
+#include "ir/ops/op_util.h"
+#include "ir/ops/window.h"
+
+namespace kiln::ops {
+namespace {
+
+using loop::Expr;
+using loop::Stmt;
+
+constexpr int64_t kTile = 4;  // outputs per tile side
+constexpr int64_t kIn = 6;    // input tile side: kTile + 3 - 1
+constexpr int64_t kMinChannels = 16;
+// The product runs one row of tiles at a time (FuseLoops fuses the three nests by the tile row),
+// reading all of U for each: too few tiles in a row, and streaming U costs more than the
+// multiplies saved. TileLoops blocks 4 rows (tiles), so a row needs 4 tiles, and 8 where U is
+// larger than kSmallTransformedWeightBytes (the small CNN's 64 -> 128 conv at 8 x 8, two tiles a
+// row, U 1.1 MiB: 48 -> 144 us; its 32 -> 64 conv at 16 x 16, four tiles a row, U 288 KiB: 48
+// -> 49 us at batch 1, and at batch 32 the network ran 3.7 -> 2.0 ms).
+constexpr int64_t kMinTilesPerRow = 4;
+// U is computed on one thread before the rows run in parallel: with fewer tiles than this in the
+// whole batch it costs more than it saves (the small CNN's 32 -> 64 conv at 16 x 16, batch 1,
+// 16 tiles, at 2 threads: 27 -> 106 us).
+constexpr int64_t kMinTiles = 64;
+constexpr int64_t kMinTilesPerRowLargeU = 8;
+constexpr int64_t kSmallTransformedWeightBytes = 512 * 1024;
+constexpr int64_t kMaxTransformedWeightBytes = 1280 * 1024;
+
+// F(4x4, 3x3)'s matrices, Lavin's choice of points (0, +-1, +-2, inf).
+constexpr double kBt[kIn][kIn] = {
+    {4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+    {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1},
+};
+constexpr double kG[kIn][3] = {
+    {1.0 / 4, 0, 0},
+    {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+    {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+    {1.0 / 24, 1.0 / 12, 1.0 / 6},
+    {1.0 / 24, -1.0 / 12, 1.0 / 6},
+    {0, 0, 1},
+};
+constexpr double kAt[kTile][kIn] = {
+    {1, 1, 1, 1, 1, 0},
+    {0, 1, -1, 2, -2, 0},
+    {0, 1, 1, 4, 4, 0},
+    {0, 1, -1, 8, -8, 1},
+};
+
+// sum over i of coeff[i] * term(i), the zero coefficients dropped and +-1 without a multiply.
+template <typename Term>
+Expr Combine(const double* coeff, int64_t count, DType t, const Term& term) {
+  Expr sum;
+  for (int64_t i = 0; i < count; ++i) {
+    if (coeff[i] == 0) continue;
+    Expr v = term(i);
+    if (coeff[i] == -1 && sum) {
+      sum = loop::Sub(sum, v);
+      continue;
+    }
+    if (coeff[i] != 1) v = loop::Mul(lower::Const(coeff[i], t), v);
+    sum = sum ? loop::Add(sum, v) : v;
+  }
+  return sum;
+}
+
+}  // namespace
+
+std::optional<LTensor> LowerWinogradNhwc(LowerContext& ctx, const LTensor& p, const LTensor& w,
+                                         const std::optional<LTensor>& bias,
+                                         const std::vector<WindowDim>& dims, int64_t channels,
+                                         const std::vector<Expr>& out_shape) {
+  const DType t = p.dtype;
+  int64_t m_count = 0;
+  if (t != DType::kFloat32 || dims.size() != 2 || channels < kMinChannels ||
+      !loop::IsConstInt(w.shape[3], &m_count) || m_count < kMinChannels)
+    return std::nullopt;
+  for (const WindowDim& d : dims)
+    if (d.kernel != 3 || d.stride != 1 || d.dilation != 1 || d.out % kTile != 0)
+      return std::nullopt;
+  const int64_t tiles_y = dims[0].out / kTile, tiles_x = dims[1].out / kTile;
+  const int64_t u_bytes = kIn * kIn * channels * m_count * 4;
+  int64_t images = 1;  // a symbolic batch counts as one image
+  loop::IsConstInt(p.shape[0], &images);
+  if (u_bytes > kMaxTransformedWeightBytes || tiles_x < kMinTilesPerRow ||
+      images * tiles_y * tiles_x < kMinTiles ||
+      (u_bytes > kSmallTransformedWeightBytes && tiles_x < kMinTilesPerRowLargeU))
+    return std::nullopt;
+  const Expr batch = p.shape[0];
+
+  // U[e, c, m]: the filters transformed, in the kernel (a C x M x 36 pass, small next to the
+  // product's C x M x 36 x tiles).
+  LTensor u = ctx.MaterializeFill(
+      t, {I64(kIn * kIn), I64(channels), I64(m_count)}, "conv_wino_u",
+      [&](const loop::Buffer& buf) {
+        loop::Var c = ctx.NewVar("c"), m = ctx.NewVar("m");
+        std::vector<Stmt> stores;
+        for (int64_t xi = 0; xi < kIn; ++xi)
+          for (int64_t nu = 0; nu < kIn; ++nu) {
+            Expr v = Combine(kG[xi], 3, t, [&](int64_t ky) {
+              return Combine(kG[nu], 3, t, [&](int64_t kx) {
+                return w.at({I64(ky), I64(kx), c, m});
+              });
+            });
+            stores.push_back(loop::Store(buf, {I64(xi * kIn + nu), c, m}, v));
+          }
+        return loop::For(c, I64(0), I64(channels), loop::ForKind::kSerial,
+                         loop::For(m, I64(0), I64(m_count), loop::ForKind::kSerial,
+                                   loop::Seq(std::move(stores))));
+      });
+
+  // V[n, e, t, c]: each input tile transformed. p is the padded input (its row 4 ty + i is the
+  // tile's row i), so no tap needs a bounds test.
+  LTensor v = ctx.MaterializeFill(
+      t, {batch, I64(tiles_y), I64(kIn * kIn), I64(tiles_x), I64(channels)}, "conv_wino_v",
+      [&](const loop::Buffer& buf) {
+        loop::Var n = ctx.NewVar("n"), ty = ctx.NewVar("ty"), tx = ctx.NewVar("tx"),
+                  c = ctx.NewVar("c");
+        auto d = [&](int64_t i, int64_t j) {
+          return p.at({n, loop::Add(loop::Mul(ty, I64(kTile)), I64(i)),
+                       loop::Add(loop::Mul(tx, I64(kTile)), I64(j)), c});
+        };
+        std::vector<Stmt> stores;
+        for (int64_t xi = 0; xi < kIn; ++xi)
+          for (int64_t nu = 0; nu < kIn; ++nu) {
+            Expr val = Combine(kBt[xi], kIn, t, [&](int64_t i) {
+              return Combine(kBt[nu], kIn, t, [&](int64_t j) { return d(i, j); });
+            });
+            stores.push_back(loop::Store(buf, {n, ty, I64(xi * kIn + nu), tx, c}, val));
+          }
+        Stmt body = loop::For(c, I64(0), I64(channels), loop::ForKind::kSerial,
+                              loop::Seq(std::move(stores)));
+        body = loop::For(tx, I64(0), I64(tiles_x), loop::ForKind::kSerial, body);
+        body = loop::For(ty, I64(0), I64(tiles_y), loop::ForKind::kSerial, body);
+        return loop::For(n, I64(0), batch, loop::ForKind::kSerial, body);
+      });
+
+  // M[n, e, t, m]: 36 matrix products per image, tiles by input channels by output channels.
+  LTensor prod = ctx.Materialize(
+      LTensor{t,
+              {batch, I64(tiles_y), I64(kIn * kIn), I64(tiles_x), I64(m_count)},
+              [&ctx, u, v, channels](const std::vector<Expr>& idx) {
+                loop::Var c = ctx.NewVar("kc");
+                return loop::Reduce(
+                    loop::ReduceKind::kSum,
+                    loop::Mul(v.at({idx[0], idx[1], idx[2], idx[3], c}), u.at({idx[2], c, idx[4]})),
+                    {{c, I64(channels)}});
+              }},
+      "conv_wino_m");
+
+  // y: each tile's 4x4 outputs from its 36 products, and the bias.
+  return ctx.MaterializeFill(t, out_shape, "conv_wino_y", [&](const loop::Buffer& buf) {
+    loop::Var n = ctx.NewVar("n"), ty = ctx.NewVar("ty"), tx = ctx.NewVar("tx"),
+              m = ctx.NewVar("m");
+    const Expr b = bias ? bias->at({m}) : Expr();
+    std::vector<Stmt> stores;
+    for (int64_t a = 0; a < kTile; ++a)
+      for (int64_t bx = 0; bx < kTile; ++bx) {
+        Expr val = Combine(kAt[a], kIn, t, [&](int64_t xi) {
+          return Combine(kAt[bx], kIn, t, [&](int64_t nu) {
+            return prod.at({n, ty, I64(xi * kIn + nu), tx, m});
+          });
+        });
+        if (b) val = loop::Add(val, b);
+        stores.push_back(loop::Store(buf,
+                                     {n, loop::Add(loop::Mul(ty, I64(kTile)), I64(a)),
+                                      loop::Add(loop::Mul(tx, I64(kTile)), I64(bx)), m},
+                                     val));
+      }
+    Stmt body =
+        loop::For(m, I64(0), I64(m_count), loop::ForKind::kSerial, loop::Seq(std::move(stores)));
+    body = loop::For(tx, I64(0), I64(tiles_x), loop::ForKind::kSerial, body);
+    body = loop::For(ty, I64(0), I64(tiles_y), loop::ForKind::kSerial, body);
+    return loop::For(n, I64(0), batch, loop::ForKind::kSerial, body);
+  });
+}
+
+}  // namespace kiln::ops

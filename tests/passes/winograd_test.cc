@@ -1,0 +1,87 @@
+// WinogradConvs: which conv_nhwc calls it marks winograd=true (f32, channels-last input, 3x3,
+// strides and dilations 1, 16 or more input and output channels), which it leaves, and a
+// chain of convs through the default pipeline computing what the reference interpreter does.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "common/kernel_test_util.h"
+#include "common/pass_test_util.h"
+#include "engine/engine.h"
+#include "ir/interpreter.h"
+
+namespace kiln {
+namespace {
+
+using Ints = std::vector<int64_t>;
+using test::RandomTensor;
+
+// conv_nhwc on x [1, 12, 12, c] (f32 unless `t` says) with a [k, k, c, m] weight and `attrs`.
+Function ConvNhwc(int64_t c, int64_t m, int64_t k, Attrs attrs, DType t = DType::kFloat32) {
+  Var x = MakeVar("x", TensorType({1, 12, 12, c}, t));
+  Expr w = MakeConstant(RandomTensor(t, {k, k, c, m}, 1));
+  return InferTypes(MakeFunction({x}, MakeCall("conv_nhwc", {x, w}, std::move(attrs))));
+}
+
+// Whether WinogradConvs marks `fn`'s conv.
+bool Marked(const Function& fn) {
+  IRModule m({{"main", fn}});
+  auto ctx = std::make_shared<PassContext>();
+  ctx->SetConfig("testing.check_immutable", true);
+  PassContextScope scope(ctx);
+  Function after = (*ParsePipeline("WinogradConvs"))(m).Lookup("main");
+  const CallNode* call = AsCall(after->body);
+  return call && call->attrs.GetBool("winograd");
+}
+
+TEST(WinogradConvs, MarksOnlyTheConvsItsFormComputes) {
+  const Attrs pad1 = {{"pads", Ints{1, 1, 1, 1}}};
+  EXPECT_TRUE(Marked(ConvNhwc(16, 16, 3, pad1)));
+  EXPECT_TRUE(Marked(ConvNhwc(64, 128, 3, {})));
+  EXPECT_TRUE(Marked(ConvNhwc(32, 32, 3, {{"strides", Ints{1, 1}}, {"dilations", Ints{1, 1}}})));
+  // Too few channels, another window, a stride, a dilation, f64, an NCHW input.
+  EXPECT_FALSE(Marked(ConvNhwc(8, 32, 3, pad1)));
+  EXPECT_FALSE(Marked(ConvNhwc(32, 15, 3, pad1)));
+  EXPECT_FALSE(Marked(ConvNhwc(32, 32, 1, {})));
+  EXPECT_FALSE(Marked(ConvNhwc(32, 32, 5, pad1)));
+  EXPECT_FALSE(Marked(ConvNhwc(32, 32, 3, {{"strides", Ints{2, 2}}})));
+  EXPECT_FALSE(Marked(ConvNhwc(32, 32, 3, {{"dilations", Ints{1, 2}}})));
+  EXPECT_FALSE(Marked(ConvNhwc(32, 32, 3, pad1, DType::kFloat64)));
+  Var nchw = MakeVar("x", TensorType({1, 32, 12, 12}, DType::kFloat32));
+  Expr w = MakeConstant(RandomTensor(DType::kFloat32, {3, 3, 32, 32}, 2));
+  EXPECT_FALSE(Marked(
+      InferTypes(MakeFunction({nchw}, MakeCall("conv_nhwc", {nchw, w}, {{"input_nhwc", false}})))));
+}
+
+// A chain of two 3x3 convs of 16 -> 32 -> 32 channels with relus, as ONNX has them (NCHW),
+// through the default graph pipeline: ChannelsLastConvs moves them channels-last, this pass
+// marks the second (the first reads NCHW), and the fused kernels compute what the reference
+// interpreter computes on the original graph, within Winograd's rounding.
+TEST(WinogradConvs, ChainThroughThePipelineMatchesTheInterpreter) {
+  Var x = MakeVar("x", TensorType({1, 16, 32, 40}, DType::kFloat32));
+  auto conv = [](const Expr& in, int64_t c, int64_t m, uint64_t seed) {
+    Expr w = MakeConstant(RandomTensor(DType::kFloat32, {m, c, 3, 3}, seed));
+    Expr b = MakeConstant(RandomTensor(DType::kFloat32, {m}, seed + 1));
+    return MakeCall("relu", {MakeCall("conv", {in, w, b}, {{"pads", Ints{1, 1, 1, 1}}})});
+  };
+  Function fn = InferTypes(MakeFunction({x}, conv(conv(x, 16, 32, 3), 32, 32, 5)));
+  IRModule m({{"main", fn}});
+  auto ctx = std::make_shared<PassContext>();
+  PassContextScope scope(ctx);
+  Function after = (*ParsePipeline("InferType,ChannelsLastConvs,WinogradConvs"))(m).Lookup("main");
+  int marked = 0;
+  for (const Expr& e : PostOrder(after->body))
+    if (const CallNode* c = AsCall(e); c && c->op && c->op->name == "conv_nhwc")
+      marked += c->attrs.GetBool("winograd") ? 1 : 0;
+  EXPECT_EQ(marked, 1);
+  // The engine runs the same default pipeline, then fuses, lowers and compiles.
+  std::vector<Tensor> in = {RandomTensor(DType::kFloat32, {1, 16, 32, 40}, 9)};
+  Tensor want = Interpret(fn, in).at(0);
+  Engine engine;
+  Tensor got = engine.Run(*Model::Create(fn, "chain"), in).at(0);
+  EXPECT_TRUE(test::TensorsNear(got, want, 4e-5 * std::sqrt(32.0 * 9), 1e-5));
+}
+
+}  // namespace
+}  // namespace kiln
