@@ -4,21 +4,25 @@
 // 3x3 filter g, so the product over input channels takes 36 multiply-adds per 16 outputs where
 // the direct form takes 144. In kiln's loop IR that is three nests around one batched matmul:
 //
-//   U[e, c, m]    = (G w[., ., c, m] G^T)[xi, nu]               e = 6 xi + nu (the weights)
-//   V[n, e, t, c] = (B^T d(n, t, c) B)[xi, nu]                  t = a 4x4 output tile
-//   M[n, e, t, m] = sum over c of V[n, e, t, c] * U[e, c, m]    (TileLoops' packed GEMM)
-//   y[n, 4 ty + a, 4 tx + b, m] = bias[m] + (A^T M[n, ., t, m] A)[a, b]
+//   U[e, c, m]            = (G w[., ., c, m] G^T)[xi, nu]        e = 6 xi + nu (the weights)
+//   V[n, ty, e, tx, c]    = (B^T d(n, ty, tx, c) B)[xi, nu]      (ty, tx): a 4x4 output tile
+//   M[n, ty, e, tx, m]    = sum over c of V[n, ty, e, tx, c] * U[e, c, m]   (TileLoops' GEMM)
+//   y[n, 4 ty + a, 4 tx + b, m] = bias[m] + (A^T M[n, ty, ., tx, m] A)[a, b]
 //
-// Every nest runs along channels innermost (NHWC: contiguous, whole vectors). Each transform is
-// written as sums of sums with constant coefficients, zeros dropped; the inner sums shared by
-// several outputs are identical expressions, which the code generator computes once.
+// V, M and y are indexed by the tile row (n, ty) first, so FuseLoops runs their nests one row
+// of tiles at a time inside one parallel loop: V and M shrink to a row (36 x tiles x channels),
+// which stays in L2, where whole-image buffers streamed megabytes through L3 (the 112 x 112
+// conv of 32 -> 64 channels: 3.3 - 5.2 ms unfused, 1.4 fused, 2.3 direct). Every nest runs along
+// channels innermost (NHWC: contiguous, whole vectors); the product reads U in place. Each
+// transform is written as sums of sums with constant coefficients, zeros dropped; the inner sums
+// shared by several outputs are identical expressions, which the code generator computes once.
 //
 // Where it applies (LowerWinogradNhwc says): f32, a 3x3 window with stride and dilation 1, one
-// group, constant image sizes whose outputs are multiples of 4 in both dims and at least
-// wide enough (kMinTilesPerRow), at least kMinChannels input and output channels (fewer, and the
-// transforms cost more than the 4x fewer multiplies save), and transformed weights that stay in
-// L2 (kMaxTransformedWeightBytes). The sums run in another order than the direct form's: the result
-// differs from it by a few f32 roundings of the transforms' magnitudes (see the tests' bound).
+// group, at least kMinChannels input and output channels (fewer, and the transforms cost more
+// than the 4x fewer multiplies save), constant image sizes whose outputs are multiples of 4 in
+// both dims, and the tile counts and U sizes below. The sums run in another order than the
+// direct form's: the result differs from it by a few f32 roundings of the transforms'
+// magnitudes (see the tests' bound).
 #include <optional>
 #include <vector>
 
@@ -35,19 +39,21 @@ using loop::Stmt;
 constexpr int64_t kTile = 4;  // outputs per tile side
 constexpr int64_t kIn = 6;    // input tile side: kTile + 3 - 1
 constexpr int64_t kMinChannels = 16;
-// The product runs one row of tiles at a time (FuseLoops fuses the three nests by the tile row),
-// reading all of U for each: too few tiles in a row, and streaming U costs more than the
-// multiplies saved. TileLoops blocks 4 rows (tiles), so a row needs 4 tiles, and 8 where U is
-// larger than kSmallTransformedWeightBytes (the small CNN's 64 -> 128 conv at 8 x 8, two tiles a
-// row, U 1.1 MiB: 48 -> 144 us; its 32 -> 64 conv at 16 x 16, four tiles a row, U 288 KiB: 48
-// -> 49 us at batch 1, and at batch 32 the network ran 3.7 -> 2.0 ms).
-constexpr int64_t kMinTilesPerRow = 4;
 // U is computed on one thread before the rows run in parallel: with fewer tiles than this in the
 // whole batch it costs more than it saves (the small CNN's 32 -> 64 conv at 16 x 16, batch 1,
 // 16 tiles, at 2 threads: 27 -> 106 us).
 constexpr int64_t kMinTiles = 64;
+// The product reads all of U for each row of tiles: with too few tiles in a row, streaming U
+// costs more than the multiplies saved. TileLoops blocks 4 rows (tiles), so a row needs 4 tiles,
+// and 8 where U is larger than kSmallTransformedWeightBytes (the small CNN's 64 -> 128 conv at
+// 8 x 8, two tiles a row, U 1.1 MiB: 48 -> 144 us; its 32 -> 64 conv at 16 x 16, four tiles a
+// row, U 288 KiB: 48 -> 49 us at batch 1, and at batch 32 the network ran 3.7 -> 2.0 ms).
+constexpr int64_t kMinTilesPerRow = 4;
 constexpr int64_t kMinTilesPerRowLargeU = 8;
 constexpr int64_t kSmallTransformedWeightBytes = 512 * 1024;
+// U is 36 / 9 = 4 times the weights: kept to what stays in a core's L2 across the rows (1 MiB
+// on Zen 5; pool_cnn's 64 -> 128 conv, U 1.1 MiB, ran 2.2 -> 1.0 ms). Larger U needs the
+// product blocked over output channels first.
 constexpr int64_t kMaxTransformedWeightBytes = 1280 * 1024;
 
 // F(4x4, 3x3)'s matrices, Lavin's choice of points (0, +-1, +-2, inf).
@@ -102,6 +108,8 @@ std::optional<LTensor> LowerWinogradNhwc(LowerContext& ctx, const LTensor& p, co
     if (d.kernel != 3 || d.stride != 1 || d.dilation != 1 || d.out % kTile != 0)
       return std::nullopt;
   const int64_t tiles_y = dims[0].out / kTile, tiles_x = dims[1].out / kTile;
+  if (channels > kMaxTransformedWeightBytes || m_count > kMaxTransformedWeightBytes)
+    return std::nullopt;  // (and u_bytes below cannot overflow)
   const int64_t u_bytes = kIn * kIn * channels * m_count * 4;
   int64_t images = 1;  // a symbolic batch counts as one image
   loop::IsConstInt(p.shape[0], &images);
@@ -132,7 +140,7 @@ std::optional<LTensor> LowerWinogradNhwc(LowerContext& ctx, const LTensor& p, co
                                    loop::Seq(std::move(stores))));
       });
 
-  // V[n, e, t, c]: each input tile transformed. p is the padded input (its row 4 ty + i is the
+  // V[n, ty, e, tx, c]: each input tile transformed. p is the padded input (its row 4 ty + i is the
   // tile's row i), so no tap needs a bounds test.
   LTensor v = ctx.MaterializeFill(
       t, {batch, I64(tiles_y), I64(kIn * kIn), I64(tiles_x), I64(channels)}, "conv_wino_v",
@@ -158,7 +166,8 @@ std::optional<LTensor> LowerWinogradNhwc(LowerContext& ctx, const LTensor& p, co
         return loop::For(n, I64(0), batch, loop::ForKind::kSerial, body);
       });
 
-  // M[n, e, t, m]: 36 matrix products per image, tiles by input channels by output channels.
+  // M[n, ty, e, tx, m]: 36 matrix products per row of tiles: tiles by input channels by output
+  // channels.
   LTensor prod = ctx.Materialize(
       LTensor{t,
               {batch, I64(tiles_y), I64(kIn * kIn), I64(tiles_x), I64(m_count)},
