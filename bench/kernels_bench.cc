@@ -15,6 +15,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -410,6 +411,16 @@ Function Conv(int64_t c, int64_t m, int64_t hw, int64_t kernel, int64_t group) {
       MakeCall("conv", {x, w}, {{"pads", std::vector<int64_t>{p, p, p, p}}, {"group", group}}));
 }
 
+// conv_nhwc (channels-last, as ChannelsLastConvs makes convs) of x[1, H, W, C] by w[3, 3, C, M],
+// padded to keep H x W, by Winograd's F(4x4, 3x3) (as WinogradConvs marks it) or the direct form.
+Function ConvNhwc(int64_t c, int64_t m, int64_t hw, bool winograd) {
+  Var x = MakeVar("x", TensorType({1, hw, hw, c}, DType::kFloat32));
+  Var w = MakeVar("w", TensorType({3, 3, c, m}, DType::kFloat32));
+  return Primitive({x, w},
+                   MakeCall("conv_nhwc", {x, w},
+                            {{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"winograd", winograd}}));
+}
+
 // BM_ConvVsMatmul/<shape>/conv, and /matmul unless `twin` is false.
 void RegisterConvVsMatmul(const std::string& shape, int64_t c, int64_t m, int64_t hw,
                           int64_t kernel, int64_t group, bool twin) {
@@ -431,6 +442,21 @@ void RegisterConvVsMatmul(const std::string& shape, int64_t c, int64_t m, int64_
   RegisterConvVsMatmul("C64_M128_28x28_3x3", 64, 128, 28, 3, 1, true);
   RegisterConvVsMatmul("C64_M128_56x56_1x1", 64, 128, 56, 1, 1, true);
   RegisterConvVsMatmul("C96_56x56_3x3_depthwise", 96, 96, 56, 3, 96, false);
+  // Channels-last 3x3, direct and Winograd, both counted at the direct form's FLOPs (Winograd's
+  // GFLOPs are its effective rate), beside the matmul of those FLOPs.
+  for (auto [c, m, hw] : {std::tuple<int64_t, int64_t, int64_t>{64, 64, 56}, {32, 64, 112}}) {
+    const double flops = 2.0 * m * c * 9 * hw * hw;
+    const std::string name = StrCat("BM_ConvVsMatmul/C", c, "_M", m, "_", hw, "x", hw, "_3x3_nhwc");
+    for (bool winograd : {false, true})
+      benchmark::RegisterBenchmark(
+          StrCat(name, winograd ? "/winograd" : "/direct").c_str(), BM_HostKernel,
+          [=] { return ConvNhwc(c, m, hw, winograd); }, "GFLOPs", flops)
+          ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(
+        StrCat(name, "/matmul").c_str(), BM_HostKernel, [=] { return Matmul(m, c * 9, hw * hw); },
+        "GFLOPs", flops)
+        ->Unit(benchmark::kMicrosecond);
+  }
   return true;
 }();
 
