@@ -9,7 +9,6 @@
 #include <mutex>
 #include <new>
 
-#include "devices/cpu_device.h"
 #include "engine/engine.h"
 #include "engine/segments.h"
 #include "ir/dynamic.h"
@@ -448,7 +447,7 @@ void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor*
       if (scratch) pool.Release(scratch);
     }
   } release{scratch_, scratch};
-  std::byte* arena = scratch ? scratch->data : nullptr;
+  std::byte* arena = scratch ? scratch->pages.data : nullptr;
   void* const* constants = exe.code->constant_data.data();
   auto resolve = [&](const BufferRef& r) -> void* {
     switch (r.kind) {
@@ -504,14 +503,8 @@ void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor*
   }
 }
 
-// Arenas are CPU data space from the CPU DeviceAPI (64-byte aligned); they are allocated only
-// when a scratch grows, never on a steady-state hit.
-constexpr Device kArenaDevice{DeviceType::kCPU, 0};
-
 void Engine::ScratchPool::FreeArena(Scratch* s) {
-  if (s->data) GetCPUDeviceAPI().FreeDataSpace(kArenaDevice, s->data);
-  s->data = nullptr;
-  s->capacity = 0;
+  HostPages::Unmap(s->pages);
 }
 
 Engine::ScratchPool::Scratch* Engine::ScratchPool::Acquire(size_t bytes) {
@@ -520,20 +513,20 @@ Engine::ScratchPool::Scratch* Engine::ScratchPool::Acquire(size_t bytes) {
     s = slot.exchange(nullptr, std::memory_order_acquire);
     if (s) break;
   }
-  if (s && s->capacity >= bytes) return s;
-  // No free scratch, or one too small for this plan: (re)allocate. Scratches only grow, so
-  // once each concurrent run has seen the largest plan, this never happens again.
-  if (!s) s = new Scratch();
-  FreeArena(s);
-  size_t capacity = AlignArena(bytes);
+  if (s && s->pages.capacity >= bytes) return s;
+  // No free scratch, or one too small for this plan: grow it. Scratches only grow, so once
+  // each concurrent run has seen the largest plan, this never happens again.
+  const bool fresh = !s;
+  if (fresh) s = new Scratch();
   try {
-    s->data = static_cast<std::byte*>(GetCPUDeviceAPI().AllocDataSpace(
-        kArenaDevice, static_cast<int64_t>(capacity), kArenaAlignment));
-  } catch (const Error& e) {
-    delete s;
-    Throw(e.code(), "cannot allocate a ", capacity, "-byte arena: ", e.what());
+    HostPages::Grow(s->pages, bytes);
+  } catch (...) {
+    if (fresh)
+      delete s;
+    else
+      Release(s);  // still usable for smaller plans
+    throw;
   }
-  s->capacity = capacity;
   return s;
 }
 

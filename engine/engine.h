@@ -29,6 +29,7 @@
 
 #include <tbb/task_arena.h>
 
+#include "devices/host_pages.h"
 #include "engine/compile_pool.h"
 #include "engine/executable.h"
 #include "engine/kernel_cache.h"
@@ -315,14 +316,14 @@ class Engine {
   class ScratchPool {
    public:
     struct Scratch {
-      std::byte* data = nullptr;  // kArenaAlignment-aligned
-      size_t capacity = 0;
+      HostPages pages;  // page-aligned, so kArenaAlignment-aligned
     };
     ScratchPool() = default;
     ~ScratchPool();
     ScratchPool(const ScratchPool&) = delete;
     ScratchPool& operator=(const ScratchPool&) = delete;
-    // A scratch of at least `bytes`; allocates only when no free one is large enough.
+    // A scratch of at least `bytes`; maps memory only when no free one is large enough (then
+    // grows one, keeping its pages).
     Scratch* Acquire(size_t bytes);
     void Release(Scratch* s);
     static void FreeArena(Scratch* s);
