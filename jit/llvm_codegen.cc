@@ -194,9 +194,22 @@ namespace {
 // of them), the C library calls emitted here and by LLVM, and compiler-runtime helpers.
 bool CallsCouldReach(const std::string& name) {
   if (name.rfind("__", 0) == 0 || name.rfind("llvm.", 0) == 0) return true;
-  static const char* const kLibrary[] = {
-      "aligned_alloc", "free",   "malloc", "memcpy", "memmove", "memset", "kiln_parallel_for",
-      "roundeven",     "sincos", "exp2",   "exp10",  "log2",    "log10",  "ldexp"};
+  static const char* const kLibrary[] = {"aligned_alloc",
+                                         "free",
+                                         "malloc",
+                                         "memcpy",
+                                         "memmove",
+                                         "memset",
+                                         "kiln_parallel_for",
+                                         "kiln_scratch_alloc",
+                                         "kiln_scratch_free",
+                                         "roundeven",
+                                         "sincos",
+                                         "exp2",
+                                         "exp10",
+                                         "log2",
+                                         "log10",
+                                         "ldexp"};
   for (const char* lib : kLibrary)
     if (name == lib || name == std::string(lib) + "f") return true;
   static const char* const kIntrinsics[] = {

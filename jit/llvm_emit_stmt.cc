@@ -32,7 +32,8 @@ namespace kiln::jit_internal {
 namespace {
 
 // Local buffers up to this size live on the stack (entry-block allocas); larger or symbolic
-// ones come from aligned_alloc. Small enough for oneTBB worker stacks even with several.
+// ones come from kiln_scratch_alloc (jit/runtime.h). Small enough for oneTBB worker stacks
+// even with several.
 constexpr int64_t kMaxStackBytes = 16 * 1024;
 // Alignment of local buffers, so vector accesses to them never straddle cache lines.
 constexpr int kLocalAlign = 64;
@@ -222,14 +223,18 @@ void FunctionEmitter::EmitAlloc(const loop::AllocNode* n) {
     buffers_.push_back({&buf, EntryAlloca(type, buf.name, kLocalAlign), false});
     return;
   }
-  // aligned_alloc wants a multiple of the alignment.
+  // Blocks are 64-byte aligned (kLocalAlign).
   llvm::Value* bytes = b_.CreateMul(EmitExpr(numel), b_.getInt64(size));
-  bytes =
-      b_.CreateAnd(b_.CreateAdd(bytes, b_.getInt64(kLocalAlign - 1)), b_.getInt64(-kLocalAlign));
-  auto* alloc_type =
-      llvm::FunctionType::get(b_.getPtrTy(), {b_.getInt64Ty(), b_.getInt64Ty()}, false);
-  llvm::Value* data = b_.CreateCall(LibFunction("aligned_alloc", alloc_type, false),
-                                    {b_.getInt64(kLocalAlign), bytes}, buf.name);
+  auto* alloc_type = llvm::FunctionType::get(b_.getPtrTy(), {b_.getInt64Ty()}, false);
+  llvm::FunctionCallee alloc = LibFunction("kiln_scratch_alloc", alloc_type, false);
+  // What LLVM would infer for aligned_alloc: a fresh block, aliasing no buffer of the kernel,
+  // and a call that touches no memory the kernel can see (so loads are not reloaded past it).
+  if (auto* f = llvm::dyn_cast<llvm::Function>(alloc.getCallee())) {
+    f->addRetAttr(llvm::Attribute::NoAlias);
+    f->addRetAttr(llvm::Attribute::getWithAlignment(f->getContext(), llvm::Align(kLocalAlign)));
+    f->setOnlyAccessesInaccessibleMemory();
+  }
+  llvm::Value* data = b_.CreateCall(alloc, {bytes}, buf.name);
   buffers_.push_back({&buf, data, true});
 }
 
@@ -238,7 +243,10 @@ void FunctionEmitter::EmitFree(const loop::FreeNode* n) {
   if (!binding || !binding->data) Fail("Free of '", n->buffer->name, "', which is not allocated");
   if (binding->heap) {
     auto* free_type = llvm::FunctionType::get(b_.getVoidTy(), {b_.getPtrTy()}, false);
-    b_.CreateCall(LibFunction("free", free_type, false), {binding->data});
+    llvm::FunctionCallee release = LibFunction("kiln_scratch_free", free_type, false);
+    if (auto* f = llvm::dyn_cast<llvm::Function>(release.getCallee()))
+      f->setOnlyAccessesInaccessibleMemOrArgMem();
+    b_.CreateCall(release, {binding->data});
   }
   binding->data = nullptr;
 }

@@ -108,9 +108,14 @@ std::unique_ptr<llvm::orc::LLJIT> CreateJIT(llvm::orc::JITTargetMachineBuilder j
   if (!jit) Throw(ErrorCode::kCompileError, "LLVM JIT: ", TakeMessage(jit.takeError()));
   llvm::orc::LLJIT& lljit = **jit;
   llvm::orc::SymbolMap runtime;
-  runtime[lljit.mangleAndIntern("kiln_parallel_for")] =
-      llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&kiln_parallel_for),
-                                   llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+  auto define = [&](const char* name, auto* function) {
+    runtime[lljit.mangleAndIntern(name)] = llvm::orc::ExecutorSymbolDef(
+        llvm::orc::ExecutorAddr::fromPtr(function),
+        llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+  };
+  define("kiln_parallel_for", &kiln_parallel_for);
+  define("kiln_scratch_alloc", &kiln_scratch_alloc);
+  define("kiln_scratch_free", &kiln_scratch_free);
   if (llvm::Error err =
           lljit.getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(runtime))))
     Throw(ErrorCode::kCompileError, "LLVM JIT: ", TakeMessage(std::move(err)));

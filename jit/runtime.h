@@ -19,6 +19,14 @@ extern "C" {
 void kiln_parallel_for(int64_t begin, int64_t end,
                        void (*body)(int64_t chunk_begin, int64_t chunk_end, void* closure),
                        void* closure);
+
+// Kernel-local buffers too large for the stack (or of symbolic size): `bytes` (> 0) aligned
+// to 64, from a per-thread stack of mapped pages that keeps its memory from call to call
+// (jit/scratch.cc). kiln_scratch_free takes back any block kiln_scratch_alloc gave on the
+// same thread, in any order. Never fails while the heap has room (it falls back to
+// aligned_alloc); null only when that fails too.
+void* kiln_scratch_alloc(int64_t bytes);
+void kiln_scratch_free(void* block);
 }
 
 namespace kiln {
