@@ -412,13 +412,19 @@ Function Conv(int64_t c, int64_t m, int64_t hw, int64_t kernel, int64_t group) {
 }
 
 // conv_nhwc (channels-last, as ChannelsLastConvs makes convs) of x[1, H, W, C] by w[3, 3, C, M],
-// padded to keep H x W, by Winograd's F(4x4, 3x3) (as WinogradConvs marks it) or the direct form.
-Function ConvNhwc(int64_t c, int64_t m, int64_t hw, bool winograd) {
+// padded to keep H x W: the direct form, Winograd's F(4x4, 3x3) transforming w in the kernel
+// (as WinogradConvs marks a conv), or reading the transformed filter U[36, C, M] (as
+// WinogradConvs passes a constant weight).
+enum class ConvForm { kDirect, kWinograd, kWinogradFilterGiven };
+Function ConvNhwc(int64_t c, int64_t m, int64_t hw, ConvForm form) {
+  const bool given = form == ConvForm::kWinogradFilterGiven;
   Var x = MakeVar("x", TensorType({1, hw, hw, c}, DType::kFloat32));
-  Var w = MakeVar("w", TensorType({3, 3, c, m}, DType::kFloat32));
-  return Primitive({x, w},
-                   MakeCall("conv_nhwc", {x, w},
-                            {{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"winograd", winograd}}));
+  Var w = MakeVar("w", given ? TensorType({36, c, m}, DType::kFloat32)
+                             : TensorType({3, 3, c, m}, DType::kFloat32));
+  return Primitive({x, w}, MakeCall("conv_nhwc", {x, w},
+                                    {{"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                                     {"winograd", form != ConvForm::kDirect},
+                                     {"winograd_filter", given}}));
 }
 
 // BM_ConvVsMatmul/<shape>/conv, and /matmul unless `twin` is false.
@@ -444,13 +450,16 @@ void RegisterConvVsMatmul(const std::string& shape, int64_t c, int64_t m, int64_
   RegisterConvVsMatmul("C96_56x56_3x3_depthwise", 96, 96, 56, 3, 96, false);
   // Channels-last 3x3, direct and Winograd, both counted at the direct form's FLOPs (Winograd's
   // GFLOPs are its effective rate), beside the matmul of those FLOPs.
-  for (auto [c, m, hw] : {std::tuple<int64_t, int64_t, int64_t>{64, 64, 56}, {32, 64, 112}}) {
+  for (auto [c, m, hw] :
+       {std::tuple<int64_t, int64_t, int64_t>{64, 64, 56}, {32, 64, 112}, {32, 64, 16}}) {
     const double flops = 2.0 * m * c * 9 * hw * hw;
     const std::string name = StrCat("BM_ConvVsMatmul/C", c, "_M", m, "_", hw, "x", hw, "_3x3_nhwc");
-    for (bool winograd : {false, true})
+    for (auto [form, suffix] : {std::pair{ConvForm::kDirect, "/direct"},
+                                {ConvForm::kWinograd, "/winograd"},
+                                {ConvForm::kWinogradFilterGiven, "/winograd_filter_given"}})
       benchmark::RegisterBenchmark(
-          StrCat(name, winograd ? "/winograd" : "/direct").c_str(), BM_HostKernel,
-          [=] { return ConvNhwc(c, m, hw, winograd); }, "GFLOPs", flops)
+          StrCat(name, suffix).c_str(), BM_HostKernel, [=] { return ConvNhwc(c, m, hw, form); },
+          "GFLOPs", flops)
           ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(
         StrCat(name, "/matmul").c_str(), BM_HostKernel, [=] { return Matmul(m, c * 9, hw * hw); },

@@ -117,13 +117,4 @@ std::optional<std::vector<LTensor>> LowerDepthwisePlanes(LowerContext& ctx,
                                                          const std::vector<WindowDim>& dims,
                                                          const std::vector<loop::Expr>& out_shape);
 
-// conv_nhwc's 3x3 stride-1 convs of f32 by Winograd's F(4x4, 3x3) (ir/ops/conv_winograd.cc),
-// with p its input padded so that output (oy, ox) reads p's rows oy .. oy + 2 and columns
-// ox .. ox + 2, w its [3, 3, C, M] weights and `channels` C; the output (out_shape, NHWC)
-// materialized. nullopt where it does not apply (that file says when) or would not pay.
-std::optional<LTensor> LowerWinogradNhwc(LowerContext& ctx, const LTensor& p, const LTensor& w,
-                                         const std::optional<LTensor>& bias,
-                                         const std::vector<WindowDim>& dims, int64_t channels,
-                                         const std::vector<loop::Expr>& out_shape);
-
 }  // namespace kiln::ops

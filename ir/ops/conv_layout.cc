@@ -6,7 +6,9 @@
 //     w: [KH, KW, C, M] (HWIO: the output channels contiguous), bias: [M]
 //     attrs: conv's window attributes (strides, pads, dilations, auto_pad, kernel_shape);
 //            winograd (WinogradConvs sets it): a 3x3 stride-1 conv of f32 whose outputs are
-//            multiples of 4 runs by Winograd's F(4x4, 3x3) (conv_winograd.cc)
+//            multiples of 4 runs by Winograd's F(4x4, 3x3) (conv_winograd.cc);
+//            winograd_filter (WinogradConvs sets it for constant weights): w is given
+//            transformed, U [36, C, M] = G w G^T per channel pair (the kernel is 3x3)
 //
 // y[n, oh, ow, m] = bias[m] + sum over (ky, kx, c) of w[ky, kx, c, m] *
 // x(n, oh * stride + ky * dilation - pad_begin, ow * stride + kx * dilation - pad_begin, c),
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "ir/ops/conv_gemm.h"
+#include "ir/ops/conv_winograd.h"
 #include "ir/ops/op_util.h"
 #include "ir/ops/window.h"
 
@@ -37,6 +40,7 @@ using loop::Expr;
 
 constexpr char kInputNhwc[] = "input_nhwc";
 constexpr char kWinograd[] = "winograd";
+constexpr char kWinogradFilter[] = "winograd_filter";
 
 // x's dims in NCHW order (N, C, H, W), whichever layout it has.
 std::vector<int> NchwAxes(bool nhwc) {
@@ -52,14 +56,26 @@ Type ConvNhwcRel(TypeRelContext& ctx) {
   if (x.ndim() != 4)
     ctx.Fail(StrCat("input ", ShapeToString(x.shape), " must be 4-D (",
                     nhwc ? "[N, H, W, C]" : "[N, C, H, W]", ")"));
-  const std::vector<int64_t> kernel = ConvKernel(ctx, x, w, "[KH, KW, C, M]", 0);
+  // A transformed filter U [36, C, M] is a 3x3 kernel's.
+  const bool transformed = ctx.attrs().GetBool(kWinogradFilter);
+  std::vector<int64_t> kernel = {3, 3};
+  if (transformed) {
+    if (w.ndim() != 3 || !w.shape[0].is_const() || w.shape[0].value() != kWinogradTileElems)
+      ctx.Fail(StrCat("a winograd_filter weight must be [36, C, M], got ", ShapeToString(w.shape)));
+    const std::vector<int64_t>& ks = ctx.attrs().GetInts("kernel_shape");
+    if (!ks.empty() && ks != kernel)
+      ctx.Fail(StrCat("kernel_shape ", JoinInts(ks), " with a winograd_filter weight (3x3)"));
+  } else {
+    kernel = ConvKernel(ctx, x, w, "[KH, KW, C, M]", 0);
+  }
+  const int c_dim = transformed ? 1 : 2;
   const std::vector<int> axes = NchwAxes(nhwc);
   Shape nchw;
   for (int a : axes) nchw.push_back(x.shape[a]);
-  ctx.AssertEqual(w.shape[2], nchw[1],
-                  StrCat("input channels of ", ShapeToString(x.shape),
-                         " must be the weight's dim 2 ", ShapeToString(w.shape)));
-  const Dim& m = w.shape[3];
+  ctx.AssertEqual(w.shape[c_dim], nchw[1],
+                  StrCat("input channels of ", ShapeToString(x.shape), " must be the weight's dim ",
+                         c_dim, " ", ShapeToString(w.shape)));
+  const Dim& m = w.shape[c_dim + 1];
   CheckBias(ctx, x, m, StrCat("the weight's M ", ShapeToString(w.shape)));
   // The lowering needs the input channels.
   if (!nchw[1].is_const())
@@ -71,7 +87,8 @@ Type ConvNhwcRel(TypeRelContext& ctx) {
 
 // The reference: conv's own reference kernel on NCHW / OIHW copies, its output made NHWC.
 void ConvNhwcRef(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
-  std::vector<Tensor> args = {in[0], PermuteAxes(in[1], {3, 2, 0, 1})};
+  const Tensor w = attrs.GetBool(kWinogradFilter) ? WinogradFilterInverse(in[1]) : in[1];
+  std::vector<Tensor> args = {in[0], PermuteAxes(w, {3, 2, 0, 1})};
   if (attrs.GetBool(kInputNhwc)) args[0] = PermuteAxes(in[0], {0, 3, 1, 2});
   if (in.size() == 3) args.push_back(in[2]);
   const std::vector<int64_t>& y = out[0].shape();
@@ -139,14 +156,17 @@ LTensor PaddedCopy(LowerContext& ctx, const LTensor& x, const std::vector<int>& 
 std::vector<LTensor> LowerConvNhwc(LowerContext& ctx, const std::vector<LTensor>& in,
                                    const Attrs& attrs, const std::vector<Type>& out_types) {
   const LTensor& x = in[0];
-  const LTensor& w = in[1];
+  const bool transformed = attrs.GetBool(kWinogradFilter);
+  LTensor w = in[1];
   const bool nhwc = attrs.GetBool(kInputNhwc);
   const std::vector<int> axes = NchwAxes(nhwc);
-  std::vector<int64_t> kernel(2);
+  std::vector<int64_t> kernel = {3, 3};
   int64_t channels = 0;
-  for (int i = 0; i < 2; ++i)
-    KILN_CHECK(loop::IsConstInt(w.shape[i], &kernel[i]), "conv_nhwc with a symbolic kernel");
-  KILN_CHECK(loop::IsConstInt(w.shape[2], &channels), "conv_nhwc with symbolic channels");
+  if (!transformed)
+    for (int i = 0; i < 2; ++i)
+      KILN_CHECK(loop::IsConstInt(w.shape[i], &kernel[i]), "conv_nhwc with a symbolic kernel");
+  KILN_CHECK(loop::IsConstInt(w.shape[transformed ? 1 : 2], &channels),
+             "conv_nhwc with symbolic channels");
   const DType t = x.dtype;
   // f32 sums in f32 (as conv's GEMM form does); the other float dtypes in f64, as conv.
   const DType acc = t == DType::kFloat32 ? t : DType::kFloat64;
@@ -169,9 +189,14 @@ std::vector<LTensor> LowerConvNhwc(LowerContext& ctx, const std::vector<LTensor>
   if (in.size() == 3) bias = in[2];
   const std::vector<Expr> out_shape = ctx.ShapeExpr(AsTensor(out_types[0])->shape);
   // WinogradConvs (passes/graph/winograd.cc) says where Winograd's form may serve.
-  if (attrs.GetBool(kWinograd) && nhwc && !HasSymbolicSpatial(x, {axes[2], axes[3]}))
-    if (std::optional<LTensor> y = LowerWinogradNhwc(ctx, p, w, bias, dims, channels, out_shape))
+  if ((attrs.GetBool(kWinograd) || transformed) && nhwc &&
+      !HasSymbolicSpatial(x, {axes[2], axes[3]}))
+    if (std::optional<LTensor> y =
+            LowerWinogradNhwc(ctx, p, w, transformed, bias, dims, channels, out_shape))
       return {*y};
+  // The direct form reads w; WinogradConvs transforms only where Winograd's form applies, so
+  // this costs a per-run inverse only for a graph built with the transform by hand.
+  if (transformed) w = LowerWinogradFilterInverse(ctx, w);
   auto at = [&ctx, p, w, bias, dims, channels, kernel, nhwc, t, acc](const std::vector<Expr>& idx) {
     loop::Var c = ctx.NewVar("kc"), ky = ctx.NewVar("kt"), kx = ctx.NewVar("kt");
     Expr h =
@@ -210,12 +235,14 @@ void RegisterConvLayoutOps(OpRegistry& r) {
                    ops::CheckNonNegativeInts()});
   attrs.push_back({ops::kInputNhwc, AttrKind::kBool, AttrValue(true), nullptr});
   attrs.push_back({ops::kWinograd, AttrKind::kBool, AttrValue(false), nullptr});
+  attrs.push_back({ops::kWinogradFilter, AttrKind::kBool, AttrValue(false), nullptr});
   r.Register(OpDef{
       .name = "conv_nhwc",
       .doc = "2-D convolution writing channels-last: x[N, H, W, C] (input_nhwc) or [N, C, H, W], "
              "w[KH, KW, C, M], optional bias[M] -> [N, OH, OW, M]; conv's window attributes, one "
              "group; winograd: a 3x3 stride-1 conv of f32 may run by Winograd's F(4x4, 3x3) "
-             "(WinogradConvs sets it)",
+             "(WinogradConvs sets it); winograd_filter: w is that form's transformed filter "
+             "U[36, C, M]",
       .min_inputs = 2,
       .max_inputs = 3,
       .attrs = attrs,

@@ -26,7 +26,7 @@
 #include <optional>
 #include <vector>
 
-#include "ir/ops/conv_gemm.h"
+#include "ir/ops/conv_winograd.h"
 #include "ir/ops/op_util.h"
 #include "ir/ops/window.h"
 
@@ -39,9 +39,9 @@ using loop::Stmt;
 constexpr int64_t kTile = 4;  // outputs per tile side
 constexpr int64_t kIn = 6;    // input tile side: kTile + 3 - 1
 constexpr int64_t kMinChannels = 16;
-// U is computed on one thread before the rows run in parallel: with fewer tiles than this in the
-// whole batch it costs more than it saves (the small CNN's 32 -> 64 conv at 16 x 16, batch 1,
-// 16 tiles, at 2 threads: 27 -> 106 us).
+// U computed in the kernel runs on one thread before the rows run in parallel: with fewer tiles
+// than this in the whole batch it costs more than it saves (the small CNN's 32 -> 64 conv at
+// 16 x 16, batch 1, 16 tiles, at 2 threads: 27 -> 106 us). A precomputed U has no such cost.
 constexpr int64_t kMinTiles = 64;
 // The product reads all of U for each row of tiles: with too few tiles in a row, streaming U
 // costs more than the multiplies saved. TileLoops blocks 4 rows (tiles), so a row needs 4 tiles,
@@ -56,6 +56,8 @@ constexpr int64_t kSmallTransformedWeightBytes = 512 * 1024;
 // product blocked over output channels first.
 constexpr int64_t kMaxTransformedWeightBytes = 1280 * 1024;
 
+static_assert(kIn * kIn == kWinogradTileElems);
+
 // F(4x4, 3x3)'s matrices, Lavin's choice of points (0, +-1, +-2, inf).
 constexpr double kBt[kIn][kIn] = {
     {4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
@@ -68,6 +70,12 @@ constexpr double kG[kIn][3] = {
     {1.0 / 24, 1.0 / 12, 1.0 / 6},
     {1.0 / 24, -1.0 / 12, 1.0 / 6},
     {0, 0, 1},
+};
+// A left inverse of G (kGinv G = I): g0 = 4 u0, g2 = u5, g1 = -6 u1 - g0 - g2.
+constexpr double kGinv[3][kIn] = {
+    {4, 0, 0, 0, 0, 0},
+    {-4, -6, 0, 0, 0, -1},
+    {0, 0, 0, 0, 0, 1},
 };
 constexpr double kAt[kTile][kIn] = {
     {1, 1, 1, 1, 1, 0},
@@ -95,50 +103,124 @@ Expr Combine(const double* coeff, int64_t count, DType t, const Term& term) {
 
 }  // namespace
 
+bool WinogradFits(int64_t channels, int64_t m, int64_t images, const std::vector<WindowDim>& dims,
+                  bool filter_transformed) {
+  if (dims.size() != 2 || channels < kMinChannels || m < kMinChannels) return false;
+  for (const WindowDim& d : dims)
+    if (d.kernel != 3 || d.stride != 1 || d.dilation != 1 || d.out % kTile != 0) return false;
+  if (channels > kMaxTransformedWeightBytes || m > kMaxTransformedWeightBytes)
+    return false;  // (and u_bytes below cannot overflow)
+  const int64_t tiles_y = dims[0].out / kTile, tiles_x = dims[1].out / kTile;
+  const int64_t u_bytes = kIn * kIn * channels * m * 4;
+  if (u_bytes > kMaxTransformedWeightBytes || tiles_x < kMinTilesPerRow ||
+      (u_bytes > kSmallTransformedWeightBytes && tiles_x < kMinTilesPerRowLargeU))
+    return false;
+  return filter_transformed || images * tiles_y * tiles_x >= kMinTiles;
+}
+
+Tensor WinogradFilter(const Tensor& w) {
+  KILN_CHECK(w.dtype() == DType::kFloat32 && w.shape().size() == 4 && w.shape()[0] == 3 &&
+                 w.shape()[1] == 3,
+             "WinogradFilter of a weight that is not f32 [3, 3, C, M]");
+  const int64_t cm = w.shape()[2] * w.shape()[3];
+  Tensor u = Tensor::Empty(DType::kFloat32, {kIn * kIn, w.shape()[2], w.shape()[3]});
+  const float* src = w.data<float>();
+  float* dst = u.data<float>();
+  for (int64_t xi = 0; xi < kIn; ++xi)
+    for (int64_t nu = 0; nu < kIn; ++nu)
+      for (int64_t i = 0; i < cm; ++i) {
+        double sum = 0;
+        for (int64_t ky = 0; ky < 3; ++ky)
+          for (int64_t kx = 0; kx < 3; ++kx)
+            sum += kG[xi][ky] * kG[nu][kx] * static_cast<double>(src[(ky * 3 + kx) * cm + i]);
+        dst[(xi * kIn + nu) * cm + i] = static_cast<float>(sum);
+      }
+  return u;
+}
+
+Tensor WinogradFilterInverse(const Tensor& u) {
+  KILN_CHECK(u.dtype() == DType::kFloat32 && u.shape().size() == 3 && u.shape()[0] == kIn * kIn,
+             "WinogradFilterInverse of a filter that is not f32 [36, C, M]");
+  const int64_t cm = u.shape()[1] * u.shape()[2];
+  Tensor w = Tensor::Empty(DType::kFloat32, {3, 3, u.shape()[1], u.shape()[2]});
+  const float* src = u.data<float>();
+  float* dst = w.data<float>();
+  for (int64_t ky = 0; ky < 3; ++ky)
+    for (int64_t kx = 0; kx < 3; ++kx)
+      for (int64_t i = 0; i < cm; ++i) {
+        double sum = 0;
+        for (int64_t xi = 0; xi < kIn; ++xi)
+          for (int64_t nu = 0; nu < kIn; ++nu)
+            sum +=
+                kGinv[ky][xi] * kGinv[kx][nu] * static_cast<double>(src[(xi * kIn + nu) * cm + i]);
+        dst[(ky * 3 + kx) * cm + i] = static_cast<float>(sum);
+      }
+  return w;
+}
+
+LTensor LowerWinogradFilterInverse(LowerContext& ctx, const LTensor& u) {
+  int64_t channels = 0, m_count = 0;
+  KILN_CHECK(loop::IsConstInt(u.shape[1], &channels) && loop::IsConstInt(u.shape[2], &m_count),
+             "a transformed filter with symbolic channels");
+  const DType t = u.dtype;
+  return ctx.MaterializeFill(t, {I64(3), I64(3), I64(channels), I64(m_count)}, "conv_wino_w",
+                             [&](const loop::Buffer& buf) {
+                               loop::Var c = ctx.NewVar("c"), m = ctx.NewVar("m");
+                               std::vector<Stmt> stores;
+                               for (int64_t ky = 0; ky < 3; ++ky)
+                                 for (int64_t kx = 0; kx < 3; ++kx) {
+                                   Expr v = Combine(kGinv[ky], kIn, t, [&](int64_t xi) {
+                                     return Combine(kGinv[kx], kIn, t, [&](int64_t nu) {
+                                       return u.at({I64(xi * kIn + nu), c, m});
+                                     });
+                                   });
+                                   stores.push_back(loop::Store(buf, {I64(ky), I64(kx), c, m}, v));
+                                 }
+                               return loop::For(
+                                   c, I64(0), I64(channels), loop::ForKind::kSerial,
+                                   loop::For(m, I64(0), I64(m_count), loop::ForKind::kSerial,
+                                             loop::Seq(std::move(stores))));
+                             });
+}
+
 std::optional<LTensor> LowerWinogradNhwc(LowerContext& ctx, const LTensor& p, const LTensor& w,
+                                         bool filter_transformed,
                                          const std::optional<LTensor>& bias,
                                          const std::vector<WindowDim>& dims, int64_t channels,
                                          const std::vector<Expr>& out_shape) {
   const DType t = p.dtype;
   int64_t m_count = 0;
-  if (t != DType::kFloat32 || dims.size() != 2 || channels < kMinChannels ||
-      !loop::IsConstInt(w.shape[3], &m_count) || m_count < kMinChannels)
+  if (t != DType::kFloat32 || !loop::IsConstInt(w.shape[filter_transformed ? 2 : 3], &m_count))
     return std::nullopt;
-  for (const WindowDim& d : dims)
-    if (d.kernel != 3 || d.stride != 1 || d.dilation != 1 || d.out % kTile != 0)
-      return std::nullopt;
-  const int64_t tiles_y = dims[0].out / kTile, tiles_x = dims[1].out / kTile;
-  if (channels > kMaxTransformedWeightBytes || m_count > kMaxTransformedWeightBytes)
-    return std::nullopt;  // (and u_bytes below cannot overflow)
-  const int64_t u_bytes = kIn * kIn * channels * m_count * 4;
   int64_t images = 1;  // a symbolic batch counts as one image
   loop::IsConstInt(p.shape[0], &images);
-  if (u_bytes > kMaxTransformedWeightBytes || tiles_x < kMinTilesPerRow ||
-      images * tiles_y * tiles_x < kMinTiles ||
-      (u_bytes > kSmallTransformedWeightBytes && tiles_x < kMinTilesPerRowLargeU))
-    return std::nullopt;
+  if (!WinogradFits(channels, m_count, images, dims, filter_transformed)) return std::nullopt;
+  const int64_t tiles_y = dims[0].out / kTile, tiles_x = dims[1].out / kTile;
   const Expr batch = p.shape[0];
 
-  // U[e, c, m]: the filters transformed, in the kernel (a C x M x 36 pass, small next to the
-  // product's C x M x 36 x tiles).
-  LTensor u = ctx.MaterializeFill(
-      t, {I64(kIn * kIn), I64(channels), I64(m_count)}, "conv_wino_u",
-      [&](const loop::Buffer& buf) {
-        loop::Var c = ctx.NewVar("c"), m = ctx.NewVar("m");
-        std::vector<Stmt> stores;
-        for (int64_t xi = 0; xi < kIn; ++xi)
-          for (int64_t nu = 0; nu < kIn; ++nu) {
-            Expr v = Combine(kG[xi], 3, t, [&](int64_t ky) {
-              return Combine(kG[nu], 3, t, [&](int64_t kx) {
-                return w.at({I64(ky), I64(kx), c, m});
-              });
-            });
-            stores.push_back(loop::Store(buf, {I64(xi * kIn + nu), c, m}, v));
-          }
-        return loop::For(c, I64(0), I64(channels), loop::ForKind::kSerial,
-                         loop::For(m, I64(0), I64(m_count), loop::ForKind::kSerial,
-                                   loop::Seq(std::move(stores))));
-      });
+  // U[e, c, m]: the filters transformed, given (WinogradConvs transforms constant weights once)
+  // or here in the kernel (a C x M x 36 pass, small next to the product's C x M x 36 x tiles).
+  LTensor u =
+      filter_transformed
+          ? w
+          : ctx.MaterializeFill(
+                t, {I64(kIn * kIn), I64(channels), I64(m_count)}, "conv_wino_u",
+                [&](const loop::Buffer& buf) {
+                  loop::Var c = ctx.NewVar("c"), m = ctx.NewVar("m");
+                  std::vector<Stmt> stores;
+                  for (int64_t xi = 0; xi < kIn; ++xi)
+                    for (int64_t nu = 0; nu < kIn; ++nu) {
+                      Expr v = Combine(kG[xi], 3, t, [&](int64_t ky) {
+                        return Combine(kG[nu], 3, t, [&](int64_t kx) {
+                          return w.at({I64(ky), I64(kx), c, m});
+                        });
+                      });
+                      stores.push_back(loop::Store(buf, {I64(xi * kIn + nu), c, m}, v));
+                    }
+                  return loop::For(c, I64(0), I64(channels), loop::ForKind::kSerial,
+                                   loop::For(m, I64(0), I64(m_count), loop::ForKind::kSerial,
+                                             loop::Seq(std::move(stores))));
+                });
 
   // V[n, ty, e, tx, c]: each input tile transformed. p is the padded input (its row 4 ty + i is the
   // tile's row i), so no tap needs a bounds test.

@@ -12,6 +12,7 @@
 
 #include "common/kernel_test_util.h"
 #include "ir/loop/loop_text.h"
+#include "ir/ops/conv_winograd.h"
 #include "passes/lower_to_loops.h"
 
 namespace kiln {
@@ -196,6 +197,57 @@ TEST(LowerConvNhwc, Winograd) {
                                             attrs, 1e-5, 3));
 }
 
+// The filter transform WinogradConvs applies to constant weights: U = G w G^T and back through
+// G's left inverse gives w again (within f32 roundings of U's magnitude), on random weights of
+// odd channel counts, a single pair, and 64 x 128.
+TEST(WinogradFilter, InverseGivesTheWeightsBack) {
+  uint64_t seed = 700;
+  for (const Ints& shape : {Ints{3, 3, 1, 1}, Ints{3, 3, 17, 19}, Ints{3, 3, 64, 128}}) {
+    Tensor w = RandomTensor(DType::kFloat32, shape, seed++);
+    Tensor u = ops::WinogradFilter(w);
+    EXPECT_EQ(u.shape(), (Ints{36, shape[2], shape[3]}));
+    EXPECT_TRUE(test::TensorsNear(ops::WinogradFilterInverse(u), w, 2e-6, 1e-6))
+        << IntsToString(shape);
+  }
+}
+
+// winograd_filter (as WinogradConvs passes a constant weight): w is given as U [36, C, M]. The
+// kernel reads it (no conv_wino_u nest) and matches the reference (which takes w back from U),
+// including 16 x 16 at batch 1 (16 tiles: too few to repay a transform in the kernel, fine
+// with U given); where Winograd's form does not apply (outputs of 5 x 6, 96 -> 96 channels) the
+// kernel takes w back from U (conv_wino_w) and runs the direct form.
+TEST(LowerConvNhwc, WinogradFilterGiven) {
+  uint64_t seed = 600;
+  const Attrs pad1 = {{"pads", Ints{1, 1, 1, 1}}};
+  struct Given {
+    Case c;
+    bool winograd_form;
+  };
+  for (const Given& g : {Given{{{1, 32, 32, 17}, {3, 3, 17, 19}, true, true, pad1}, true},
+                         Given{{{1, 16, 16, 32}, {3, 3, 32, 64}, true, true, pad1}, true},
+                         Given{{{2, 18, 34, 16}, {3, 3, 16, 48}, true, false, {}}, true},
+                         Given{{{1, 5, 6, 16}, {3, 3, 16, 16}, true, true, pad1}, false},
+                         Given{{{1, 32, 32, 96}, {3, 3, 96, 96}, true, true, pad1}, false}}) {
+    Attrs attrs = WithLayout(g.c);
+    attrs.Set("winograd", true);
+    attrs.Set("winograd_filter", true);
+    std::vector<Tensor> in = Inputs(DType::kFloat32, g.c, &seed);
+    in[1] = ops::WinogradFilter(in[1]);
+    const std::string ir =
+        loop::Print(LowerToLoops(test::SingleOpFunction("conv_nhwc", in, attrs, false), "k").func);
+    if (g.winograd_form) {
+      EXPECT_THAT(ir, ::testing::HasSubstr("conv_wino_m")) << IntsToString(g.c.x);
+      EXPECT_THAT(ir, ::testing::Not(::testing::HasSubstr("conv_wino_u"))) << IntsToString(g.c.x);
+    } else {
+      EXPECT_THAT(ir, ::testing::HasSubstr("conv_wino_w")) << IntsToString(g.c.x);
+      EXPECT_THAT(ir, ::testing::Not(::testing::HasSubstr("conv_wino_m"))) << IntsToString(g.c.x);
+    }
+    const double atol = 5e-5 * std::sqrt(static_cast<double>(g.c.w[2]));
+    EXPECT_TRUE(CompiledMatchesReference("conv_nhwc", in, attrs, atol, 1e-5, false))
+        << IntsToString(g.c.x) << " " << IntsToString(g.c.w);
+  }
+}
+
 TEST(LowerConvNhwc, Float16) {
   uint64_t seed = 200;
   const Case c = {{1, 6, 5, 3}, {3, 3, 3, 16}, true, true, {{"pads", Ints{1, 1, 1, 1}}}};
@@ -251,6 +303,25 @@ TEST(ConvNhwcType, OutputShapeAndErrors) {
       TypeError({TensorType({1, 9, 11, Dim::Symbol("c")}, f), TensorType({3, 3, 3, 8}, f)}, {})
           .find("input channels must be a constant"),
       std::string::npos);
+  // A transformed filter must be [36, C, M] of the input's channels, and a 3x3 kernel's.
+  const Attrs given = {{"winograd_filter", true}};
+  EXPECT_EQ(
+      TypeToString(InferTypes(MakeFunction({}, MakeCall("conv_nhwc",
+                                                        {MakeVar("x", TensorType({1, 8, 8, 16}, f)),
+                                                         MakeVar("u", TensorType({36, 16, 24}, f))},
+                                                        given)))
+                       ->body->type),
+      "f32[1, 6, 6, 24]");
+  EXPECT_NE(TypeError({TensorType({1, 8, 8, 16}, f), TensorType({3, 3, 16, 24}, f)}, given)
+                .find("winograd_filter weight must be [36, C, M]"),
+            std::string::npos);
+  EXPECT_NE(TypeError({TensorType({1, 8, 8, 16}, f), TensorType({36, 15, 24}, f)}, given)
+                .find("input channels"),
+            std::string::npos);
+  EXPECT_NE(TypeError({TensorType({1, 8, 8, 16}, f), TensorType({36, 16, 24}, f)},
+                      {{"winograd_filter", true}, {"kernel_shape", Ints{5, 5}}})
+                .find("kernel_shape"),
+            std::string::npos);
   Expr same = MakeCall("conv_nhwc",
                        {MakeVar("x", TensorType({1, Dim::Symbol("h"), 11, 3}, f)),
                         MakeVar("w", TensorType({3, 3, 3, 8}, f))},

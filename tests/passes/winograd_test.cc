@@ -10,6 +10,7 @@
 #include "common/pass_test_util.h"
 #include "engine/engine.h"
 #include "ir/interpreter.h"
+#include "ir/ops/conv_winograd.h"
 
 namespace kiln {
 namespace {
@@ -24,15 +25,27 @@ Function ConvNhwc(int64_t c, int64_t m, int64_t k, Attrs attrs, DType t = DType:
   return InferTypes(MakeFunction({x}, MakeCall("conv_nhwc", {x, w}, std::move(attrs))));
 }
 
-// Whether WinogradConvs marks `fn`'s conv.
-bool Marked(const Function& fn) {
+// `fn` after WinogradConvs.
+Function AfterPass(const Function& fn) {
   IRModule m({{"main", fn}});
   auto ctx = std::make_shared<PassContext>();
   ctx->SetConfig("testing.check_immutable", true);
   PassContextScope scope(ctx);
-  Function after = (*ParsePipeline("WinogradConvs"))(m).Lookup("main");
-  const CallNode* call = AsCall(after->body);
+  return (*ParsePipeline("WinogradConvs"))(m).Lookup("main");
+}
+
+// Whether WinogradConvs marks `fn`'s conv.
+bool Marked(const Function& fn) {
+  const CallNode* call = AsCall(AfterPass(fn)->body);
   return call && call->attrs.GetBool("winograd");
+}
+
+// The weight operand of the conv WinogradConvs leaves in `fn`, if that conv has a transformed
+// filter (winograd_filter), else null.
+const ConstantNode* TransformedFilter(const Function& after) {
+  const CallNode* call = AsCall(after->body);
+  if (!call || !call->attrs.GetBool("winograd_filter")) return nullptr;
+  return AsConstant(call->args[1]);
 }
 
 TEST(WinogradConvs, MarksOnlyTheConvsItsFormComputes) {
@@ -52,6 +65,44 @@ TEST(WinogradConvs, MarksOnlyTheConvsItsFormComputes) {
   Expr w = MakeConstant(RandomTensor(DType::kFloat32, {3, 3, 32, 32}, 2));
   EXPECT_FALSE(Marked(
       InferTypes(MakeFunction({nchw}, MakeCall("conv_nhwc", {nchw, w}, {{"input_nhwc", false}})))));
+}
+
+// A constant weight is transformed once (U [36, C, M], winograd_filter) where the image size is
+// constant and Winograd's form applies to it; a weight that is a parameter, an image size the
+// form does not take (outputs of 10 x 10) or a symbolic one keeps the [3, 3, C, M] weight. The
+// model's specializations share one U (a derived constant), and U is the filter transformed.
+TEST(WinogradConvs, TransformsConstantWeightsOnce) {
+  const Attrs pad1 = {{"pads", Ints{1, 1, 1, 1}}};
+  Function fn = ConvNhwc(16, 32, 3, pad1);  // x [1, 12, 12, 16]: 3 x 3 tiles of 4 x 4
+  const ConstantNode* w = AsConstant(AsCall(fn->body)->args[1]);
+  // 12 x 12 outputs: three tiles a row, fewer than the form takes.
+  EXPECT_EQ(TransformedFilter(AfterPass(fn)), nullptr);
+  auto conv = [&](const Shape& x_shape, bool constant_weight) {
+    Var x = MakeVar("x", TensorType(x_shape, DType::kFloat32));
+    std::vector<Var> params = {x};
+    Expr weight = MakeConstant(w->value);
+    if (!constant_weight) {
+      Var p = MakeVar("w", TensorType({3, 3, 16, 32}, DType::kFloat32));
+      params.push_back(p);
+      weight = p;
+    }
+    return InferTypes(MakeFunction(params, MakeCall("conv_nhwc", {x, weight}, pad1)));
+  };
+  const Function big = conv({1, 32, 32, 16}, true);
+  const Function after = AfterPass(big);  // (keeps U alive)
+  const ConstantNode* u = TransformedFilter(after);
+  ASSERT_NE(u, nullptr);
+  EXPECT_EQ(u->value.shape(), (Ints{36, 16, 32}));
+  EXPECT_TRUE(test::TensorsNear(u->value, ops::WinogradFilter(w->value), 0, 0));
+  // The same weight node in another specialization's graph: the same U.
+  EXPECT_EQ(TransformedFilter(AfterPass(big)), u);
+  EXPECT_EQ(TransformedFilter(AfterPass(conv({1, 32, 32, 16}, false))), nullptr);
+  EXPECT_TRUE(Marked(conv({1, 32, 32, 16}, false)));
+  EXPECT_EQ(TransformedFilter(AfterPass(conv({1, 10, 10, 16}, true))), nullptr);
+  EXPECT_EQ(TransformedFilter(AfterPass(conv({1, Dim::Symbol("h"), Dim::Symbol("w"), 16}, true))),
+            nullptr);
+  // A symbolic batch over a constant image size: the form applies whatever the batch.
+  EXPECT_NE(TransformedFilter(AfterPass(conv({Dim::Symbol("n"), 32, 32, 16}, true))), nullptr);
 }
 
 // A chain of two 3x3 convs of 16 -> 32 -> 32 channels with relus, as ONNX has them (NCHW),
