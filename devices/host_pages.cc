@@ -32,10 +32,11 @@ size_t RoundUp(size_t n, size_t to) {
   return (n + to - 1) / to * to;
 }
 
-// From kHugeFrom up a mapping is whole huge pages, so none of them is partly outside: one
-// huge page's fault (zeroing 2 MiB: ~0.1 ms here) is cheaper than the 64 small ones of
-// kHugeFrom bytes (~0.7 ms), though it makes a mapping of kHugeFrom hold 2 MiB once touched.
-constexpr size_t kHugeFrom = size_t{256} << 10;
+// From kHugeFrom up a mapping is whole huge pages, so none of them is partly outside. Not
+// lower: dynamic_conv's first call at 97x61, whose arena turned huge at ~500 KiB, took 3.9-4.1
+// ms with 256 KiB here (small pages: 0.9-1.0), and the 224x224 one, turning huge at 2.5 MiB,
+// 2.1-2.2 ms with 2 MiB against 5.3-5.5 with 256 KiB (its growth then remapped huge pages).
+constexpr size_t kHugeFrom = HostPages::kHugePage;
 
 size_t CapacityFor(size_t bytes) {
   return bytes >= kHugeFrom ? RoundUp(bytes, HostPages::kHugePage) : RoundUp(bytes, PageSize());

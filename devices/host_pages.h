@@ -4,7 +4,7 @@
 // run has touched, and each first touch is a page fault. On the shared VMs we measure on a
 // 4 KiB fault costs ~10 us (8 MiB first-touched: 21-28 ms; touched again: 0.03 ms), which
 // made the first call of a large new shape 5-8x its warm time. Two things cut it here:
-//  - mappings of 256 KiB and more are whole 2 MiB pages, aligned and advised MADV_HUGEPAGE,
+//  - mappings of 2 MiB and more are whole 2 MiB pages, aligned and advised MADV_HUGEPAGE,
 //    so where transparent huge pages are on ("madvise" or "always") one fault maps 2 MiB;
 //  - growing keeps the pages already mapped (mremap moves them), so a larger shape faults
 //    only the part it adds instead of a whole fresh arena; and it at least doubles.

@@ -20,7 +20,8 @@ uintptr_t Address(const HostPages& p) {
 
 TEST(HostPages, SmallMappingsArePagesLargeOnesWholeHugePages) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  for (size_t bytes : {size_t{1}, size_t{100}, page, page + 1, size_t{200} << 10}) {
+  for (size_t bytes :
+       {size_t{1}, size_t{100}, page, page + 1, size_t{200} << 10, size_t{1} << 20}) {
     HostPages p = HostPages::Map(bytes);
     ASSERT_NE(p.data, nullptr) << bytes;
     EXPECT_GE(p.capacity, bytes);
@@ -31,7 +32,7 @@ TEST(HostPages, SmallMappingsArePagesLargeOnesWholeHugePages) {
     EXPECT_EQ(p.data, nullptr);
     EXPECT_EQ(p.capacity, 0u);
   }
-  for (size_t bytes : {size_t{256} << 10, size_t{3} << 20, HostPages::kHugePage}) {
+  for (size_t bytes : {HostPages::kHugePage, size_t{3} << 20, size_t{5} << 20}) {
     HostPages p = HostPages::Map(bytes);
     EXPECT_GE(p.capacity, bytes);
     EXPECT_EQ(p.capacity % HostPages::kHugePage, 0u) << bytes;
