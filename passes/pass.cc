@@ -199,6 +199,10 @@ PassRegistry& PassRegistry::Global() {
     // (4 cycles an element); partial sums per vector lane run at its throughput.
     RegisterPassConfig("codegen.reassociate_reductions", AttrKind::kBool, true,
                        "let code generators vectorize float sums with partial sums per lane");
+    // The engine sets it per build (Engine::Build): off for a tiered engine's generic tier.
+    RegisterPassConfig("winograd.any_image_size", AttrKind::kBool, true,
+                       "let WinogradConvs give convs over symbolic image sizes Winograd's form "
+                       "(where the transformed filter is small)");
     // Off by default (CodegenOptions::slp_vectorize says why).
     RegisterPassConfig("codegen.slp_vectorize", AttrKind::kBool, false,
                        "let LLVM pack straight-line scalar code into vectors (its SLP vectorizer)");

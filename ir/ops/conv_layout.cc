@@ -121,14 +121,15 @@ std::shared_ptr<const BoxedTensor> Boxed(const LTensor& x, const std::vector<int
 // x padded with zeros where a tap reads outside it, in x's own layout, so each row of taps is
 // a run of the padded rows (no bounds test in the product); x itself when nothing is padded.
 // Only the rows and columns some tap reads are kept.
+// `min_extent` (if given): the copy's extents at least these (Winograd's whole tiles).
 LTensor PaddedCopy(LowerContext& ctx, const LTensor& x, const std::vector<int>& axes,
-                   const std::vector<WindowDim>& dims) {
+                   const std::vector<WindowDim>& dims, const std::vector<int64_t>& min_extent) {
   std::vector<int64_t> lo(2), extent(2);
   bool padded = false;
   for (int i = 0; i < 2; ++i) {
     const WindowDim& d = dims[i];
     lo[i] = d.pad_begin;
-    extent[i] = WindowSpan(d);
+    extent[i] = std::max(WindowSpan(d), min_extent.empty() ? 0 : min_extent[i]);
     padded = padded || d.pad_begin > 0 || extent[i] > d.in;
   }
   if (!padded) return x;
@@ -170,30 +171,43 @@ std::vector<LTensor> LowerConvNhwc(LowerContext& ctx, const std::vector<LTensor>
   const DType t = x.dtype;
   // f32 sums in f32 (as conv's GEMM form does); the other float dtypes in f64, as conv.
   const DType acc = t == DType::kFloat32 ? t : DType::kFloat64;
+  int64_t m_count = 0;
+  // WinogradConvs (passes/graph/winograd.cc) says where Winograd's form may serve.
+  const bool winograd_asked = (attrs.GetBool(kWinograd) || transformed) && nhwc &&
+                              t == DType::kFloat32 &&
+                              loop::IsConstInt(w.shape[transformed ? 2 : 3], &m_count);
+  bool winograd = false;
   std::vector<WindowDim> dims;
   LTensor p = x;
+  const std::vector<Expr> out_shape = ctx.ShapeExpr(AsTensor(out_types[0])->shape);
   if (HasSymbolicSpatial(x, {axes[2], axes[3]})) {
     // Any image size (the generic tier's kernels): the whole padded copy (conv_symbolic.cc).
     dims = SymbolicWindow(kernel, attrs);
-    p = PaddedForWindow(ctx, x, {axes[2], axes[3]},
-                        SymbolicPads(dims, {x.shape[axes[2]], x.shape[axes[3]]}, attrs));
+    std::vector<PadExprs> pads = SymbolicPads(dims, {x.shape[axes[2]], x.shape[axes[3]]}, attrs);
+    winograd = winograd_asked && WinogradFitsAnySize(channels, m_count, dims, transformed);
+    if (winograd)  // whole tiles: the end pads grow to WinogradInputSpan of the outputs
+      for (int i = 0; i < 2; ++i)
+        pads[i].end = loop::Add(pads[i].end, loop::Sub(WinogradInputSpan(out_shape[1 + i]),
+                                                       loop::Add(out_shape[1 + i], I64(2))));
+    p = PaddedForWindow(ctx, x, {axes[2], axes[3]}, pads);
   } else {
     std::vector<int64_t> spatial(2);
     for (int i = 0; i < 2; ++i) loop::IsConstInt(x.shape[axes[2 + i]], &spatial[i]);
     std::string error;
     dims = ComputeWindow(spatial, kernel, attrs, &error);
     KILN_CHECK(error.empty(), error);
-    p = PaddedCopy(ctx, x, axes, dims);
+    int64_t images = 1;  // a symbolic batch counts as one image
+    loop::IsConstInt(x.shape[0], &images);
+    winograd = winograd_asked && WinogradFits(channels, m_count, images, dims, transformed);
+    std::vector<int64_t> min_extent;
+    if (winograd)
+      for (const WindowDim& d : dims) min_extent.push_back(WinogradInputSpan(d.out));
+    p = PaddedCopy(ctx, x, axes, dims, min_extent);
   }
   std::optional<LTensor> bias;
   if (in.size() == 3) bias = in[2];
-  const std::vector<Expr> out_shape = ctx.ShapeExpr(AsTensor(out_types[0])->shape);
-  // WinogradConvs (passes/graph/winograd.cc) says where Winograd's form may serve.
-  if ((attrs.GetBool(kWinograd) || transformed) && nhwc &&
-      !HasSymbolicSpatial(x, {axes[2], axes[3]}))
-    if (std::optional<LTensor> y =
-            LowerWinogradNhwc(ctx, p, w, transformed, bias, dims, channels, out_shape))
-      return {*y};
+  if (winograd)
+    return {LowerWinogradNhwc(ctx, p, w, transformed, bias, channels, m_count, out_shape)};
   // The direct form reads w; WinogradConvs transforms only where Winograd's form applies, so
   // this costs a per-run inverse only for a graph built with the transform by hand.
   if (transformed) w = LowerWinogradFilterInverse(ctx, w);

@@ -19,9 +19,11 @@
 //
 // Where it applies (LowerWinogradNhwc says): f32, a 3x3 window with stride and dilation 1, one
 // group, at least kMinChannels input and output channels (fewer, and the transforms cost more
-// than the 4x fewer multiplies save), constant image sizes whose outputs are multiples of 4 in
-// both dims, and the tile counts and U sizes below. The sums run in another order than the
-// direct form's: the result differs from it by a few f32 roundings of the transforms'
+// than the 4x fewer multiplies save), and the tile counts and U sizes below for a constant image
+// size (WinogradFits), or U given and small for any size (WinogradFitsAnySize: the generic
+// tier's kernels). Outputs that are not multiples of 4 take whole tiles over a padded copy
+// extended with zeros (WinogradInputSpan), and the result is cropped. The sums run in another order
+// than the direct form's: the result differs from it by a few f32 roundings of the transforms'
 // magnitudes (see the tests' bound).
 #include <optional>
 #include <vector>
@@ -103,19 +105,47 @@ Expr Combine(const double* coeff, int64_t count, DType t, const Term& term) {
 
 }  // namespace
 
-bool WinogradFits(int64_t channels, int64_t m, int64_t images, const std::vector<WindowDim>& dims,
-                  bool filter_transformed) {
+namespace {
+
+// The window F(4x4, 3x3) computes, and the channel counts where it pays.
+bool WinogradWindow(int64_t channels, int64_t m, const std::vector<WindowDim>& dims) {
   if (dims.size() != 2 || channels < kMinChannels || m < kMinChannels) return false;
   for (const WindowDim& d : dims)
-    if (d.kernel != 3 || d.stride != 1 || d.dilation != 1 || d.out % kTile != 0) return false;
-  if (channels > kMaxTransformedWeightBytes || m > kMaxTransformedWeightBytes)
-    return false;  // (and u_bytes below cannot overflow)
-  const int64_t tiles_y = dims[0].out / kTile, tiles_x = dims[1].out / kTile;
+    if (d.kernel != 3 || d.stride != 1 || d.dilation != 1) return false;
+  // (Past this, U alone is over kMaxTransformedWeightBytes, and u_bytes cannot overflow.)
+  return channels <= kMaxTransformedWeightBytes && m <= kMaxTransformedWeightBytes;
+}
+
+int64_t Tiles(int64_t out) {
+  return (out + kTile - 1) / kTile;
+}
+
+}  // namespace
+
+bool WinogradFits(int64_t channels, int64_t m, int64_t images, const std::vector<WindowDim>& dims,
+                  bool filter_transformed) {
+  if (!WinogradWindow(channels, m, dims)) return false;
+  const int64_t tiles_y = Tiles(dims[0].out), tiles_x = Tiles(dims[1].out);
   const int64_t u_bytes = kIn * kIn * channels * m * 4;
   if (u_bytes > kMaxTransformedWeightBytes || tiles_x < kMinTilesPerRow ||
       (u_bytes > kSmallTransformedWeightBytes && tiles_x < kMinTilesPerRowLargeU))
     return false;
   return filter_transformed || images * tiles_y * tiles_x >= kMinTiles;
+}
+
+bool WinogradFitsAnySize(int64_t channels, int64_t m, const std::vector<WindowDim>& dims,
+                         bool filter_transformed) {
+  return filter_transformed && WinogradWindow(channels, m, dims) &&
+         kIn * kIn * channels * m * 4 <= kSmallTransformedWeightBytes;
+}
+
+int64_t WinogradInputSpan(int64_t out) {
+  return Tiles(out) * kTile + 2;
+}
+
+Expr WinogradInputSpan(const Expr& out) {
+  return loop::Add(
+      loop::Mul(loop::FloorDiv(loop::Add(out, I64(kTile - 1)), I64(kTile)), I64(kTile)), I64(2));
 }
 
 Tensor WinogradFilter(const Tensor& w) {
@@ -183,19 +213,17 @@ LTensor LowerWinogradFilterInverse(LowerContext& ctx, const LTensor& u) {
                              });
 }
 
-std::optional<LTensor> LowerWinogradNhwc(LowerContext& ctx, const LTensor& p, const LTensor& w,
-                                         bool filter_transformed,
-                                         const std::optional<LTensor>& bias,
-                                         const std::vector<WindowDim>& dims, int64_t channels,
-                                         const std::vector<Expr>& out_shape) {
+LTensor LowerWinogradNhwc(LowerContext& ctx, const LTensor& p, const LTensor& w,
+                          bool filter_transformed, const std::optional<LTensor>& bias,
+                          int64_t channels, int64_t m_count, const std::vector<Expr>& out_shape) {
   const DType t = p.dtype;
-  int64_t m_count = 0;
-  if (t != DType::kFloat32 || !loop::IsConstInt(w.shape[filter_transformed ? 2 : 3], &m_count))
-    return std::nullopt;
-  int64_t images = 1;  // a symbolic batch counts as one image
-  loop::IsConstInt(p.shape[0], &images);
-  if (!WinogradFits(channels, m_count, images, dims, filter_transformed)) return std::nullopt;
-  const int64_t tiles_y = dims[0].out / kTile, tiles_x = dims[1].out / kTile;
+  KILN_CHECK(t == DType::kFloat32, "Winograd's form of a conv of ", DTypeName(t));
+  // Whole tiles: the last row and column of tiles may reach past the outputs (their inputs are
+  // the padded copy's zeros); y keeps them and the result crops them.
+  auto tiles = [](const Expr& out) {
+    return loop::FloorDiv(loop::Add(out, I64(kTile - 1)), I64(kTile));
+  };
+  const Expr tiles_y = tiles(out_shape[1]), tiles_x = tiles(out_shape[2]);
   const Expr batch = p.shape[0];
 
   // U[e, c, m]: the filters transformed, given (WinogradConvs transforms constant weights once)
@@ -225,7 +253,7 @@ std::optional<LTensor> LowerWinogradNhwc(LowerContext& ctx, const LTensor& p, co
   // V[n, ty, e, tx, c]: each input tile transformed. p is the padded input (its row 4 ty + i is the
   // tile's row i), so no tap needs a bounds test.
   LTensor v = ctx.MaterializeFill(
-      t, {batch, I64(tiles_y), I64(kIn * kIn), I64(tiles_x), I64(channels)}, "conv_wino_v",
+      t, {batch, tiles_y, I64(kIn * kIn), tiles_x, I64(channels)}, "conv_wino_v",
       [&](const loop::Buffer& buf) {
         loop::Var n = ctx.NewVar("n"), ty = ctx.NewVar("ty"), tx = ctx.NewVar("tx"),
                   c = ctx.NewVar("c");
@@ -243,8 +271,8 @@ std::optional<LTensor> LowerWinogradNhwc(LowerContext& ctx, const LTensor& p, co
           }
         Stmt body = loop::For(c, I64(0), I64(channels), loop::ForKind::kSerial,
                               loop::Seq(std::move(stores)));
-        body = loop::For(tx, I64(0), I64(tiles_x), loop::ForKind::kSerial, body);
-        body = loop::For(ty, I64(0), I64(tiles_y), loop::ForKind::kSerial, body);
+        body = loop::For(tx, I64(0), tiles_x, loop::ForKind::kSerial, body);
+        body = loop::For(ty, I64(0), tiles_y, loop::ForKind::kSerial, body);
         return loop::For(n, I64(0), batch, loop::ForKind::kSerial, body);
       });
 
@@ -252,7 +280,7 @@ std::optional<LTensor> LowerWinogradNhwc(LowerContext& ctx, const LTensor& p, co
   // channels.
   LTensor prod = ctx.Materialize(
       LTensor{t,
-              {batch, I64(tiles_y), I64(kIn * kIn), I64(tiles_x), I64(m_count)},
+              {batch, tiles_y, I64(kIn * kIn), tiles_x, I64(m_count)},
               [&ctx, u, v, channels](const std::vector<Expr>& idx) {
                 loop::Var c = ctx.NewVar("kc");
                 return loop::Reduce(
@@ -263,7 +291,9 @@ std::optional<LTensor> LowerWinogradNhwc(LowerContext& ctx, const LTensor& p, co
       "conv_wino_m");
 
   // y: each tile's 4x4 outputs from its 36 products, and the bias.
-  return ctx.MaterializeFill(t, out_shape, "conv_wino_y", [&](const loop::Buffer& buf) {
+  const std::vector<Expr> whole = {batch, loop::Mul(tiles_y, I64(kTile)),
+                                   loop::Mul(tiles_x, I64(kTile)), I64(m_count)};
+  LTensor y = ctx.MaterializeFill(t, whole, "conv_wino_y", [&](const loop::Buffer& buf) {
     loop::Var n = ctx.NewVar("n"), ty = ctx.NewVar("ty"), tx = ctx.NewVar("tx"),
               m = ctx.NewVar("m");
     const Expr b = bias ? bias->at({m}) : Expr();
@@ -283,10 +313,12 @@ std::optional<LTensor> LowerWinogradNhwc(LowerContext& ctx, const LTensor& p, co
       }
     Stmt body =
         loop::For(m, I64(0), I64(m_count), loop::ForKind::kSerial, loop::Seq(std::move(stores)));
-    body = loop::For(tx, I64(0), I64(tiles_x), loop::ForKind::kSerial, body);
-    body = loop::For(ty, I64(0), I64(tiles_y), loop::ForKind::kSerial, body);
+    body = loop::For(tx, I64(0), tiles_x, loop::ForKind::kSerial, body);
+    body = loop::For(ty, I64(0), tiles_y, loop::ForKind::kSerial, body);
     return loop::For(n, I64(0), batch, loop::ForKind::kSerial, body);
   });
+  y.shape = out_shape;  // cropped: its loads index the whole tiles' buffer
+  return y;
 }
 
 }  // namespace kiln::ops

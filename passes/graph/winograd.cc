@@ -7,14 +7,19 @@
 //                      winograd_filter=true)
 //
 // A constant weight is transformed here, once (U = G w G^T per channel pair, a derived constant
-// every specialization of the model shares), where the image size is constant and the lowering
-// will take Winograd's form for it (ops::WinogradFits): the kernel then reads U instead of
+// every specialization of the model shares), where the lowering will take Winograd's form for
+// the image size (ops::WinogradFits) or for any image size (ops::WinogradFitsAnySize, a
+// shape-generic build's symbolic sizes): the kernel then reads U instead of
 // computing it on one thread every run (about 8% of the 56 x 56 64 -> 64 conv's time at one
 // thread), and convs with few tiles, where that per-run transform did not pay, take the form.
 // Other weights keep their [3, 3, C, M] form and the kernel transforms them.
 //
-// The lowering applies the form only where the shapes it sees allow it (constant image sizes
-// whose outputs are multiples of 4), so a shape-generic kernel keeps the direct form. Measured
+// The lowering applies the form only where the shapes it sees allow it; over symbolic image
+// sizes only with U given (a constant weight), and only where the PassContext's
+// winograd.any_image_size is on (the engine turns it off for a tiered engine's generic tier,
+// which serves a shape only until its specialized kernels are ready: there the form doubled
+// the generic build's compile time, 0.65 -> 1.3 s for dynamic_conv, and its whole-image
+// buffers added page faults to first calls, for a tier-0 p50 25% lower). Measured
 // (AMD EPYC Zen 5, AVX-512, 1 thread, the pool_cnn model at 224 x 224): its three 3x3 convs of
 // 32 -> 64, 64 -> 64 and 64 -> 128 channels, 2.29 + 1.00 + 2.21 ms direct -> about 1.45 + 0.52
 // + 1.04 ms.
@@ -44,7 +49,12 @@ bool AllOnes(const Attrs& attrs, const char* name) {
   return true;
 }
 
+constexpr const char* kAnySizeKey = "winograd.any_image_size";
+
 class WinogradMarker : public ExprMutator {
+ public:
+  explicit WinogradMarker(bool any_size) : any_size_(any_size) {}
+
  protected:
   Expr MutateCall(const CallNode* n, const Expr& self) override {
     Expr out = ExprMutator::MutateCall(n, self);
@@ -75,14 +85,18 @@ class WinogradMarker : public ExprMutator {
   }
 
  private:
-  // Whether the weight `w` (of shape ws) is a constant and x [N, H, W, C] has a constant image
-  // size for which the lowering takes Winograd's form given U.
-  static bool TransformsOnce(const TensorTypeNode& x, const Shape& ws, const Attrs& attrs,
-                             const Expr& w) {
+  // Whether the weight `w` (of shape ws) is a constant and the lowering takes Winograd's form
+  // given U for x [N, H, W, C]: at its constant image size, or at any (WinogradFitsAnySize).
+  bool TransformsOnce(const TensorTypeNode& x, const Shape& ws, const Attrs& attrs,
+                      const Expr& w) const {
     const ConstantNode* k = AsConstant(w);
-    if (!k || k->value.dtype() != DType::kFloat32 || x.ndim() != 4 || !x.shape[1].is_const() ||
-        !x.shape[2].is_const() || !ws[2].is_const() || !ws[3].is_const())
+    if (!k || k->value.dtype() != DType::kFloat32 || x.ndim() != 4 || !ws[2].is_const() ||
+        !ws[3].is_const())
       return false;
+    if (!x.shape[1].is_const() || !x.shape[2].is_const())  // any image size: the generic tier
+      return any_size_ && ops::WinogradFitsAnySize(ws[2].value(), ws[3].value(),
+                                                   ops::SymbolicWindow({3, 3}, attrs),
+                                                   /*filter_transformed=*/true);
     std::string error;
     const std::vector<ops::WindowDim> dims =
         ops::ComputeWindow({x.shape[1].value(), x.shape[2].value()}, {3, 3}, attrs, &error);
@@ -90,6 +104,8 @@ class WinogradMarker : public ExprMutator {
     return error.empty() && ops::WinogradFits(ws[2].value(), ws[3].value(), images, dims,
                                               /*filter_transformed=*/true);
   }
+
+  const bool any_size_;
 };
 
 }  // namespace
@@ -106,8 +122,8 @@ void RegisterWinogradConvsPass(PassRegistry& r) {
           [](const Attrs& o) {
             return CreateFunctionPass(
                 PassInfo{"WinogradConvs", 2, {"InferType"}},
-                [](const Function& f, const IRModule&, const PassContext&) {
-                  WinogradMarker marker;
+                [](const Function& f, const IRModule&, const PassContext& ctx) {
+                  WinogradMarker marker(ctx.GetConfigBool(kAnySizeKey));
                   return std::static_pointer_cast<const FunctionNode>(marker.Mutate(f));
                 },
                 o);

@@ -9,6 +9,8 @@
 #include <barrier>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -24,6 +26,7 @@
 #include "engine/engine.h"
 #include "ir/text.h"
 #include "ir/type_infer.h"
+#include "ir/visitor.h"
 #include "passes/instrument.h"
 
 namespace kiln {
@@ -93,6 +96,67 @@ TEST(EngineTiers, GenericOnlyMatchesEager) {
     std::vector<Tensor> any{RandomTensor(DType::kFloat32, c.shapes[0], 9)};
     EXPECT_LE(s.kernel_compiles, generic.Prepare(*model, any)->launches().size());
   }
+}
+
+// Records, after each WinogradConvs pass, every conv_nhwc's image size (symbolic or not) and
+// whether its weight came out transformed (Winograd's form with U given).
+class WinogradRecorder : public PassInstrument {
+ public:
+  WinogradRecorder() : PassInstrument("winograd_recorder") {}
+  void RunAfterPass(const IRModule& m, const PassInfo& info) override {
+    if (info.name != "WinogradConvs") return;
+    struct Convs : ExprVisitor {
+      std::vector<std::pair<bool, bool>>* out;
+      void VisitCall(const CallNode* n, const Expr& self) override {
+        ExprVisitor::VisitCall(n, self);
+        const TensorTypeNode* x = n->args.empty() ? nullptr : AsTensor(n->args[0]->type);
+        if (n->op && n->op->name == "conv_nhwc" && x && x->ndim() == 4)
+          out->push_back({!x->shape[1].is_const(), n->attrs.GetBool("winograd_filter")});
+      }
+    } convs;
+    std::lock_guard<std::mutex> lock(mu);
+    convs.out = &seen;
+    convs.Visit(m.Lookup("main")->body);
+  }
+  // (symbolic image size, transformed) of each conv_nhwc seen, in order.
+  std::vector<std::pair<bool, bool>> Take() {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::exchange(seen, {});
+  }
+  std::mutex mu;
+  std::vector<std::pair<bool, bool>> seen;
+};
+
+// Winograd's form over any image size (winograd.any_image_size) serves the generic tier of a
+// generic_only engine, where it serves for good; a tiered engine's generic tier, which serves a
+// shape only until its specialization is ready, keeps the direct form (half the compile time),
+// unless pass_config asks for it; specializations take the form at their size either way.
+// conv_chain has two convs of 16 -> 16 channels, stride 1, that the form takes.
+TEST(EngineTiers, GenericTierTakesWinogradWhereItServesForGood) {
+  using Seen = std::vector<std::pair<bool, bool>>;
+  ModelPtr model = Model::Create(test::ConvChainModel(), "conv_chain");
+  const std::vector<Tensor> in = {RandomTensor(DType::kFloat32, {1, 3, 64, 64}, 1, -2, 2)};
+  auto seen = [&](CompilePolicy policy, std::map<std::string, AttrValue> config) {
+    auto recorder = std::make_shared<WinogradRecorder>();
+    EngineOptions o = Policy(policy);
+    o.instruments = {recorder};
+    o.pass_config = std::move(config);
+    Engine engine(o);
+    engine.Run(*model, in);
+    engine.WaitForBackgroundCompiles();
+    Seen all = recorder->Take();
+    // Which convs took the form: those the recorder saw transformed.
+    Seen transformed;
+    for (const auto& s : all)
+      if (s.second) transformed.push_back(s);
+    return transformed;
+  };
+  const std::pair<bool, bool> generic{true, true}, specialized{false, true};
+  EXPECT_EQ(seen(CompilePolicy::kGenericOnly, {}), (Seen{generic, generic}));
+  EXPECT_EQ(seen(CompilePolicy::kTiered, {}), (Seen{specialized, specialized}));
+  EXPECT_EQ(seen(CompilePolicy::kTiered, {{"winograd.any_image_size", true}}),
+            (Seen{generic, generic, specialized, specialized}));
+  EXPECT_EQ(seen(CompilePolicy::kGenericOnly, {{"winograd.any_image_size", false}}), Seen{});
 }
 
 // Tiered: the first run of a shape is served generic and queues it; once the background compile

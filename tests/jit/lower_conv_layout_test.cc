@@ -148,8 +148,9 @@ TEST(LowerConvNhwc, SymbolicImageSize) {
 // product (conv_wino_m), and the result matches the reference within what its transforms
 // round (about 2e-5 of the outputs' magnitude, sqrt(C) for inputs and weights in [-1, 1]),
 // over 8 x 8 tiles (the fewest it takes), odd channel counts, one-sided pads, no padding, a
-// batch of two (32 tiles each) and a larger image. Where it does not apply or would not pay, or the
-// image size is symbolic, the direct form serves, exactly as without the attribute.
+// batch of two (32 tiles each), a larger image, and outputs that are not multiples of 4. Where it
+// does not apply or would not pay, or the image size is symbolic, the direct form serves, exactly
+// as without the attribute.
 TEST(LowerConvNhwc, Winograd) {
   uint64_t seed = 500;
   const Attrs pad1 = {{"pads", Ints{1, 1, 1, 1}}};
@@ -159,6 +160,10 @@ TEST(LowerConvNhwc, Winograd) {
       {{1, 32, 33, 24}, {3, 3, 24, 33}, true, false, {{"pads", Ints{0, 1, 2, 0}}}},
       {{2, 18, 34, 16}, {3, 3, 16, 48}, true, true, {}},
       {{1, 56, 56, 64}, {3, 3, 64, 128}, true, true, pad1},
+      // Outputs that are not multiples of 4 (29 x 37; 23 x 29, one-sided pads): whole tiles
+      // over a zero-extended padded copy, cropped.
+      {{1, 29, 37, 16}, {3, 3, 16, 24}, true, true, pad1},
+      {{2, 23, 30, 17}, {3, 3, 17, 19}, true, false, {{"pads", Ints{0, 1, 2, 0}}}},
   };
   for (const Case& c : cases) {
     Attrs attrs = WithLayout(c);
@@ -171,8 +176,8 @@ TEST(LowerConvNhwc, Winograd) {
     EXPECT_TRUE(CompiledMatchesReference("conv_nhwc", in, attrs, atol, 1e-5, false))
         << IntsToString(c.x) << " " << IntsToString(c.w) << AttrsText(attrs);
   }
-  // Where the direct form serves: outputs of 5 x 6 (not multiples of 4), 16 x 16 (16 tiles: too
-  // few to repay transforming the weights), 64 x 16 with 1.1 MiB of transformed weights (four
+  // Where the direct form serves: outputs of 5 x 6 (two tiles a row: too few), 16 x 16 (16 tiles:
+  // too few to repay transforming the weights), 64 x 16 with 1.1 MiB of transformed weights (four
   // tiles a row: too few to repay streaming them), 96 -> 96 channels (transformed weights past
   // L2); then a symbolic image size.
   for (const Case& c : {Case{{1, 5, 6, 16}, {3, 3, 16, 16}, true, true, pad1},
@@ -214,7 +219,8 @@ TEST(WinogradFilter, InverseGivesTheWeightsBack) {
 // winograd_filter (as WinogradConvs passes a constant weight): w is given as U [36, C, M]. The
 // kernel reads it (no conv_wino_u nest) and matches the reference (which takes w back from U),
 // including 16 x 16 at batch 1 (16 tiles: too few to repay a transform in the kernel, fine
-// with U given); where Winograd's form does not apply (outputs of 5 x 6, 96 -> 96 channels) the
+// with U given), 17 x 23 and 3 x 13 (partial tiles); where Winograd's form does not apply
+// (outputs of 5 x 6: two tiles a row; 96 -> 96 channels) the
 // kernel takes w back from U (conv_wino_w) and runs the direct form.
 TEST(LowerConvNhwc, WinogradFilterGiven) {
   uint64_t seed = 600;
@@ -226,6 +232,8 @@ TEST(LowerConvNhwc, WinogradFilterGiven) {
   for (const Given& g : {Given{{{1, 32, 32, 17}, {3, 3, 17, 19}, true, true, pad1}, true},
                          Given{{{1, 16, 16, 32}, {3, 3, 32, 64}, true, true, pad1}, true},
                          Given{{{2, 18, 34, 16}, {3, 3, 16, 48}, true, false, {}}, true},
+                         Given{{{1, 17, 23, 16}, {3, 3, 16, 32}, true, true, pad1}, true},
+                         Given{{{1, 3, 13, 16}, {3, 3, 16, 16}, true, false, pad1}, true},
                          Given{{{1, 5, 6, 16}, {3, 3, 16, 16}, true, true, pad1}, false},
                          Given{{{1, 32, 32, 96}, {3, 3, 96, 96}, true, true, pad1}, false}}) {
     Attrs attrs = WithLayout(g.c);
@@ -245,6 +253,54 @@ TEST(LowerConvNhwc, WinogradFilterGiven) {
     const double atol = 5e-5 * std::sqrt(static_cast<double>(g.c.w[2]));
     EXPECT_TRUE(CompiledMatchesReference("conv_nhwc", in, attrs, atol, 1e-5, false))
         << IntsToString(g.c.x) << " " << IntsToString(g.c.w);
+  }
+}
+
+// winograd_filter over any image size (the generic tier's kernel, U of 16 -> 32 channels, 72 KiB):
+// the kernel takes Winograd's form, and one compiled kernel per case matches the reference at
+// image sizes from one pixel to 33 x 35, partial tiles, one-sided and SAME pads. With U of
+// 64 -> 128 channels (1.1 MiB) the direct form serves any size (through conv_wino_w).
+TEST(LowerConvNhwc, WinogradFilterGivenAnyImageSize) {
+  uint64_t seed = 800;
+  const Attrs pad1 = {{"pads", Ints{1, 1, 1, 1}}};
+  const Attrs one_sided = {{"pads", Ints{0, 1, 2, 0}}};
+  const Attrs same = {{"auto_pad", std::string("SAME_UPPER")}};
+  auto symbolic_ir = [](const std::vector<Tensor>& in, const Attrs& attrs) {
+    Var x = MakeVar("x0", TensorType({Dim::Symbol("batch"), Dim::Symbol("s1"), Dim::Symbol("s2"),
+                                      Dim(in[0].shape()[3])},
+                                     DType::kFloat32));
+    std::vector<Var> params = {x};
+    std::vector<Expr> args = {x};
+    for (size_t i = 1; i < in.size(); ++i) {
+      Shape shape;
+      for (int64_t d : in[i].shape()) shape.push_back(Dim(d));
+      params.push_back(MakeVar(StrCat("x", i), TensorType(shape, DType::kFloat32)));
+      args.push_back(params.back());
+    }
+    Function fn = InferTypes(MakeFunction(params, MakeCall("conv_nhwc", args, attrs), nullptr,
+                                          Attrs{{"primitive", true}}));
+    return loop::Print(LowerToLoops(fn, "k").func);
+  };
+  struct Given {
+    Case c;
+    bool winograd_form;
+  };
+  for (const Given& g : {Given{{{1, 17, 23, 16}, {3, 3, 16, 32}, true, true, pad1}, true},
+                         Given{{{2, 33, 35, 16}, {3, 3, 16, 32}, true, false, one_sided}, true},
+                         Given{{{1, 6, 9, 16}, {3, 3, 16, 32}, true, true, same}, true},
+                         Given{{{1, 1, 1, 16}, {3, 3, 16, 32}, true, true, pad1}, true},
+                         Given{{{1, 12, 13, 64}, {3, 3, 64, 128}, true, true, pad1}, false}}) {
+    Attrs attrs = WithLayout(g.c);
+    attrs.Set("winograd", true);
+    attrs.Set("winograd_filter", true);
+    std::vector<Tensor> in = Inputs(DType::kFloat32, g.c, &seed);
+    in[1] = ops::WinogradFilter(in[1]);
+    const std::string ir = symbolic_ir(in, attrs);
+    EXPECT_EQ(ir.find("conv_wino_m") != std::string::npos, g.winograd_form)
+        << IntsToString(g.c.x) << AttrsText(attrs);
+    const double tol = 5e-5 * std::sqrt(static_cast<double>(g.c.w[2]));
+    EXPECT_TRUE(SymbolicImageMatchesReference("conv_nhwc", in, attrs, tol, 3))
+        << IntsToString(g.c.x) << " " << IntsToString(g.c.w) << AttrsText(attrs);
   }
 }
 

@@ -67,9 +67,10 @@ TEST(WinogradConvs, MarksOnlyTheConvsItsFormComputes) {
       InferTypes(MakeFunction({nchw}, MakeCall("conv_nhwc", {nchw, w}, {{"input_nhwc", false}})))));
 }
 
-// A constant weight is transformed once (U [36, C, M], winograd_filter) where the image size is
-// constant and Winograd's form applies to it; a weight that is a parameter, an image size the
-// form does not take (outputs of 10 x 10) or a symbolic one keeps the [3, 3, C, M] weight. The
+// A constant weight is transformed once (U [36, C, M], winograd_filter) where Winograd's form
+// applies to the image size, or to any size (symbolic, U small); a weight that is a parameter,
+// an image size the form does not take (outputs of 10 x 10) or a symbolic one with a large U
+// keeps the [3, 3, C, M] weight. The
 // model's specializations share one U (a derived constant), and U is the filter transformed.
 TEST(WinogradConvs, TransformsConstantWeightsOnce) {
   const Attrs pad1 = {{"pads", Ints{1, 1, 1, 1}}};
@@ -99,7 +100,14 @@ TEST(WinogradConvs, TransformsConstantWeightsOnce) {
   EXPECT_EQ(TransformedFilter(AfterPass(conv({1, 32, 32, 16}, false))), nullptr);
   EXPECT_TRUE(Marked(conv({1, 32, 32, 16}, false)));
   EXPECT_EQ(TransformedFilter(AfterPass(conv({1, 10, 10, 16}, true))), nullptr);
-  EXPECT_EQ(TransformedFilter(AfterPass(conv({1, Dim::Symbol("h"), Dim::Symbol("w"), 16}, true))),
+  // Any image size (a shape-generic build): U is small (72 KiB), so the form serves every size.
+  EXPECT_NE(TransformedFilter(AfterPass(conv({1, Dim::Symbol("h"), Dim::Symbol("w"), 16}, true))),
+            nullptr);
+  // ... but not with U of 1.1 MiB (64 -> 128 channels): rows of few tiles would lose.
+  Var x = MakeVar("x", TensorType({1, Dim::Symbol("h"), Dim::Symbol("w"), 64}, DType::kFloat32));
+  Expr large = MakeConstant(RandomTensor(DType::kFloat32, {3, 3, 64, 128}, 3));
+  EXPECT_EQ(TransformedFilter(
+                AfterPass(InferTypes(MakeFunction({x}, MakeCall("conv_nhwc", {x, large}, pad1))))),
             nullptr);
   // A symbolic batch over a constant image size: the form applies whatever the batch.
   EXPECT_NE(TransformedFilter(AfterPass(conv({Dim::Symbol("n"), 32, 32, 16}, true))), nullptr);
