@@ -7,8 +7,9 @@ and opset 17. The set: an MLP, a transformer encoder layer (attention + erf-GELU
 LayerNormalization), an elementwise chain with transcendentals (x * sigmoid(x) + residual,
 then LayerNormalization), a small CNN, a MobileNet-style net (depthwise convs, hard-swish,
 squeeze-excite), a conv net with symbolic height and width, and a segmentation head like a text
-detector's (strided convs down, 2x2 stride-2 ConvTransposes back up to a sigmoid map). Needs Debian's python3-onnx and
-numpy (/usr/bin/python3).
+detector's (strided convs down, 2x2 stride-2 ConvTransposes back up to a sigmoid map), and a
+ResNet-18-style backbone over images of any size. Needs Debian's python3-onnx and numpy
+(/usr/bin/python3).
 """
 import os
 import sys
@@ -194,9 +195,31 @@ def SegHead():
                    ["batch", 1, "height", "width"])
 
 
+def ResNetLike():
+    # ResNet-18's layout (a 7x7 stride-2 stem, a 3x3 max pool, four stages of two basic blocks of
+    # 64, 128, 256 and 512 channels, 1x1 stride-2 shortcuts), BatchNorm folded into the convs:
+    # its 3x3 convs of 128 to 512 channels are the bulk of a classifier or detector backbone.
+    g = Graph(9)
+    h = ConvBnRelu(g, "x", 3, 64, k=7, stride=2)
+    h = g.op("MaxPool", [h], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = 64
+    for cout, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
+        for block in range(2):
+            s = stride if block == 0 else 1
+            y = ConvBnRelu(g, h, cin, cout, stride=s)
+            y = ConvBnRelu(g, y, cout, cout, act=None)
+            short = h if s == 1 and cin == cout else ConvBnRelu(g, h, cin, cout, k=1, stride=s,
+                                                                 act=None)
+            h = g.op("Relu", [g.op("Add", [y, short])])
+            cin = cout
+    h = g.op("Flatten", [g.op("GlobalAveragePool", [h])])
+    out = g.op("Gemm", [h, g.weight([512, 1000]), g.weight([1000], 0.1)])
+    return g.model("resnet_like", [("x", ["batch", 3, "height", "width"])], out, ["batch", 1000])
+
+
 MODELS = {"mlp": Mlp, "encoder": Encoder, "chain": Chain, "small_cnn": SmallCnn,
           "pool_cnn": PoolCnn, "mobilenet_like": MobileNetLike, "dynamic_conv": DynamicConv,
-          "seg_head": SegHead}
+          "seg_head": SegHead, "resnet_like": ResNetLike}
 
 
 def main():

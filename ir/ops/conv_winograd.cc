@@ -47,16 +47,24 @@ constexpr int64_t kMinChannels = 16;
 constexpr int64_t kMinTiles = 64;
 // The product reads all of U for each row of tiles: with too few tiles in a row, streaming U
 // costs more than the multiplies saved. TileLoops blocks 4 rows (tiles), so a row needs 4 tiles,
-// and 8 where U is larger than kSmallTransformedWeightBytes (the small CNN's 64 -> 128 conv at
-// 8 x 8, two tiles a row, U 1.1 MiB: 48 -> 144 us; its 32 -> 64 conv at 16 x 16, four tiles a
-// row, U 288 KiB: 48 -> 49 us at batch 1, and at batch 32 the network ran 3.7 -> 2.0 ms).
+// and 8 where U is transformed in the kernel and larger than kSmallTransformedWeightBytes (the
+// small CNN's 64 -> 128 conv at 8 x 8, two tiles a row, U 1.1 MiB: 48 -> 144 us; its 32 -> 64 conv
+// at 16 x 16, four tiles a row, U 288 KiB: 48 -> 49 us at batch 1, and at batch 32 the network
+// ran 3.7 -> 2.0 ms).
 constexpr int64_t kMinTilesPerRow = 4;
 constexpr int64_t kMinTilesPerRowLargeU = 8;
 constexpr int64_t kSmallTransformedWeightBytes = 512 * 1024;
-// U is 36 / 9 = 4 times the weights: kept to what stays in a core's L2 across the rows (1 MiB
-// on Zen 5; pool_cnn's 64 -> 128 conv, U 1.1 MiB, ran 2.2 -> 1.0 ms). Larger U needs the
-// product blocked over output channels first.
+// U is 36 / 9 = 4 times the weights. Transformed in the kernel, it is kept to what stays in a
+// core's L2 across the rows (1 MiB on Zen 5; pool_cnn's 64 -> 128 conv, U 1.1 MiB, ran 2.2 ->
+// 1.0 ms).
 constexpr int64_t kMaxTransformedWeightBytes = 1280 * 1024;
+// Given (a constant weight WinogradConvs transformed), U streamed from L3 or memory once per row
+// of tiles still costs far less than the multiplies saved, from four tiles a row (kernels_bench,
+// 1 thread, Zen 5, direct -> Winograd with U given: 128 -> 128 channels (U 2.3 MiB) at 16 x 16
+// 345 -> 138 us, at 28 x 28 1045 -> 397, at 56 x 56 4288 -> 1659; 256 -> 256 (9 MiB) at 14 x 14
+// 1890 -> 635, at 56 x 56 21.4 -> 6.0 ms; 512 -> 512 (36 MiB) at 14 x 14 6.2 -> 3.8 ms). The
+// bound keeps U's size sane (and its product from overflowing).
+constexpr int64_t kMaxGivenTransformedWeightBytes = int64_t{64} << 20;
 
 static_assert(kIn * kIn == kWinogradTileElems);
 
@@ -112,8 +120,8 @@ bool WinogradWindow(int64_t channels, int64_t m, const std::vector<WindowDim>& d
   if (dims.size() != 2 || channels < kMinChannels || m < kMinChannels) return false;
   for (const WindowDim& d : dims)
     if (d.kernel != 3 || d.stride != 1 || d.dilation != 1) return false;
-  // (Past this, U alone is over kMaxTransformedWeightBytes, and u_bytes cannot overflow.)
-  return channels <= kMaxTransformedWeightBytes && m <= kMaxTransformedWeightBytes;
+  // (Past this, U alone is over kMaxGivenTransformedWeightBytes, and u_bytes cannot overflow.)
+  return channels <= kMaxGivenTransformedWeightBytes && m <= kMaxGivenTransformedWeightBytes;
 }
 
 int64_t Tiles(int64_t out) {
@@ -127,10 +135,11 @@ bool WinogradFits(int64_t channels, int64_t m, int64_t images, const std::vector
   if (!WinogradWindow(channels, m, dims)) return false;
   const int64_t tiles_y = Tiles(dims[0].out), tiles_x = Tiles(dims[1].out);
   const int64_t u_bytes = kIn * kIn * channels * m * 4;
-  if (u_bytes > kMaxTransformedWeightBytes || tiles_x < kMinTilesPerRow ||
-      (u_bytes > kSmallTransformedWeightBytes && tiles_x < kMinTilesPerRowLargeU))
-    return false;
-  return filter_transformed || images * tiles_y * tiles_x >= kMinTiles;
+  if (tiles_x < kMinTilesPerRow) return false;
+  if (filter_transformed) return u_bytes <= kMaxGivenTransformedWeightBytes;
+  return u_bytes <= kMaxTransformedWeightBytes &&
+         (u_bytes <= kSmallTransformedWeightBytes || tiles_x >= kMinTilesPerRowLargeU) &&
+         images * tiles_y * tiles_x >= kMinTiles;
 }
 
 bool WinogradFitsAnySize(int64_t channels, int64_t m, const std::vector<WindowDim>& dims,

@@ -219,8 +219,9 @@ TEST(WinogradFilter, InverseGivesTheWeightsBack) {
 // winograd_filter (as WinogradConvs passes a constant weight): w is given as U [36, C, M]. The
 // kernel reads it (no conv_wino_u nest) and matches the reference (which takes w back from U),
 // including 16 x 16 at batch 1 (16 tiles: too few to repay a transform in the kernel, fine
-// with U given), 17 x 23 and 3 x 13 (partial tiles); where Winograd's form does not apply
-// (outputs of 5 x 6: two tiles a row; 96 -> 96 channels) the
+// with U given), 17 x 23 and 3 x 13 (partial tiles), 96 -> 96 channels (U past L2, fine
+// given); where Winograd's form does not apply (outputs of 5 x 6 and 7 x 9: two and three tiles a
+// row) the
 // kernel takes w back from U (conv_wino_w) and runs the direct form.
 TEST(LowerConvNhwc, WinogradFilterGiven) {
   uint64_t seed = 600;
@@ -234,8 +235,9 @@ TEST(LowerConvNhwc, WinogradFilterGiven) {
                          Given{{{2, 18, 34, 16}, {3, 3, 16, 48}, true, false, {}}, true},
                          Given{{{1, 17, 23, 16}, {3, 3, 16, 32}, true, true, pad1}, true},
                          Given{{{1, 3, 13, 16}, {3, 3, 16, 16}, true, false, pad1}, true},
+                         Given{{{1, 16, 16, 96}, {3, 3, 96, 96}, true, true, pad1}, true},
                          Given{{{1, 5, 6, 16}, {3, 3, 16, 16}, true, true, pad1}, false},
-                         Given{{{1, 32, 32, 96}, {3, 3, 96, 96}, true, true, pad1}, false}}) {
+                         Given{{{1, 7, 9, 128}, {3, 3, 128, 128}, true, true, pad1}, false}}) {
     Attrs attrs = WithLayout(g.c);
     attrs.Set("winograd", true);
     attrs.Set("winograd_filter", true);
