@@ -259,9 +259,11 @@ inline ::testing::AssertionResult CompiledMatchesReference(const std::string& op
 
 // `op` compiled with the dims `symbolic(input, dim)` picks symbolic and every other dim constant,
 // against the reference, to `tol` (0: exactly); `what` names the case in messages.
-inline ::testing::AssertionResult SymbolicDimsMatchReference(
-    const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs, double tol,
-    const std::function<bool(size_t, size_t)>& symbolic, const std::string& what) {
+// The primitive function of `op` over parameters shaped as `inputs`, dim d of input i a symbol
+// where symbolic(i, d) ("batch" for d = 0, else "s<d>"), typed.
+inline Function SymbolicDimsFunction(const std::string& op, const std::vector<Tensor>& inputs,
+                                     const Attrs& attrs,
+                                     const std::function<bool(size_t, size_t)>& symbolic) {
   std::vector<Var> params;
   std::vector<Expr> args;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -272,8 +274,20 @@ inline ::testing::AssertionResult SymbolicDimsMatchReference(
     params.push_back(MakeVar(StrCat("x", i), TensorType(shape, inputs[i].dtype())));
     args.push_back(params.back());
   }
-  Function fn = InferTypes(
+  return InferTypes(
       MakeFunction(params, MakeCall(op, args, attrs), nullptr, Attrs{{"primitive", true}}));
+}
+
+// Every dim of the first input symbolic but its channels (dim `channel_axis`), every other input
+// constant: a windowed op over images of any size (the engine's generic tier).
+inline bool SymbolicImageDim(size_t input, size_t dim, size_t channel_axis) {
+  return input == 0 && dim != channel_axis;
+}
+
+inline ::testing::AssertionResult SymbolicDimsMatchReference(
+    const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs, double tol,
+    const std::function<bool(size_t, size_t)>& symbolic, const std::string& what) {
+  Function fn = SymbolicDimsFunction(op, inputs, attrs, symbolic);
   std::vector<Tensor> want = RunOpReference(op, inputs, attrs);
   std::vector<Tensor> got;
   try {
@@ -305,8 +319,7 @@ inline ::testing::AssertionResult SymbolicBatchMatchesReference(const std::strin
       "symbolic batch");
 }
 
-// Every dim of the first input symbolic but its channels (dim `channel_axis`), every other input
-// constant: a windowed op over images of any size (the engine's generic tier).
+// SymbolicImageDim's dims symbolic.
 inline ::testing::AssertionResult SymbolicImageMatchesReference(const std::string& op,
                                                                 const std::vector<Tensor>& inputs,
                                                                 const Attrs& attrs,
@@ -314,7 +327,7 @@ inline ::testing::AssertionResult SymbolicImageMatchesReference(const std::strin
                                                                 size_t channel_axis = 1) {
   return SymbolicDimsMatchReference(
       op, inputs, attrs, tol,
-      [channel_axis](size_t i, size_t d) { return i == 0 && d != channel_axis; },
+      [channel_axis](size_t i, size_t d) { return SymbolicImageDim(i, d, channel_axis); },
       "symbolic image size");
 }
 

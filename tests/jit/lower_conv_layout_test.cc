@@ -216,6 +216,24 @@ TEST(WinogradFilter, InverseGivesTheWeightsBack) {
   }
 }
 
+// A case with winograd_filter (as WinogradConvs passes a constant weight): its attributes, and
+// its inputs with the weight given as U.
+struct Given {
+  Case c;
+  bool winograd_form;  // whether the kernel takes Winograd's form
+  Attrs attrs() const {
+    Attrs a = WithLayout(c);
+    a.Set("winograd", true);
+    a.Set("winograd_filter", true);
+    return a;
+  }
+  std::vector<Tensor> Inputs(uint64_t* seed) const {
+    std::vector<Tensor> in = ::kiln::Inputs(DType::kFloat32, c, seed);
+    in[1] = ops::WinogradFilter(in[1]);
+    return in;
+  }
+};
+
 // winograd_filter (as WinogradConvs passes a constant weight): w is given as U [36, C, M]. The
 // kernel reads it (no conv_wino_u nest) and matches the reference (which takes w back from U),
 // including 16 x 16 at batch 1 (16 tiles: too few to repay a transform in the kernel, fine
@@ -226,10 +244,6 @@ TEST(WinogradFilter, InverseGivesTheWeightsBack) {
 TEST(LowerConvNhwc, WinogradFilterGiven) {
   uint64_t seed = 600;
   const Attrs pad1 = {{"pads", Ints{1, 1, 1, 1}}};
-  struct Given {
-    Case c;
-    bool winograd_form;
-  };
   for (const Given& g : {Given{{{1, 32, 32, 17}, {3, 3, 17, 19}, true, true, pad1}, true},
                          Given{{{1, 16, 16, 32}, {3, 3, 32, 64}, true, true, pad1}, true},
                          Given{{{2, 18, 34, 16}, {3, 3, 16, 48}, true, false, {}}, true},
@@ -238,11 +252,8 @@ TEST(LowerConvNhwc, WinogradFilterGiven) {
                          Given{{{1, 16, 16, 96}, {3, 3, 96, 96}, true, true, pad1}, true},
                          Given{{{1, 5, 6, 16}, {3, 3, 16, 16}, true, true, pad1}, false},
                          Given{{{1, 7, 9, 128}, {3, 3, 128, 128}, true, true, pad1}, false}}) {
-    Attrs attrs = WithLayout(g.c);
-    attrs.Set("winograd", true);
-    attrs.Set("winograd_filter", true);
-    std::vector<Tensor> in = Inputs(DType::kFloat32, g.c, &seed);
-    in[1] = ops::WinogradFilter(in[1]);
+    const Attrs attrs = g.attrs();
+    const std::vector<Tensor> in = g.Inputs(&seed);
     const std::string ir =
         loop::Print(LowerToLoops(test::SingleOpFunction("conv_nhwc", in, attrs, false), "k").func);
     if (g.winograd_form) {
@@ -267,37 +278,19 @@ TEST(LowerConvNhwc, WinogradFilterGivenAnyImageSize) {
   const Attrs pad1 = {{"pads", Ints{1, 1, 1, 1}}};
   const Attrs one_sided = {{"pads", Ints{0, 1, 2, 0}}};
   const Attrs same = {{"auto_pad", std::string("SAME_UPPER")}};
-  auto symbolic_ir = [](const std::vector<Tensor>& in, const Attrs& attrs) {
-    Var x = MakeVar("x0", TensorType({Dim::Symbol("batch"), Dim::Symbol("s1"), Dim::Symbol("s2"),
-                                      Dim(in[0].shape()[3])},
-                                     DType::kFloat32));
-    std::vector<Var> params = {x};
-    std::vector<Expr> args = {x};
-    for (size_t i = 1; i < in.size(); ++i) {
-      Shape shape;
-      for (int64_t d : in[i].shape()) shape.push_back(Dim(d));
-      params.push_back(MakeVar(StrCat("x", i), TensorType(shape, DType::kFloat32)));
-      args.push_back(params.back());
-    }
-    Function fn = InferTypes(MakeFunction(params, MakeCall("conv_nhwc", args, attrs), nullptr,
-                                          Attrs{{"primitive", true}}));
-    return loop::Print(LowerToLoops(fn, "k").func);
-  };
-  struct Given {
-    Case c;
-    bool winograd_form;
-  };
   for (const Given& g : {Given{{{1, 17, 23, 16}, {3, 3, 16, 32}, true, true, pad1}, true},
                          Given{{{2, 33, 35, 16}, {3, 3, 16, 32}, true, false, one_sided}, true},
                          Given{{{1, 6, 9, 16}, {3, 3, 16, 32}, true, true, same}, true},
                          Given{{{1, 1, 1, 16}, {3, 3, 16, 32}, true, true, pad1}, true},
                          Given{{{1, 12, 13, 64}, {3, 3, 64, 128}, true, true, pad1}, false}}) {
-    Attrs attrs = WithLayout(g.c);
-    attrs.Set("winograd", true);
-    attrs.Set("winograd_filter", true);
-    std::vector<Tensor> in = Inputs(DType::kFloat32, g.c, &seed);
-    in[1] = ops::WinogradFilter(in[1]);
-    const std::string ir = symbolic_ir(in, attrs);
+    const Attrs attrs = g.attrs();
+    const std::vector<Tensor> in = g.Inputs(&seed);
+    const std::string ir = loop::Print(
+        LowerToLoops(test::SymbolicDimsFunction(
+                         "conv_nhwc", in, attrs,
+                         [](size_t i, size_t d) { return test::SymbolicImageDim(i, d, 3); }),
+                     "k")
+            .func);
     EXPECT_EQ(ir.find("conv_wino_m") != std::string::npos, g.winograd_form)
         << IntsToString(g.c.x) << AttrsText(attrs);
     const double tol = 5e-5 * std::sqrt(static_cast<double>(g.c.w[2]));
