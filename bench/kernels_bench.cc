@@ -451,13 +451,15 @@ void RegisterConvVsMatmul(const std::string& shape, int64_t c, int64_t m, int64_
   // Channels-last 3x3, direct and Winograd, both counted at the direct form's FLOPs (Winograd's
   // GFLOPs are its effective rate), beside the matmul of those FLOPs; 54 x 54 is not a
   // multiple of 4 (Winograd's last tiles computed whole and cropped); 128 and 256 channels
-  // have U of 2.3 and 9 MiB, past L2 (taken only given).
+  // have U of 2.3 and 9 MiB, past L2 (taken only given); the direct form of 256 and 512
+  // channels copies the taps (im2col) and runs a matmul.
   for (auto [c, m, hw] : {std::tuple<int64_t, int64_t, int64_t>{64, 64, 56},
                           {64, 64, 54},
                           {32, 64, 112},
                           {32, 64, 16},
                           {128, 128, 28},
-                          {256, 256, 14}}) {
+                          {256, 256, 14},
+                          {512, 512, 7}}) {
     const double flops = 2.0 * m * c * 9 * hw * hw;
     const std::string name = StrCat("BM_ConvVsMatmul/C", c, "_M", m, "_", hw, "x", hw, "_3x3_nhwc");
     for (auto [form, suffix] : {std::pair{ConvForm::kDirect, "/direct"},

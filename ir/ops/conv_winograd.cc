@@ -5,17 +5,20 @@
 // the direct form takes 144. In kiln's loop IR that is three nests around one batched matmul:
 //
 //   U[e, c, m]            = (G w[., ., c, m] G^T)[xi, nu]        e = 6 xi + nu (the weights)
-//   V[n, ty, e, tx, c]    = (B^T d(n, ty, tx, c) B)[xi, nu]      (ty, tx): a 4x4 output tile
-//   M[n, ty, e, tx, m]    = sum over c of V[n, ty, e, tx, c] * U[e, c, m]   (TileLoops' GEMM)
-//   y[n, 4 ty + a, 4 tx + b, m] = bias[m] + (A^T M[n, ty, ., tx, m] A)[a, b]
+//   V[n, g, e, t, c]      = (B^T d(n, ty, tx, c) B)[xi, nu]      (ty, tx): a 4x4 output tile
+//   M[n, g, e, t, m]      = sum over c of V[n, g, e, t, c] * U[e, c, m]     (TileLoops' GEMM)
+//   y[n, 4 ty + a, 4 tx + b, m] = bias[m] + (A^T M[n, g, ., t, m] A)[a, b]
 //
-// V, M and y are indexed by the tile row (n, ty) first, so FuseLoops runs their nests one row
-// of tiles at a time inside one parallel loop: V and M shrink to a row (36 x tiles x channels),
-// which stays in L2, where whole-image buffers streamed megabytes through L3 (the 112 x 112
-// conv of 32 -> 64 channels: 3.3 - 5.2 ms unfused, 1.4 fused, 2.3 direct). Every nest runs along
-// channels innermost (NHWC: contiguous, whole vectors); the product reads U in place. Each
-// transform is written as sums of sums with constant coefficients, zeros dropped; the inner sums
-// shared by several outputs are identical expressions, which the code generator computes once.
+// where g is a group of rows of tiles (ty = g R + r) and t = r tiles_x + tx a tile within it.
+// V, M and y are indexed by the group (n, g) first, so FuseLoops runs their nests one group at a
+// time inside one parallel loop: V and M shrink to a group (36 x tiles x channels), which stays
+// in L2, where whole-image buffers streamed megabytes through L3 (the 112 x 112 conv of 32 -> 64
+// channels: 3.3 - 5.2 ms unfused, 1.4 fused, 2.3 direct). A group is one row (R = 1) unless U
+// is large and rows have few tiles (GroupRows): the product reads all of U once per group. Every
+// nest runs along channels innermost (NHWC: contiguous, whole vectors); the product reads U in
+// place. Each transform is written as sums of sums with constant coefficients, zeros dropped; the
+// inner sums shared by several outputs are identical expressions, which the code generator computes
+// once.
 //
 // Where it applies (LowerWinogradNhwc says): f32, a 3x3 window with stride and dilation 1, one
 // group, at least kMinChannels input and output channels (fewer, and the transforms cost more
@@ -65,6 +68,10 @@ constexpr int64_t kMaxTransformedWeightBytes = 1280 * 1024;
 // 1890 -> 635, at 56 x 56 21.4 -> 6.0 ms; 512 -> 512 (36 MiB) at 14 x 14 6.2 -> 3.8 ms). The
 // bound keeps U's size sane (and its product from overflowing).
 constexpr int64_t kMaxGivenTransformedWeightBytes = int64_t{64} << 20;
+// Past this U no longer stays in a core's L2 across rows of tiles, and rows of few tiles run in
+// groups of at least kMinTilesPerGroup (GroupRows).
+constexpr int64_t kGroupedWeightBytes = 1 << 20;
+constexpr int64_t kMinTilesPerGroup = 16;
 
 static_assert(kIn * kIn == kWinogradTileElems);
 
@@ -126,6 +133,23 @@ bool WinogradWindow(int64_t channels, int64_t m, const std::vector<WindowDim>& d
 
 int64_t Tiles(int64_t out) {
   return (out + kTile - 1) / kTile;
+}
+
+// Rows of tiles per group (LowerWinogradNhwc): 1 unless U is past what stays in L2 across the
+// rows (kGroupedWeightBytes), the image's tile counts are constants, and a row has fewer than
+// kMinTilesPerGroup tiles; then the fewest rows, dividing the tile rows, that make a group of
+// kMinTilesPerGroup tiles. Row by row, the product streamed all of U from L3 for each row of
+// few tiles, and two threads streaming it ran no faster than one. kernels_bench, U given, Zen 5,
+// 1 / 2 threads: 256 -> 256 at 14 x 14 (4 rows of 4 tiles, U 9 MiB, one group) 592 / 554 ->
+// 441 / 230 us; 128 -> 128 at 28 x 28 (7 rows of 7, U 2.3 MiB, one group) 397 / - -> 345 / 182.
+int64_t GroupRows(const Expr& tiles_y, const Expr& tiles_x, int64_t channels, int64_t m) {
+  int64_t ty = 0, tx = 0;
+  if (kIn * kIn * channels * m * 4 <= kGroupedWeightBytes || !loop::IsConstInt(tiles_y, &ty) ||
+      !loop::IsConstInt(tiles_x, &tx) || tx >= kMinTilesPerGroup)
+    return 1;
+  for (int64_t rows = 1; rows < ty; ++rows)
+    if (ty % rows == 0 && rows * tx >= kMinTilesPerGroup) return rows;
+  return ty;
 }
 
 }  // namespace
@@ -259,13 +283,37 @@ LTensor LowerWinogradNhwc(LowerContext& ctx, const LTensor& p, const LTensor& w,
                                              loop::Seq(std::move(stores))));
                 });
 
-  // V[n, ty, e, tx, c]: each input tile transformed. p is the padded input (its row 4 ty + i is the
-  // tile's row i), so no tap needs a bounds test.
+  // Rows of tiles run in groups of `rows` (GroupRows): V, M and y are indexed by the group
+  // (n, g) first and, within it, by the tile t = r * tiles_x + tx of its row r, so FuseLoops
+  // runs their nests one group at a time and the product reads U once per group.
+  const int64_t rows = GroupRows(tiles_y, tiles_x, channels, m_count);
+  const Expr groups = loop::FloorDiv(tiles_y, I64(rows));
+  const Expr group_tiles = loop::Mul(I64(rows), tiles_x);
+  // A loop nest over (n, g, r, tx, `inner`) around `body`, and the tile's row and index.
+  auto tile_nest = [&](const loop::Var& n, const loop::Var& g, const loop::Var& r,
+                       const loop::Var& tx, const loop::Var& inner, int64_t inner_extent,
+                       Stmt body) {
+    body = loop::For(inner, I64(0), I64(inner_extent), loop::ForKind::kSerial, body);
+    body = loop::For(tx, I64(0), tiles_x, loop::ForKind::kSerial, body);
+    body = loop::For(r, I64(0), I64(rows), loop::ForKind::kSerial, body);
+    body = loop::For(g, I64(0), groups, loop::ForKind::kSerial, body);
+    return loop::For(n, I64(0), batch, loop::ForKind::kSerial, body);
+  };
+  auto tile_row = [rows](const Expr& g, const Expr& r) {
+    return loop::Add(loop::Mul(g, I64(rows)), r);
+  };
+  auto tile_index = [tiles_x](const Expr& r, const Expr& tx) {
+    return loop::Add(loop::Mul(r, tiles_x), tx);
+  };
+
+  // V[n, g, e, t, c]: each input tile transformed. p is the padded input (its row 4 ty + i is
+  // the tile's row i), so no tap needs a bounds test.
   LTensor v = ctx.MaterializeFill(
-      t, {batch, tiles_y, I64(kIn * kIn), tiles_x, I64(channels)}, "conv_wino_v",
+      t, {batch, groups, I64(kIn * kIn), group_tiles, I64(channels)}, "conv_wino_v",
       [&](const loop::Buffer& buf) {
-        loop::Var n = ctx.NewVar("n"), ty = ctx.NewVar("ty"), tx = ctx.NewVar("tx"),
-                  c = ctx.NewVar("c");
+        loop::Var n = ctx.NewVar("n"), g = ctx.NewVar("ty"), r = ctx.NewVar("tr"),
+                  tx = ctx.NewVar("tx"), c = ctx.NewVar("c");
+        const Expr ty = tile_row(g, r);
         auto d = [&](int64_t i, int64_t j) {
           return p.at({n, loop::Add(loop::Mul(ty, I64(kTile)), I64(i)),
                        loop::Add(loop::Mul(tx, I64(kTile)), I64(j)), c});
@@ -276,20 +324,17 @@ LTensor LowerWinogradNhwc(LowerContext& ctx, const LTensor& p, const LTensor& w,
             Expr val = Combine(kBt[xi], kIn, t, [&](int64_t i) {
               return Combine(kBt[nu], kIn, t, [&](int64_t j) { return d(i, j); });
             });
-            stores.push_back(loop::Store(buf, {n, ty, I64(xi * kIn + nu), tx, c}, val));
+            stores.push_back(
+                loop::Store(buf, {n, g, I64(xi * kIn + nu), tile_index(r, tx), c}, val));
           }
-        Stmt body = loop::For(c, I64(0), I64(channels), loop::ForKind::kSerial,
-                              loop::Seq(std::move(stores)));
-        body = loop::For(tx, I64(0), tiles_x, loop::ForKind::kSerial, body);
-        body = loop::For(ty, I64(0), tiles_y, loop::ForKind::kSerial, body);
-        return loop::For(n, I64(0), batch, loop::ForKind::kSerial, body);
+        return tile_nest(n, g, r, tx, c, channels, loop::Seq(std::move(stores)));
       });
 
-  // M[n, ty, e, tx, m]: 36 matrix products per row of tiles: tiles by input channels by output
+  // M[n, g, e, t, m]: 36 matrix products per group of tiles: tiles by input channels by output
   // channels.
   LTensor prod = ctx.Materialize(
       LTensor{t,
-              {batch, tiles_y, I64(kIn * kIn), tiles_x, I64(m_count)},
+              {batch, groups, I64(kIn * kIn), group_tiles, I64(m_count)},
               [&ctx, u, v, channels](const std::vector<Expr>& idx) {
                 loop::Var c = ctx.NewVar("kc");
                 return loop::Reduce(
@@ -303,15 +348,16 @@ LTensor LowerWinogradNhwc(LowerContext& ctx, const LTensor& p, const LTensor& w,
   const std::vector<Expr> whole = {batch, loop::Mul(tiles_y, I64(kTile)),
                                    loop::Mul(tiles_x, I64(kTile)), I64(m_count)};
   LTensor y = ctx.MaterializeFill(t, whole, "conv_wino_y", [&](const loop::Buffer& buf) {
-    loop::Var n = ctx.NewVar("n"), ty = ctx.NewVar("ty"), tx = ctx.NewVar("tx"),
-              m = ctx.NewVar("m");
+    loop::Var n = ctx.NewVar("n"), g = ctx.NewVar("ty"), r = ctx.NewVar("tr"),
+              tx = ctx.NewVar("tx"), m = ctx.NewVar("m");
     const Expr b = bias ? bias->at({m}) : Expr();
+    const Expr ty = tile_row(g, r), ti = tile_index(r, tx);
     std::vector<Stmt> stores;
     for (int64_t a = 0; a < kTile; ++a)
       for (int64_t bx = 0; bx < kTile; ++bx) {
         Expr val = Combine(kAt[a], kIn, t, [&](int64_t xi) {
           return Combine(kAt[bx], kIn, t, [&](int64_t nu) {
-            return prod.at({n, ty, I64(xi * kIn + nu), tx, m});
+            return prod.at({n, g, I64(xi * kIn + nu), ti, m});
           });
         });
         if (b) val = loop::Add(val, b);
@@ -320,11 +366,7 @@ LTensor LowerWinogradNhwc(LowerContext& ctx, const LTensor& p, const LTensor& w,
                                       loop::Add(loop::Mul(tx, I64(kTile)), I64(bx)), m},
                                      val));
       }
-    Stmt body =
-        loop::For(m, I64(0), I64(m_count), loop::ForKind::kSerial, loop::Seq(std::move(stores)));
-    body = loop::For(tx, I64(0), tiles_x, loop::ForKind::kSerial, body);
-    body = loop::For(ty, I64(0), tiles_y, loop::ForKind::kSerial, body);
-    return loop::For(n, I64(0), batch, loop::ForKind::kSerial, body);
+    return tile_nest(n, g, r, tx, m, m_count, loop::Seq(std::move(stores)));
   });
   y.shape = out_shape;  // cropped: its loads index the whole tiles' buffer
   return y;

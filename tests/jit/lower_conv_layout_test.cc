@@ -130,6 +130,55 @@ TEST(LowerConvNhwc, SymbolicBatch) {
                                               WithLayout(c)));
 }
 
+// A reduction longer than 2048 (KH x KW x C) runs as a matrix product over the output pixels of
+// an im2col copy (conv_cols): strided, dilated, 1x1, NCHW input, a batch of two, output channels
+// off the vector width. Where the copy would pass 8 MiB, for f64, or for a symbolic batch, the
+// direct form serves.
+TEST(LowerConvNhwc, Im2colForLongReductions) {
+  uint64_t seed = 900;
+  const Attrs pad1 = {{"pads", Ints{1, 1, 1, 1}}};
+  struct Im2col {
+    Case c;
+    DType t;
+    bool cols;  // whether the kernel copies the taps (conv_cols)
+  };
+  const DType f32 = DType::kFloat32;
+  for (const Im2col& k :
+       {Im2col{{{1, 7, 7, 240}, {3, 3, 240, 48}, true, true, pad1}, f32, true},
+        Im2col{{{1, 9, 11, 232},
+                {3, 3, 232, 17},
+                true,
+                false,
+                {{"pads", Ints{1, 0, 2, 1}}, {"strides", Ints{2, 2}}}},
+               f32,
+               true},
+        Im2col{{{1, 232, 6, 5}, {3, 3, 232, 16}, false, true, pad1}, f32, true},
+        Im2col{{{1, 3, 5, 2100}, {1, 1, 2100, 24}, true, true, {}}, f32, true},
+        Im2col{{{2, 5, 4, 240}, {3, 3, 240, 1}, true, true, pad1}, f32, true},
+        Im2col{{{1, 8, 8, 240},
+                {3, 3, 240, 16},
+                true,
+                true,
+                {{"dilations", Ints{2, 2}}, {"pads", Ints{2, 2, 2, 2}}}},
+               f32,
+               true},
+        Im2col{{{1, 40, 40, 240}, {3, 3, 240, 16}, true, true, pad1}, f32, false},
+        Im2col{{{1, 5, 6, 240}, {3, 3, 240, 16}, true, true, pad1}, DType::kFloat64, false}}) {
+    const Attrs attrs = WithLayout(k.c);
+    const std::vector<Tensor> in = Inputs(k.t, k.c, &seed);
+    const std::string ir =
+        loop::Print(LowerToLoops(test::SingleOpFunction("conv_nhwc", in, attrs, false), "k").func);
+    EXPECT_EQ(ir.find("conv_cols") != std::string::npos, k.cols)
+        << IntsToString(k.c.x) << AttrsText(attrs);
+    // Sums of up to 2160 products of values in [-1, 1].
+    EXPECT_TRUE(CompiledMatchesReference("conv_nhwc", in, attrs, 2e-4, 1e-5, false))
+        << IntsToString(k.c.x) << " " << IntsToString(k.c.w) << AttrsText(attrs);
+  }
+  const Case batch = {{3, 5, 6, 240}, {3, 3, 240, 16}, true, true, pad1};
+  EXPECT_TRUE(SymbolicBatchMatchesReference("conv_nhwc", Inputs(f32, batch, &seed),
+                                            WithLayout(batch), 2e-4));
+}
+
 // Any image size (the generic tier): batch, height and width symbolic, every case, both
 // layouts, f32 and f64; SAME's pads are expressions of the size.
 TEST(LowerConvNhwc, SymbolicImageSize) {
@@ -250,6 +299,8 @@ TEST(LowerConvNhwc, WinogradFilterGiven) {
                          Given{{{1, 17, 23, 16}, {3, 3, 16, 32}, true, true, pad1}, true},
                          Given{{{1, 3, 13, 16}, {3, 3, 16, 16}, true, false, pad1}, true},
                          Given{{{1, 16, 16, 96}, {3, 3, 96, 96}, true, true, pad1}, true},
+                         Given{{{1, 29, 37, 96}, {3, 3, 96, 96}, true, false, pad1}, true},
+                         Given{{{1, 28, 28, 96}, {3, 3, 96, 96}, true, true, pad1}, true},
                          Given{{{1, 5, 6, 16}, {3, 3, 16, 16}, true, true, pad1}, false},
                          Given{{{1, 7, 9, 128}, {3, 3, 128, 128}, true, true, pad1}, false}}) {
     const Attrs attrs = g.attrs();
@@ -265,6 +316,29 @@ TEST(LowerConvNhwc, WinogradFilterGiven) {
     }
     const double atol = 5e-5 * std::sqrt(static_cast<double>(g.c.w[2]));
     EXPECT_TRUE(CompiledMatchesReference("conv_nhwc", in, attrs, atol, 1e-5, false))
+        << IntsToString(g.c.x) << " " << IntsToString(g.c.w);
+  }
+}
+
+// Rows of tiles in groups (the cases above check the values): with U past 1 MiB (96 -> 96
+// channels) and fewer than 16 tiles a row, the transformed tiles conv_wino_v [N, groups, 36,
+// tiles a group, C] hold the fewest rows that divide the tile rows and make 16 tiles; with U
+// smaller (64 -> 64, 576 KiB), or 16 tiles a row, one row a group.
+TEST(LowerConvNhwc, WinogradGroupsRowsOfFewTiles) {
+  uint64_t seed = 650;
+  const Attrs pad1 = {{"pads", Ints{1, 1, 1, 1}}};
+  const std::vector<std::pair<Given, std::string>> cases = {
+      {{{{1, 16, 16, 96}, {3, 3, 96, 96}, true, true, pad1}, true}, "f32[1, 1, 36, 16, 96]"},
+      {{{{1, 29, 37, 96}, {3, 3, 96, 96}, true, true, pad1}, true}, "f32[1, 4, 36, 20, 96]"},
+      {{{{1, 28, 28, 96}, {3, 3, 96, 96}, true, true, pad1}, true}, "f32[1, 1, 36, 49, 96]"},
+      {{{{1, 16, 64, 96}, {3, 3, 96, 96}, true, true, pad1}, true}, "f32[1, 4, 36, 16, 96]"},
+      {{{{1, 28, 28, 64}, {3, 3, 64, 64}, true, true, pad1}, true}, "f32[1, 7, 36, 7, 64]"}};
+  for (const auto& [g, v_type] : cases) {
+    const std::vector<Tensor> in = g.Inputs(&seed);
+    EXPECT_THAT(
+        loop::Print(
+            LowerToLoops(test::SingleOpFunction("conv_nhwc", in, g.attrs(), false), "k").func),
+        ::testing::HasSubstr("conv_wino_v: " + v_type))
         << IntsToString(g.c.x) << " " << IntsToString(g.c.w);
   }
 }
