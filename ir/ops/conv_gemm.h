@@ -117,4 +117,9 @@ std::optional<std::vector<LTensor>> LowerDepthwisePlanes(LowerContext& ctx,
                                                          const std::vector<WindowDim>& dims,
                                                          const std::vector<loop::Expr>& out_shape);
 
+// Whether conv_nhwc (ir/ops/conv_layout.cc) takes its im2col form for `batch` images of `pixels`
+// output pixels each and a reduction of `k_total` = KH * KW * C: f32, a reduction past 2048,
+// and the copy of the taps within 8 MiB. PackConstantWeights packs the weights of those convs.
+bool ConvNhwcIm2colFits(DType t, int64_t batch, int64_t pixels, int64_t k_total);
+
 }  // namespace kiln::ops

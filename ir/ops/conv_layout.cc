@@ -8,7 +8,10 @@
 //            winograd (WinogradConvs sets it): a 3x3 stride-1 conv of f32 whose outputs are
 //            multiples of 4 runs by Winograd's F(4x4, 3x3) (conv_winograd.cc);
 //            winograd_filter (WinogradConvs sets it for constant weights): w is given
-//            transformed, U [36, C, M] = G w G^T per channel pair (the kernel is 3x3)
+//            transformed, U [36, C, M] = G w G^T per channel pair (the kernel is 3x3);
+//            w_panel = T (PackConstantWeights sets it for constant weights the im2col form
+//            reads): w is given as the [KH * KW * C, M] matrix in panels of T columns,
+//            [ceil(M / T), K, T], with kernel_shape and m (M) given
 //
 // y[n, oh, ow, m] = bias[m] + sum over (ky, kx, c) of w[ky, kx, c, m] *
 // x(n, oh * stride + ky * dilation - pad_begin, ow * stride + kx * dilation - pad_begin, c),
@@ -35,6 +38,16 @@
 #include "ir/ops/window.h"
 
 namespace kiln::ops {
+
+bool ConvNhwcIm2colFits(DType t, int64_t batch, int64_t pixels, int64_t k_total) {
+  // Where a column tile of w (K x 64 floats) fits half of L2, the direct form reads it from
+  // there; the copy is bounded.
+  constexpr int64_t kStreamedColumnBytes = 512 << 10;
+  constexpr int64_t kIm2colBytes = 8 << 20;
+  return t == DType::kFloat32 && k_total * 64 * 4 > kStreamedColumnBytes && batch >= 1 &&
+         batch * pixels * k_total * 4 <= kIm2colBytes;
+}
+
 namespace {
 
 using loop::Expr;
@@ -42,10 +55,33 @@ using loop::Expr;
 constexpr char kInputNhwc[] = "input_nhwc";
 constexpr char kWinograd[] = "winograd";
 constexpr char kWinogradFilter[] = "winograd_filter";
+constexpr char kWPanel[] = "w_panel";
+constexpr char kM[] = "m";
 
 // x's dims in NCHW order (N, C, H, W), whichever layout it has.
 std::vector<int> NchwAxes(bool nhwc) {
   return nhwc ? std::vector<int>{0, 3, 1, 2} : std::vector<int>{0, 1, 2, 3};
+}
+
+// A packed weight (w_panel = T > 0, PackConstantWeights): w as the [K, M] matrix of its HWIO
+// layout (K = KH * KW * C) in panels of T columns (ops::AssertPackedB); kernel_shape and m
+// give KH, KW and M. Checks the attributes and the packed shape for `channels` input channels,
+// and returns the kernel.
+std::vector<int64_t> PackedWeightKernel(TypeRelContext& ctx, const TensorTypeNode& w,
+                                        const Dim& channels, int64_t panel) {
+  const int64_t m = ctx.attrs().GetInt(kM);
+  const std::vector<int64_t>& ks = ctx.attrs().GetInts("kernel_shape");
+  if (panel < 2 || m < 1 || ks.size() != 2 || ks[0] < 1 || ks[1] < 1 ||
+      ctx.attrs().GetBool(kWinogradFilter) || w.ndim() != 3)
+    ctx.Fail(StrCat("w_panel = ", panel,
+                    " needs w_panel >= 2, m >= 1, a 2-D kernel_shape, no winograd_filter and a "
+                    "weight [P, K, T], got m = ",
+                    m, ", kernel_shape [", JoinInts(ks), "], weight ", ShapeToString(w.shape)));
+  if (!channels.is_const())
+    ctx.Fail(StrCat("input channels must be a constant, got ", channels.ToString()));
+  AssertPackedB(ctx, w, Dim(ks[0] * ks[1] * channels.value()),
+                StrCat("kernel ", JoinInts(ks), " of ", channels.value(), " channels"), m, panel);
+  return ks;
 }
 
 Type ConvNhwcRel(TypeRelContext& ctx) {
@@ -57,10 +93,16 @@ Type ConvNhwcRel(TypeRelContext& ctx) {
   if (x.ndim() != 4)
     ctx.Fail(StrCat("input ", ShapeToString(x.shape), " must be 4-D (",
                     nhwc ? "[N, H, W, C]" : "[N, C, H, W]", ")"));
+  const std::vector<int> axes = NchwAxes(nhwc);
+  Shape nchw;
+  for (int a : axes) nchw.push_back(x.shape[a]);
   // A transformed filter U [36, C, M] is a 3x3 kernel's.
   const bool transformed = ctx.attrs().GetBool(kWinogradFilter);
+  const int64_t panel = ctx.attrs().GetInt(kWPanel);
   std::vector<int64_t> kernel = {3, 3};
-  if (transformed) {
+  if (panel != 0) {
+    kernel = PackedWeightKernel(ctx, w, nchw[1], panel);
+  } else if (transformed) {
     if (w.ndim() != 3 || !w.shape[0].is_const() || w.shape[0].value() != kWinogradTileElems)
       ctx.Fail(StrCat("a winograd_filter weight must be [36, C, M], got ", ShapeToString(w.shape)));
     const std::vector<int64_t>& ks = ctx.attrs().GetInts("kernel_shape");
@@ -70,13 +112,11 @@ Type ConvNhwcRel(TypeRelContext& ctx) {
     kernel = ConvKernel(ctx, x, w, "[KH, KW, C, M]", 0);
   }
   const int c_dim = transformed ? 1 : 2;
-  const std::vector<int> axes = NchwAxes(nhwc);
-  Shape nchw;
-  for (int a : axes) nchw.push_back(x.shape[a]);
-  ctx.AssertEqual(w.shape[c_dim], nchw[1],
-                  StrCat("input channels of ", ShapeToString(x.shape), " must be the weight's dim ",
-                         c_dim, " ", ShapeToString(w.shape)));
-  const Dim& m = w.shape[c_dim + 1];
+  if (panel == 0)
+    ctx.AssertEqual(w.shape[c_dim], nchw[1],
+                    StrCat("input channels of ", ShapeToString(x.shape),
+                           " must be the weight's dim ", c_dim, " ", ShapeToString(w.shape)));
+  const Dim m = panel != 0 ? Dim(ctx.attrs().GetInt(kM)) : w.shape[c_dim + 1];
   CheckBias(ctx, x, m, StrCat("the weight's M ", ShapeToString(w.shape)));
   // The lowering needs the input channels.
   if (!nchw[1].is_const())
@@ -88,7 +128,13 @@ Type ConvNhwcRel(TypeRelContext& ctx) {
 
 // The reference: conv's own reference kernel on NCHW / OIHW copies, its output made NHWC.
 void ConvNhwcRef(const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
-  const Tensor w = attrs.GetBool(kWinogradFilter) ? WinogradFilterInverse(in[1]) : in[1];
+  Tensor w = in[1];
+  if (attrs.GetBool(kWinogradFilter)) w = WinogradFilterInverse(in[1]);
+  if (const int64_t panel = attrs.GetInt(kWPanel); panel > 0) {
+    const std::vector<int64_t>& ks = attrs.GetInts("kernel_shape");
+    const int64_t m = attrs.GetInt(kM);
+    w = UnpackPanels(in[1], m).Reshaped({ks[0], ks[1], in[1].shape()[1] / (ks[0] * ks[1]), m});
+  }
   std::vector<Tensor> args = {in[0], PermuteAxes(w, {3, 2, 0, 1})};
   if (attrs.GetBool(kInputNhwc)) args[0] = PermuteAxes(in[0], {0, 3, 1, 2});
   if (in.size() == 3) args.push_back(in[2]);
@@ -155,6 +201,12 @@ LTensor PaddedCopy(LowerContext& ctx, const LTensor& x, const std::vector<int>& 
                          "conv_padded");
 }
 
+int64_t ConstDim(const Expr& e) {
+  int64_t v = 0;
+  KILN_CHECK(loop::IsConstInt(e, &v), "conv_nhwc with symbolic output channels");
+  return v;
+}
+
 // A conv whose reduction (KH * KW * C) is long as a matrix product over its output pixels:
 // the taps of each pixel copied into cols[n, pixel, (ky, kx, c)] (im2col: a tap is a run of C
 // channels of the padded input, contiguous in channels-last) and
@@ -172,19 +224,17 @@ LTensor PaddedCopy(LowerContext& ctx, const LTensor& x, const std::vector<int>& 
 // nullopt (the direct form serves) for other than f32, a short reduction, a symbolic batch,
 // cols past kIm2colBytes, or a weight that is not a plain read.
 std::optional<LTensor> LowerConvNhwcIm2col(LowerContext& ctx, const LTensor& p, const LTensor& w,
+                                           int64_t panel, int64_t m_count,
                                            const std::optional<LTensor>& bias,
                                            const std::vector<WindowDim>& dims, int64_t channels,
                                            const std::vector<int64_t>& kernel, bool nhwc,
                                            const std::vector<Expr>& out_shape) {
-  constexpr int64_t kStreamedColumnBytes = 512 << 10;
-  constexpr int64_t kIm2colBytes = 8 << 20;
   const DType t = p.dtype;
   const int64_t k_total = kernel[0] * kernel[1] * channels;
   const int64_t pixels = dims[0].out * dims[1].out;
-  int64_t batch = 0, m_count = 0;
-  if (t != DType::kFloat32 || k_total * 64 * 4 <= kStreamedColumnBytes ||
-      !loop::IsConstInt(p.shape[0], &batch) || !loop::IsConstInt(w.shape[3], &m_count) ||
-      batch * pixels * k_total * 4 > kIm2colBytes || !IsIdentityRead(ctx, w))
+  int64_t batch = 0;
+  if (!loop::IsConstInt(p.shape[0], &batch) || !ConvNhwcIm2colFits(t, batch, pixels, k_total) ||
+      (panel == 0 && !IsIdentityRead(ctx, w)))
     return std::nullopt;
   // cols as [N, OH, OW, KH, KW, C]: filled by one loop per dim, read flat as [N, pixels, K].
   LTensor cols = ctx.Materialize(
@@ -202,10 +252,14 @@ std::optional<LTensor> LowerConvNhwcIm2col(LowerContext& ctx, const LTensor& p, 
   LTensor e = ctx.Materialize(
       LTensor{t,
               {p.shape[0], I64(pixels), I64(m_count)},
-              [&ctx, cols, w, k_total, m_count](const std::vector<Expr>& idx) {
+              [&ctx, cols, w, panel, k_total, m_count](const std::vector<Expr>& idx) {
                 loop::Var kk = ctx.NewVar("kk");
                 Expr a = FlatRead(cols, {idx[0]}, loop::Add(loop::Mul(idx[1], I64(k_total)), kk));
-                Expr b = FlatRead(w, {}, loop::Add(loop::Mul(kk, I64(m_count)), idx[2]));
+                // Packed: w[m // T, kk, m % T], the form TileLoops reads in place.
+                Expr b = panel > 0
+                             ? w.at({loop::FloorDiv(idx[2], I64(panel)), kk,
+                                     loop::FloorMod(idx[2], I64(panel))})
+                             : FlatRead(w, {}, loop::Add(loop::Mul(kk, I64(m_count)), idx[2]));
                 return loop::Reduce(loop::ReduceKind::kSum, loop::Mul(a, b), {{kk, I64(k_total)}});
               }},
       "conv_gemm");
@@ -225,17 +279,36 @@ std::vector<LTensor> LowerConvNhwc(LowerContext& ctx, const std::vector<LTensor>
   const std::vector<int> axes = NchwAxes(nhwc);
   std::vector<int64_t> kernel = {3, 3};
   int64_t channels = 0;
-  if (!transformed)
-    for (int i = 0; i < 2; ++i)
-      KILN_CHECK(loop::IsConstInt(w.shape[i], &kernel[i]), "conv_nhwc with a symbolic kernel");
-  KILN_CHECK(loop::IsConstInt(w.shape[transformed ? 1 : 2], &channels),
-             "conv_nhwc with symbolic channels");
+  // A packed weight (ConvNhwcRel's PackedWeightKernel): kept aside for the im2col form, which
+  // reads its panels in place; w becomes the [KH, KW, C, M] view of it.
+  const int64_t panel = attrs.GetInt(kWPanel);
+  const LTensor packed = w;
+  if (panel > 0) {
+    kernel = attrs.GetInts("kernel_shape");
+    KILN_CHECK(loop::IsConstInt(x.shape[axes[1]], &channels), "conv_nhwc with symbolic channels");
+    const int64_t m = attrs.GetInt(kM), kw = kernel[1], c = channels;
+    w = LTensor{
+        w.dtype,
+        {I64(kernel[0]), I64(kw), I64(c), I64(m)},
+        [packed, panel, kw, c](const std::vector<Expr>& idx) {
+          return packed.at(
+              {loop::FloorDiv(idx[3], I64(panel)),
+               loop::Add(loop::Mul(loop::Add(loop::Mul(idx[0], I64(kw)), idx[1]), I64(c)), idx[2]),
+               loop::FloorMod(idx[3], I64(panel))});
+        }};
+  } else {
+    if (!transformed)
+      for (int i = 0; i < 2; ++i)
+        KILN_CHECK(loop::IsConstInt(w.shape[i], &kernel[i]), "conv_nhwc with a symbolic kernel");
+    KILN_CHECK(loop::IsConstInt(w.shape[transformed ? 1 : 2], &channels),
+               "conv_nhwc with symbolic channels");
+  }
   const DType t = x.dtype;
   // f32 sums in f32 (as conv's GEMM form does); the other float dtypes in f64, as conv.
   const DType acc = t == DType::kFloat32 ? t : DType::kFloat64;
   int64_t m_count = 0;
   // WinogradConvs (passes/graph/winograd.cc) says where Winograd's form may serve.
-  const bool winograd_asked = (attrs.GetBool(kWinograd) || transformed) && nhwc &&
+  const bool winograd_asked = (attrs.GetBool(kWinograd) || transformed) && nhwc && panel == 0 &&
                               t == DType::kFloat32 &&
                               loop::IsConstInt(w.shape[transformed ? 2 : 3], &m_count);
   bool winograd = false;
@@ -275,7 +348,8 @@ std::vector<LTensor> LowerConvNhwc(LowerContext& ctx, const std::vector<LTensor>
   if (transformed) w = LowerWinogradFilterInverse(ctx, w);
   if (!HasSymbolicSpatial(x, {axes[2], axes[3]}))
     if (std::optional<LTensor> y =
-            LowerConvNhwcIm2col(ctx, p, w, bias, dims, channels, kernel, nhwc, out_shape))
+            LowerConvNhwcIm2col(ctx, p, panel > 0 ? packed : w, panel, ConstDim(w.shape[3]), bias,
+                                dims, channels, kernel, nhwc, out_shape))
       return {*y};
   auto at = [&ctx, p, w, bias, dims, channels, kernel, nhwc, t, acc](const std::vector<Expr>& idx) {
     loop::Var c = ctx.NewVar("kc"), ky = ctx.NewVar("kt"), kx = ctx.NewVar("kt");
@@ -316,13 +390,16 @@ void RegisterConvLayoutOps(OpRegistry& r) {
   attrs.push_back({ops::kInputNhwc, AttrKind::kBool, AttrValue(true), nullptr});
   attrs.push_back({ops::kWinograd, AttrKind::kBool, AttrValue(false), nullptr});
   attrs.push_back({ops::kWinogradFilter, AttrKind::kBool, AttrValue(false), nullptr});
+  attrs.push_back({ops::kWPanel, AttrKind::kInt, AttrValue(int64_t{0}), nullptr});
+  attrs.push_back({ops::kM, AttrKind::kInt, AttrValue(int64_t{0}), nullptr});
   r.Register(OpDef{
       .name = "conv_nhwc",
       .doc = "2-D convolution writing channels-last: x[N, H, W, C] (input_nhwc) or [N, C, H, W], "
              "w[KH, KW, C, M], optional bias[M] -> [N, OH, OW, M]; conv's window attributes, one "
              "group; winograd: a 3x3 stride-1 conv of f32 may run by Winograd's F(4x4, 3x3) "
              "(WinogradConvs sets it); winograd_filter: w is that form's transformed filter "
-             "U[36, C, M]",
+             "U[36, C, M]; w_panel = T (PackConstantWeights sets it): w is the [KH * KW * C, M] "
+             "matrix in panels [ceil(M / T), K, T], with kernel_shape and m (M) given",
       .min_inputs = 2,
       .max_inputs = 3,
       .attrs = attrs,

@@ -152,36 +152,6 @@ void MatmulKernel(const Tensor& a, const Tensor& b, Tensor& out) {
   }
 }
 
-// A B pre-packed into panels (b_panel = T > 0, set by PackConstantWeights) is the [K, N]
-// matrix as [ceil(N / T), K, T], element (k, j) at [j // T, k, j % T], the columns past N zero;
-// the attribute n gives N. Checks that the rank-3 `b` has that shape for A's reduction dim `k`
-// (`a_text` names A in the message).
-void AssertPackedB(TypeRelContext& ctx, const TensorTypeNode& b, const Dim& k,
-                   const std::string& a_text, int64_t n, int64_t panel) {
-  const std::string what = StrCat("packed B ", ShapeToString(b.shape), " is not [",
-                                  (n + panel - 1) / panel, ", K, ", panel, "] for n = ", n);
-  ctx.AssertEqual(b.shape[0], Dim((n + panel - 1) / panel), what);
-  ctx.AssertEqual(b.shape[2], Dim(panel), what);
-  ctx.AssertEqual(
-      k, b.shape[1],
-      StrCat("inner dimensions differ: ", a_text, " x packed ", ShapeToString(b.shape)));
-}
-
-// The [K, N] matrix a packed B (AssertPackedB) holds: the reference kernels compute with it.
-Tensor UnpackPanels(const Tensor& b, int64_t n) {
-  const int64_t panels = b.shape()[0], k = b.shape()[1], panel = b.shape()[2];
-  Tensor out = Tensor::Empty(b.dtype(), {k, n});
-  const size_t size = DTypeSize(b.dtype());
-  const auto* src = static_cast<const unsigned char*>(b.raw_data());
-  auto* dst = static_cast<unsigned char*>(out.raw_data());
-  for (int64_t p = 0; p < panels; ++p)
-    for (int64_t r = 0; r < k; ++r)
-      for (int64_t t = 0; t < panel && p * panel + t < n; ++t)
-        std::memcpy(dst + (r * n + p * panel + t) * size, src + ((p * k + r) * panel + t) * size,
-                    size);
-  return out;
-}
-
 // matmul with a packed B (AssertPackedB). A has rank 2 or more (its batch dims all use the one B).
 Type PackedMatmulRel(TypeRelContext& ctx, const TensorTypeNode& a, const TensorTypeNode& b,
                      int64_t panel) {
@@ -191,7 +161,7 @@ Type PackedMatmulRel(TypeRelContext& ctx, const TensorTypeNode& a, const TensorT
   if (a.ndim() < 2 || b.ndim() != 3)
     ctx.Fail(StrCat("A must have rank >= 2 and the packed B rank 3, got ", ShapeToString(a.shape),
                     " x ", ShapeToString(b.shape)));
-  AssertPackedB(ctx, b, a.shape.back(), ShapeToString(a.shape), n, panel);
+  ops::AssertPackedB(ctx, b, a.shape.back(), ShapeToString(a.shape), n, panel);
   Shape out(a.shape.begin(), a.shape.end() - 1);
   out.push_back(Dim(n));
   return TensorType(std::move(out), a.dtype);
@@ -216,8 +186,8 @@ Type PackedGemmRel(TypeRelContext& ctx, const TensorTypeNode& a, const TensorTyp
   if (a.ndim() != 2 || b.ndim() != 3)
     ctx.Fail(StrCat("A must be 2-D and the packed B 3-D, got ", ShapeToString(a.shape), " x ",
                     ShapeToString(b.shape)));
-  AssertPackedB(ctx, b, a.shape[trans_a ? 0 : 1],
-                StrCat(ShapeToString(a.shape), trans_a ? "^T" : ""), n, panel);
+  ops::AssertPackedB(ctx, b, a.shape[trans_a ? 0 : 1],
+                     StrCat(ShapeToString(a.shape), trans_a ? "^T" : ""), n, panel);
   return GemmOut(ctx, a, {a.shape[trans_a ? 1 : 0], Dim(n)});
 }
 
@@ -280,7 +250,7 @@ void GemmKernel(const std::vector<Tensor>& in, const Attrs& attrs, Tensor& out) 
   const double beta = attrs.GetFloat("beta");
   const int64_t m = out.shape()[0], n = out.shape()[1];
   const int64_t k = a.shape()[trans_a ? 0 : 1];
-  const Tensor b = attrs.GetInt("b_panel") > 0 ? UnpackPanels(in[1], n) : in[1];
+  const Tensor b = attrs.GetInt("b_panel") > 0 ? ops::UnpackPanels(in[1], n) : in[1];
   // Element (r, c) of a row-major [rows, cols] matrix, or of its transpose.
   auto at = [](const T* p, int64_t r, int64_t c, int64_t cols, bool trans, int64_t rows_t) {
     return trans ? p[c * rows_t + r] : p[r * cols + c];
@@ -450,7 +420,7 @@ void RegisterMatmulOps(OpRegistry& r) {
       .ref_kernel =
           [](const std::vector<Tensor>& in, const Attrs& attrs, std::vector<Tensor>& out) {
             const int64_t panel = attrs.GetInt("b_panel");
-            const Tensor b = panel > 0 ? UnpackPanels(in[1], attrs.GetInt("n")) : in[1];
+            const Tensor b = panel > 0 ? ops::UnpackPanels(in[1], attrs.GetInt("n")) : in[1];
             DispatchMatmulDType(in[0].dtype(),
                                 [&]<typename T>() { MatmulKernel<T>(in[0], b, out[0]); });
           },

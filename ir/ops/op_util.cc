@@ -101,4 +101,29 @@ std::vector<loop::Expr> FirstElementIfEmpty(const loop::Expr& extent, std::vecto
   return idx;
 }
 
+void AssertPackedB(TypeRelContext& ctx, const TensorTypeNode& b, const Dim& k,
+                   const std::string& a_text, int64_t n, int64_t panel) {
+  const std::string what = StrCat("packed B ", ShapeToString(b.shape), " is not [",
+                                  (n + panel - 1) / panel, ", K, ", panel, "] for n = ", n);
+  ctx.AssertEqual(b.shape[0], Dim((n + panel - 1) / panel), what);
+  ctx.AssertEqual(b.shape[2], Dim(panel), what);
+  ctx.AssertEqual(
+      k, b.shape[1],
+      StrCat("inner dimensions differ: ", a_text, " x packed ", ShapeToString(b.shape)));
+}
+
+Tensor UnpackPanels(const Tensor& b, int64_t n) {
+  const int64_t panels = b.shape()[0], k = b.shape()[1], panel = b.shape()[2];
+  Tensor out = Tensor::Empty(b.dtype(), {k, n});
+  const size_t size = DTypeSize(b.dtype());
+  const auto* src = static_cast<const unsigned char*>(b.raw_data());
+  auto* dst = static_cast<unsigned char*>(out.raw_data());
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t r = 0; r < k; ++r)
+      for (int64_t t = 0; t < panel && p * panel + t < n; ++t)
+        std::memcpy(dst + (r * n + p * panel + t) * size, src + ((p * k + r) * panel + t) * size,
+                    size);
+  return out;
+}
+
 }  // namespace kiln::ops

@@ -166,6 +166,15 @@ inline int WrapAxis(int64_t axis, int rank) {
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
+// A [K, N] matrix pre-packed into panels of T columns (PackConstantWeights: gemm's and
+// matmul's b_panel, conv_nhwc's w_panel) is [ceil(N / T), K, T], element (k, j) at
+// [j // T, k, j % T], the columns past N zero. AssertPackedB checks that the rank-3 `b` has
+// that shape for the reduction dim `k` (`a_text` names the other operand in the message);
+// UnpackPanels gives the [K, N] matrix back (the reference kernels compute with it).
+void AssertPackedB(TypeRelContext& ctx, const TensorTypeNode& b, const Dim& k,
+                   const std::string& a_text, int64_t n, int64_t panel);
+Tensor UnpackPanels(const Tensor& b, int64_t n);
+
 // Lowering pieces.
 // The result type's shape as loop expressions.
 std::vector<loop::Expr> OutShape(LowerContext& ctx, const Type& t);

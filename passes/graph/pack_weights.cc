@@ -42,6 +42,14 @@
 // for one row (the generic MLP at 1 x 784, 1 thread, kernel sums: 160 -> 81 us; specialized
 // 78-83).
 //
+// conv_nhwc whose lowering takes the im2col form (ops::ConvNhwcIm2colFits: a reduction KH x KW x C
+// past 2048, as in ResNet's 3x3 convs of 256 channels and more) reads its HWIO weight as the
+// [KH * KW * C, M] matrix of a product over the pixels' copied taps; that matrix is packed as a
+// gemm's B for the batch's pixels as rows, with the attributes w_panel, m and kernel_shape.
+// Copied per run, each panel was a 256-byte run from every 2 KiB weight row, which the
+// prefetcher does not follow from memory (ResNet-18's 512 -> 512 convs at 7 x 7, p50 of two in
+// a row, Zen 5: 3.36 -> 2.74 ms at 1 thread, 2.13 -> 1.46 at 2; ONNX Runtime 2.51 and 1.25).
+//
 // Rules: a gemm with transB = 0 whose B is a 2-D f32 constant of at least T columns, whose A
 // is 2-D (T is the few-rows panel for M = 1 and for a symbolic M), on a
 // target whose vector width is known (target.vector_bits), with TileLoops' tile T >= 2. A
@@ -50,6 +58,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "ir/ops/conv_gemm.h"
+#include "ir/ops/conv_winograd.h"
+#include "ir/ops/window.h"
 #include "ir/visitor.h"
 #include "passes/graph/derived_constant.h"
 #include "passes/loop_pass.h"
@@ -71,6 +82,7 @@ class WeightPacker : public ExprMutator {
     Expr out = ExprMutator::MutateCall(n, self);
     const CallNode* c = AsCall(out);
     if (c && c->op && c->op->name == "matmul") return Matmul(n, c, out);
+    if (c && c->op && c->op->name == "conv_nhwc") return ConvNhwc(n, c, out);
     if (!c || !c->op || c->op->name != "gemm" || c->attrs.GetInt("b_panel") != 0 ||
         c->attrs.GetBool("transB"))
       return out;
@@ -120,6 +132,41 @@ class WeightPacker : public ExprMutator {
                     c->name);
   }
 
+  // A conv_nhwc whose lowering takes the im2col form (ops::ConvNhwcIm2colFits: a product of
+  // the pixels' copied taps by w as a [KH * KW * C, M] matrix) with a constant f32 weight
+  // [KH, KW, C, M]: w in panels, as a gemm's B for the batch's pixels as rows. Its image size
+  // and batch must be constants, and the conv not one Winograd's form takes.
+  Expr ConvNhwc(const CallNode* n, const CallNode* c, const Expr& out) const {
+    const ConstantNode* w = AsConstant(c->args[1]);
+    const TensorTypeNode* x = AsTensor(n->args[0]->type);
+    if (c->attrs.GetInt("w_panel") != 0 || c->attrs.GetBool("winograd_filter") || !w || !x ||
+        w->value.dtype() != DType::kFloat32 || w->value.shape().size() != 4 || x->ndim() != 4)
+      return out;
+    const bool nhwc = c->attrs.GetBool("input_nhwc");
+    const Dim &batch = x->shape[0], &h = x->shape[nhwc ? 1 : 2], &wd = x->shape[nhwc ? 2 : 3];
+    if (!batch.is_const() || !h.is_const() || !wd.is_const()) return out;
+    const std::vector<int64_t>& ws = w->value.shape();
+    std::string error;
+    const std::vector<ops::WindowDim> dims =
+        ops::ComputeWindow({h.value(), wd.value()}, {ws[0], ws[1]}, c->attrs, &error);
+    if (!error.empty()) return out;
+    if (c->attrs.GetBool("winograd") &&
+        ops::WinogradFits(ws[2], ws[3], batch.value(), dims, /*filter_transformed=*/false))
+      return out;
+    const int64_t k = ws[0] * ws[1] * ws[2], cols = ws[3];
+    const int64_t pixels = dims[0].out * dims[1].out;
+    if (!ops::ConvNhwcIm2colFits(x->dtype, batch.value(), pixels, k)) return out;
+    const int64_t panel = PanelFor(cols, batch.value() * pixels);
+    if (panel < 2 || cols < panel) return out;
+    Attrs attrs = c->attrs;
+    attrs.Set("w_panel", panel);
+    attrs.Set("m", cols);
+    attrs.Set("kernel_shape", std::vector<int64_t>{ws[0], ws[1]});
+    std::vector<Expr> args = c->args;
+    args[1] = Packed(c->args[1], k, cols, panel);
+    return MakeCall("conv_nhwc", std::move(args), std::move(attrs), c->name);
+  }
+
   // The panel width for `rows` rows (-1: symbolic, a shape-generic kernel's). Symbolic rows
   // take the few-rows panels: the kernel then reads B in place whatever the row count, where
   // unpacked it would copy every panel on every run, the whole weight matrix even for one row.
@@ -156,8 +203,9 @@ void RegisterPackConstantWeightsPass(PassRegistry& r) {
       .opt_level = 2,
       .required = {"InferType"},
       .options = {},
-      .doc = "lay out a gemm's constant B as the column panels TileLoops reads, once per "
-             "specialization instead of on every run",
+      .doc = "lay out a gemm's or matmul's constant B, or the constant weight of a conv_nhwc "
+             "that runs as a product over copied taps, as the column panels TileLoops reads, "
+             "once per specialization instead of on every run",
       .create =
           [](const Attrs& o) {
             return CreateFunctionPass(

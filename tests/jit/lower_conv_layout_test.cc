@@ -179,6 +179,58 @@ TEST(LowerConvNhwc, Im2colForLongReductions) {
                                             WithLayout(batch), 2e-4));
 }
 
+// w_panel (as PackConstantWeights passes a constant weight the im2col form reads): w given as
+// the [KH * KW * C, M] matrix in panels of T columns. The im2col form reads the panels in place
+// (the kernel copies no panel of w); output channels that fill the last panel or not (T = 48
+// for 40 and 100 channels, 16 for 17), strided, NCHW input; where the im2col form does not
+// apply (a short reduction, f64) the direct form reads w through the panels.
+TEST(LowerConvNhwc, PackedWeight) {
+  uint64_t seed = 950;
+  const Attrs pad1 = {{"pads", Ints{1, 1, 1, 1}}};
+  struct Packed {
+    Case c;
+    int64_t t;
+    DType dtype;
+  };
+  const DType f32 = DType::kFloat32;
+  for (const Packed& k :
+       {Packed{{{1, 7, 7, 240}, {3, 3, 240, 100}, true, true, pad1}, 48, f32},
+        Packed{{{1, 7, 7, 240}, {3, 3, 240, 48}, true, false, pad1}, 48, f32},
+        Packed{{{2, 9, 11, 232},
+                {3, 3, 232, 17},
+                true,
+                true,
+                {{"pads", Ints{1, 0, 2, 1}}, {"strides", Ints{2, 2}}}},
+               16,
+               f32},
+        Packed{{{1, 232, 6, 5}, {3, 3, 232, 40}, false, true, pad1}, 48, f32},
+        Packed{{{1, 9, 7, 5}, {3, 3, 5, 67}, true, true, pad1}, 16, f32},
+        Packed{{{1, 5, 6, 240}, {3, 3, 240, 20}, true, true, pad1}, 16, DType::kFloat64}}) {
+    Attrs attrs = WithLayout(k.c);
+    attrs.Set("w_panel", k.t);
+    attrs.Set("m", k.c.w[3]);
+    attrs.Set("kernel_shape", Ints{k.c.w[0], k.c.w[1]});
+    std::vector<Tensor> in = Inputs(k.dtype, k.c, &seed);
+    in[1] = test::PackPanels(in[1].Reshaped({k.c.w[0] * k.c.w[1] * k.c.w[2], k.c.w[3]}), k.t);
+    const std::string ir =
+        loop::Print(LowerToLoops(test::SingleOpFunction("conv_nhwc", in, attrs, false), "k").func);
+    const bool cols = k.dtype == f32 && k.c.w[2] > 200;
+    EXPECT_EQ(ir.find("conv_cols") != std::string::npos, cols) << IntsToString(k.c.x);
+    if (cols) {
+      // Through the loop pipeline for a 512-bit target: TileLoops reads the panels in place.
+      auto ctx = std::make_shared<PassContext>();
+      ctx->SetConfig("target.vector_bits", int64_t{512});
+      PassContextScope scope(ctx);
+      EXPECT_THAT(
+          loop::Print(LowerKernel(test::SingleOpFunction("conv_nhwc", in, attrs, false), "k").func),
+          ::testing::Not(::testing::HasSubstr("_panel:")))
+          << IntsToString(k.c.x);
+    }
+    EXPECT_TRUE(CompiledMatchesReference("conv_nhwc", in, attrs, 2e-4, 1e-5, false))
+        << IntsToString(k.c.x) << " " << IntsToString(k.c.w) << AttrsText(attrs);
+  }
+}
+
 // Any image size (the generic tier): batch, height and width symbolic, every case, both
 // layouts, f32 and f64; SAME's pads are expressions of the size.
 TEST(LowerConvNhwc, SymbolicImageSize) {
@@ -447,6 +499,34 @@ TEST(ConvNhwcType, OutputShapeAndErrors) {
                       {{"winograd_filter", true}, {"kernel_shape", Ints{5, 5}}})
                 .find("kernel_shape"),
             std::string::npos);
+  // A packed weight [ceil(M / T), KH * KW * C, T] with kernel_shape and m.
+  const Attrs packed = {{"w_panel", int64_t{16}}, {"m", int64_t{20}}, {"kernel_shape", Ints{3, 3}}};
+  EXPECT_EQ(
+      TypeToString(InferTypes(MakeFunction({}, MakeCall("conv_nhwc",
+                                                        {MakeVar("x", TensorType({1, 8, 8, 4}, f)),
+                                                         MakeVar("w", TensorType({2, 36, 16}, f))},
+                                                        packed)))
+                       ->body->type),
+      "f32[1, 6, 6, 20]");
+  EXPECT_NE(TypeError({TensorType({1, 8, 8, 4}, f), TensorType({2, 35, 16}, f)}, packed)
+                .find("inner dimensions differ"),
+            std::string::npos);
+  EXPECT_NE(TypeError({TensorType({1, 8, 8, 4}, f), TensorType({3, 36, 16}, f)}, packed)
+                .find("packed B [3, 36, 16] is not [2, K, 16]"),
+            std::string::npos);
+  EXPECT_NE(TypeError({TensorType({1, 8, 8, 4}, f), TensorType({2, 36, 16}, f)},
+                      {{"w_panel", int64_t{16}}, {"m", int64_t{20}}})
+                .find("a 2-D kernel_shape"),
+            std::string::npos);
+  EXPECT_NE(TypeError({TensorType({1, 8, 8, 4}, f), TensorType({2, 36, 16}, f)},
+                      {{"w_panel", int64_t{16}}, {"kernel_shape", Ints{3, 3}}})
+                .find("m >= 1"),
+            std::string::npos);
+  EXPECT_NE(
+      TypeError({TensorType({1, 8, 8, 4}, f), TensorType({2, 36, 16}, f), TensorType({16}, f)},
+                packed)
+          .find("bias"),
+      std::string::npos);
   Expr same = MakeCall("conv_nhwc",
                        {MakeVar("x", TensorType({1, Dim::Symbol("h"), 11, 3}, f)),
                         MakeVar("w", TensorType({3, 3, 3, 8}, f))},

@@ -222,6 +222,53 @@ TEST(PackConstantWeights, MatmulWeightsBecomePanels) {
   }
 }
 
+// const(f32[shape], [...]) with values 1 to 7 repeating: a conv weight of any rank.
+std::string ConstOfShape(const std::vector<int64_t>& shape) {
+  std::string s = "const(f32[";
+  int64_t n = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+    n *= shape[i];
+  }
+  s += "], [";
+  for (int64_t i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(i % 7 + 1);
+  return s + "])";
+}
+
+// A conv_nhwc whose lowering takes the im2col form (a reduction KH x KW x C past 2048, the copy
+// of the taps within 8 MiB) gets its constant HWIO weight as panels of the [K, M] matrix, with
+// kernel_shape and m; the same values through the reference interpreter. Left alone: a
+// reduction of 2048, a symbolic batch or image size, a conv Winograd's form takes (winograd and
+// it fits), a copy past 8 MiB.
+TEST(PackConstantWeights, ConvNhwcWeightsBecomePanels) {
+  auto conv = [](const std::string& x, const std::vector<int64_t>& w, const std::string& attrs) {
+    return "def @main(%x: f32[" + x + "]) { conv_nhwc(%x, " + ConstOfShape(w) + attrs + ") }";
+  };
+  const std::string one = conv("1, 2, 3, 2049", {1, 1, 2049, 5}, "");
+  IRModule out = Pack(one);
+  const std::string text = Print(out);
+  EXPECT_NE(text.find("w_panel=4"), std::string::npos) << text.substr(0, 200);
+  EXPECT_NE(text.find("m=5"), std::string::npos);
+  EXPECT_NE(text.find("f32[2, 2049, 4]"), std::string::npos);
+  const std::vector<Tensor> x = {test::RandomTensor(DType::kFloat32, {1, 2, 3, 2049}, 7)};
+  EXPECT_TRUE(test::TensorsNear(Interpret(out.Lookup("main"), x)[0],
+                                Interpret(InferTypes(ParseModule(one)).Lookup("main"), x)[0], 1e-5,
+                                1e-6));
+  // A 3x3 conv of 228 channels (K 2052) at 30 x 30: packed, unless WinogradConvs marked it (its
+  // form takes 8 x 8 tiles of 228 -> 16 channels).
+  const std::string pads = ", pads=[1, 1, 1, 1]";
+  EXPECT_NE(Print(Pack(conv("1, 30, 30, 228", {3, 3, 228, 16}, pads))).find("w_panel=4"),
+            std::string::npos);
+  for (const std::string& alone : {
+           conv("1, 2, 3, 2048", {1, 1, 2048, 5}, ""),
+           conv("n, 2, 3, 2049", {1, 1, 2049, 5}, ""),
+           conv("1, h, 3, 2049", {1, 1, 2049, 5}, ""),
+           conv("1, 30, 30, 228", {3, 3, 228, 16}, pads + ", winograd=true"),
+           conv("1, 32, 32, 228", {3, 3, 228, 5}, pads),
+       })
+    EXPECT_EQ(Print(Pack(alone)), Printed(alone)) << alone.substr(0, 120);
+}
+
 TEST(PackConstantWeights, LeavesOtherGemmsAlone) {
   const std::string b = Const(2, 5);
   for (const std::string& text : {
