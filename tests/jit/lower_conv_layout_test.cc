@@ -444,6 +444,14 @@ std::string TypeError(const std::vector<Type>& args, const Attrs& attrs) {
   return "";
 }
 
+// The output type of conv_nhwc on operands of these types.
+std::string OutType(const std::vector<Type>& args, const Attrs& attrs) {
+  std::vector<Expr> params;
+  for (size_t i = 0; i < args.size(); ++i) params.push_back(MakeVar(StrCat("a", i), args[i]));
+  return TypeToString(
+      InferTypes(MakeFunction({}, MakeCall("conv_nhwc", params, attrs)))->body->type);
+}
+
 TEST(ConvNhwcType, OutputShapeAndErrors) {
   const DType f = DType::kFloat32;
   Expr call = MakeCall(
@@ -482,13 +490,8 @@ TEST(ConvNhwcType, OutputShapeAndErrors) {
       std::string::npos);
   // A transformed filter must be [36, C, M] of the input's channels, and a 3x3 kernel's.
   const Attrs given = {{"winograd_filter", true}};
-  EXPECT_EQ(
-      TypeToString(InferTypes(MakeFunction({}, MakeCall("conv_nhwc",
-                                                        {MakeVar("x", TensorType({1, 8, 8, 16}, f)),
-                                                         MakeVar("u", TensorType({36, 16, 24}, f))},
-                                                        given)))
-                       ->body->type),
-      "f32[1, 6, 6, 24]");
+  EXPECT_EQ(OutType({TensorType({1, 8, 8, 16}, f), TensorType({36, 16, 24}, f)}, given),
+            "f32[1, 6, 6, 24]");
   EXPECT_NE(TypeError({TensorType({1, 8, 8, 16}, f), TensorType({3, 3, 16, 24}, f)}, given)
                 .find("winograd_filter weight must be [36, C, M]"),
             std::string::npos);
@@ -501,13 +504,8 @@ TEST(ConvNhwcType, OutputShapeAndErrors) {
             std::string::npos);
   // A packed weight [ceil(M / T), KH * KW * C, T] with kernel_shape and m.
   const Attrs packed = {{"w_panel", int64_t{16}}, {"m", int64_t{20}}, {"kernel_shape", Ints{3, 3}}};
-  EXPECT_EQ(
-      TypeToString(InferTypes(MakeFunction({}, MakeCall("conv_nhwc",
-                                                        {MakeVar("x", TensorType({1, 8, 8, 4}, f)),
-                                                         MakeVar("w", TensorType({2, 36, 16}, f))},
-                                                        packed)))
-                       ->body->type),
-      "f32[1, 6, 6, 20]");
+  EXPECT_EQ(OutType({TensorType({1, 8, 8, 4}, f), TensorType({2, 36, 16}, f)}, packed),
+            "f32[1, 6, 6, 20]");
   EXPECT_NE(TypeError({TensorType({1, 8, 8, 4}, f), TensorType({2, 35, 16}, f)}, packed)
                 .find("inner dimensions differ"),
             std::string::npos);
