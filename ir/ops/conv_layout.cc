@@ -219,10 +219,13 @@ int64_t ConstDim(const Expr& e) {
 // 3x3 conv of 512 channels) again from L3 for every row (ResNet-18's 512 -> 512 at 7 x 7, one
 // thread: 1.8 ms direct, against 1.3 ms for the matmul of the same FLOPs). Where the tile fits
 // L2 (K x 256 bytes up to kStreamedColumnBytes) the direct form reads it from there and needs
-// no copy. E is stored once and the output (bias, fused consumers) reads it.
+// no copy. E is stored once and the output (bias, fused consumers) reads it. w is HWIO, or with
+// `panel` > 0 its [K, M] matrix in panels of that many columns (w_panel: PackConstantWeights
+// packs exactly the convs this form takes), read in place as TileLoops' pre-packed operand.
 //
-// nullopt (the direct form serves) for other than f32, a short reduction, a symbolic batch,
-// cols past kIm2colBytes, or a weight that is not a plain read.
+// nullopt (the direct form serves) where ConvNhwcIm2colFits does not hold (other than f32, a
+// short reduction, the copy past its bound), for a symbolic batch, or for an unpacked weight
+// that is not a plain read.
 std::optional<LTensor> LowerConvNhwcIm2col(LowerContext& ctx, const LTensor& p, const LTensor& w,
                                            int64_t panel, int64_t m_count,
                                            const std::optional<LTensor>& bias,
