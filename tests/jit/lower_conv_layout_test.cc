@@ -90,6 +90,12 @@ Attrs WithLayout(const Case& c) {
   return attrs;
 }
 
+// conv_nhwc on `in` lowered to loop IR (before the loop passes), as text: which buffers its form
+// materializes (conv_cols, conv_wino_m, ...).
+std::string LoweredText(const std::vector<Tensor>& in, const Attrs& attrs) {
+  return loop::Print(LowerToLoops(test::SingleOpFunction("conv_nhwc", in, attrs, false), "k").func);
+}
+
 TEST(LowerConvNhwc, MatchesReference) {
   uint64_t seed = 1;
   for (const Case& c : Cases()) {
@@ -130,6 +136,15 @@ TEST(LowerConvNhwc, SymbolicBatch) {
                                               WithLayout(c)));
 }
 
+// A case of a dtype, with what the im2col tests expect or give: whether the kernel copies the
+// taps (conv_cols), and the panel width of a packed weight.
+struct TypedCase {
+  Case c;
+  DType t;
+  int64_t panel = 0;  // w_panel (PackedWeight)
+  bool cols = false;  // whether the kernel copies the taps (Im2colForLongReductions)
+};
+
 // A reduction longer than 2048 (KH x KW x C) runs as a matrix product over the output pixels of
 // an im2col copy (conv_cols): strided, dilated, 1x1, NCHW input, a batch of two, output channels
 // off the vector width. Where the copy would pass 8 MiB, for f64, or for a symbolic batch, the
@@ -137,37 +152,34 @@ TEST(LowerConvNhwc, SymbolicBatch) {
 TEST(LowerConvNhwc, Im2colForLongReductions) {
   uint64_t seed = 900;
   const Attrs pad1 = {{"pads", Ints{1, 1, 1, 1}}};
-  struct Im2col {
-    Case c;
-    DType t;
-    bool cols;  // whether the kernel copies the taps (conv_cols)
-  };
   const DType f32 = DType::kFloat32;
-  for (const Im2col& k :
-       {Im2col{{{1, 7, 7, 240}, {3, 3, 240, 48}, true, true, pad1}, f32, true},
-        Im2col{{{1, 9, 11, 232},
-                {3, 3, 232, 17},
-                true,
-                false,
-                {{"pads", Ints{1, 0, 2, 1}}, {"strides", Ints{2, 2}}}},
-               f32,
-               true},
-        Im2col{{{1, 232, 6, 5}, {3, 3, 232, 16}, false, true, pad1}, f32, true},
-        Im2col{{{1, 3, 5, 2100}, {1, 1, 2100, 24}, true, true, {}}, f32, true},
-        Im2col{{{2, 5, 4, 240}, {3, 3, 240, 1}, true, true, pad1}, f32, true},
-        Im2col{{{1, 8, 8, 240},
-                {3, 3, 240, 16},
-                true,
-                true,
-                {{"dilations", Ints{2, 2}}, {"pads", Ints{2, 2, 2, 2}}}},
-               f32,
-               true},
-        Im2col{{{1, 40, 40, 240}, {3, 3, 240, 16}, true, true, pad1}, f32, false},
-        Im2col{{{1, 5, 6, 240}, {3, 3, 240, 16}, true, true, pad1}, DType::kFloat64, false}}) {
+  for (const TypedCase& k :
+       {TypedCase{{{1, 7, 7, 240}, {3, 3, 240, 48}, true, true, pad1}, f32, 0, true},
+        TypedCase{{{1, 9, 11, 232},
+                   {3, 3, 232, 17},
+                   true,
+                   false,
+                   {{"pads", Ints{1, 0, 2, 1}}, {"strides", Ints{2, 2}}}},
+                  f32,
+                  0,
+                  true},
+        TypedCase{{{1, 232, 6, 5}, {3, 3, 232, 16}, false, true, pad1}, f32, 0, true},
+        TypedCase{{{1, 3, 5, 2100}, {1, 1, 2100, 24}, true, true, {}}, f32, 0, true},
+        TypedCase{{{2, 5, 4, 240}, {3, 3, 240, 1}, true, true, pad1}, f32, 0, true},
+        TypedCase{{{1, 8, 8, 240},
+                   {3, 3, 240, 16},
+                   true,
+                   true,
+                   {{"dilations", Ints{2, 2}}, {"pads", Ints{2, 2, 2, 2}}}},
+                  f32,
+                  0,
+                  true},
+        TypedCase{{{1, 40, 40, 240}, {3, 3, 240, 16}, true, true, pad1}, f32, 0, false},
+        TypedCase{
+            {{1, 5, 6, 240}, {3, 3, 240, 16}, true, true, pad1}, DType::kFloat64, 0, false}}) {
     const Attrs attrs = WithLayout(k.c);
     const std::vector<Tensor> in = Inputs(k.t, k.c, &seed);
-    const std::string ir =
-        loop::Print(LowerToLoops(test::SingleOpFunction("conv_nhwc", in, attrs, false), "k").func);
+    const std::string ir = LoweredText(in, attrs);
     EXPECT_EQ(ir.find("conv_cols") != std::string::npos, k.cols)
         << IntsToString(k.c.x) << AttrsText(attrs);
     // Sums of up to 2160 products of values in [-1, 1].
@@ -187,34 +199,28 @@ TEST(LowerConvNhwc, Im2colForLongReductions) {
 TEST(LowerConvNhwc, PackedWeight) {
   uint64_t seed = 950;
   const Attrs pad1 = {{"pads", Ints{1, 1, 1, 1}}};
-  struct Packed {
-    Case c;
-    int64_t t;
-    DType dtype;
-  };
   const DType f32 = DType::kFloat32;
-  for (const Packed& k :
-       {Packed{{{1, 7, 7, 240}, {3, 3, 240, 100}, true, true, pad1}, 48, f32},
-        Packed{{{1, 7, 7, 240}, {3, 3, 240, 48}, true, false, pad1}, 48, f32},
-        Packed{{{2, 9, 11, 232},
-                {3, 3, 232, 17},
-                true,
-                true,
-                {{"pads", Ints{1, 0, 2, 1}}, {"strides", Ints{2, 2}}}},
-               16,
-               f32},
-        Packed{{{1, 232, 6, 5}, {3, 3, 232, 40}, false, true, pad1}, 48, f32},
-        Packed{{{1, 9, 7, 5}, {3, 3, 5, 67}, true, true, pad1}, 16, f32},
-        Packed{{{1, 5, 6, 240}, {3, 3, 240, 20}, true, true, pad1}, 16, DType::kFloat64}}) {
+  for (const TypedCase& k :
+       {TypedCase{{{1, 7, 7, 240}, {3, 3, 240, 100}, true, true, pad1}, f32, 48},
+        TypedCase{{{1, 7, 7, 240}, {3, 3, 240, 48}, true, false, pad1}, f32, 48},
+        TypedCase{{{2, 9, 11, 232},
+                   {3, 3, 232, 17},
+                   true,
+                   true,
+                   {{"pads", Ints{1, 0, 2, 1}}, {"strides", Ints{2, 2}}}},
+                  f32,
+                  16},
+        TypedCase{{{1, 232, 6, 5}, {3, 3, 232, 40}, false, true, pad1}, f32, 48},
+        TypedCase{{{1, 9, 7, 5}, {3, 3, 5, 67}, true, true, pad1}, f32, 16},
+        TypedCase{{{1, 5, 6, 240}, {3, 3, 240, 20}, true, true, pad1}, DType::kFloat64, 16}}) {
     Attrs attrs = WithLayout(k.c);
-    attrs.Set("w_panel", k.t);
+    attrs.Set("w_panel", k.panel);
     attrs.Set("m", k.c.w[3]);
     attrs.Set("kernel_shape", Ints{k.c.w[0], k.c.w[1]});
-    std::vector<Tensor> in = Inputs(k.dtype, k.c, &seed);
-    in[1] = test::PackPanels(in[1].Reshaped({k.c.w[0] * k.c.w[1] * k.c.w[2], k.c.w[3]}), k.t);
-    const std::string ir =
-        loop::Print(LowerToLoops(test::SingleOpFunction("conv_nhwc", in, attrs, false), "k").func);
-    const bool cols = k.dtype == f32 && k.c.w[2] > 200;
+    std::vector<Tensor> in = Inputs(k.t, k.c, &seed);
+    in[1] = test::PackPanels(in[1].Reshaped({k.c.w[0] * k.c.w[1] * k.c.w[2], k.c.w[3]}), k.panel);
+    const std::string ir = LoweredText(in, attrs);
+    const bool cols = k.t == f32 && k.c.w[2] > 200;
     EXPECT_EQ(ir.find("conv_cols") != std::string::npos, cols) << IntsToString(k.c.x);
     if (cols) {
       // Through the loop pipeline for a 512-bit target: TileLoops reads the panels in place.
@@ -270,8 +276,7 @@ TEST(LowerConvNhwc, Winograd) {
     Attrs attrs = WithLayout(c);
     attrs.Set("winograd", true);
     std::vector<Tensor> in = Inputs(DType::kFloat32, c, &seed);
-    Function fn = test::SingleOpFunction("conv_nhwc", in, attrs, false);
-    EXPECT_THAT(loop::Print(LowerToLoops(fn, "k").func), ::testing::HasSubstr("conv_wino_m"))
+    EXPECT_THAT(LoweredText(in, attrs), ::testing::HasSubstr("conv_wino_m"))
         << IntsToString(c.x) << AttrsText(attrs);
     const double atol = 4e-5 * std::sqrt(static_cast<double>(c.w[2]));
     EXPECT_TRUE(CompiledMatchesReference("conv_nhwc", in, attrs, atol, 1e-5, false))
@@ -288,9 +293,7 @@ TEST(LowerConvNhwc, Winograd) {
     Attrs attrs = WithLayout(c);
     attrs.Set("winograd", true);
     std::vector<Tensor> in = Inputs(DType::kFloat32, c, &seed);
-    EXPECT_THAT(
-        loop::Print(LowerToLoops(test::SingleOpFunction("conv_nhwc", in, attrs, false), "k").func),
-        ::testing::Not(::testing::HasSubstr("conv_wino")))
+    EXPECT_THAT(LoweredText(in, attrs), ::testing::Not(::testing::HasSubstr("conv_wino")))
         << IntsToString(c.x);
     // (Sums of up to 864 terms: the direct form's own rounding.)
     EXPECT_TRUE(CompiledMatchesReference("conv_nhwc", in, attrs, 5e-5, 1e-5, false))
@@ -357,8 +360,7 @@ TEST(LowerConvNhwc, WinogradFilterGiven) {
                          Given{{{1, 7, 9, 128}, {3, 3, 128, 128}, true, true, pad1}, false}}) {
     const Attrs attrs = g.attrs();
     const std::vector<Tensor> in = g.Inputs(&seed);
-    const std::string ir =
-        loop::Print(LowerToLoops(test::SingleOpFunction("conv_nhwc", in, attrs, false), "k").func);
+    const std::string ir = LoweredText(in, attrs);
     if (g.winograd_form) {
       EXPECT_THAT(ir, ::testing::HasSubstr("conv_wino_m")) << IntsToString(g.c.x);
       EXPECT_THAT(ir, ::testing::Not(::testing::HasSubstr("conv_wino_u"))) << IntsToString(g.c.x);
@@ -387,10 +389,7 @@ TEST(LowerConvNhwc, WinogradGroupsRowsOfFewTiles) {
       {{{{1, 28, 28, 64}, {3, 3, 64, 64}, true, true, pad1}, true}, "f32[1, 7, 36, 7, 64]"}};
   for (const auto& [g, v_type] : cases) {
     const std::vector<Tensor> in = g.Inputs(&seed);
-    EXPECT_THAT(
-        loop::Print(
-            LowerToLoops(test::SingleOpFunction("conv_nhwc", in, g.attrs(), false), "k").func),
-        ::testing::HasSubstr("conv_wino_v: " + v_type))
+    EXPECT_THAT(LoweredText(in, g.attrs()), ::testing::HasSubstr("conv_wino_v: " + v_type))
         << IntsToString(g.c.x) << " " << IntsToString(g.c.w);
   }
 }
