@@ -75,12 +75,15 @@ struct IntermediateBuffer {
 // Kernel calls bind at most this many buffers (a stack array in dispatch; checked at build).
 inline constexpr uint32_t kMaxKernelBuffers = 256;
 
+class GenericBinder;  // engine/generic_bind.h
+
 // What a shape-generic executable (Executable::generic) knows of its tensors: shapes over the
-// model's input symbols, evaluated per shape by BindGeneric.
+// model's input symbols, evaluated per shape by BindGeneric (or its fast way, `binder`).
 struct GenericShapes {
   std::vector<Shape> inputs, outputs;
-  std::vector<Shape> intermediates;         // of Executable::intermediates, in order
-  std::vector<std::string> scalar_symbols;  // the symbol each of Executable::scalars takes
+  std::vector<Shape> intermediates;             // of Executable::intermediates, in order
+  std::vector<std::string> scalar_symbols;      // the symbol each of Executable::scalars takes
+  std::shared_ptr<const GenericBinder> binder;  // null: the model binds by names only
 };
 
 // Which tier made an executable (EngineOptions::policy).
@@ -127,14 +130,5 @@ struct Executable {
   // placeholders that BindGeneric fills in for one shape.
   std::shared_ptr<const GenericShapes> generic;
 };
-
-// `generic` (a shape-generic executable) for one binding of its model's symbols: a concrete
-// executable of tier kGeneric that shares its kernels and constants, with its own memory plan.
-// The binding must satisfy the model's constraints (CheckConstraints); a shape that evaluates
-// negative (an input too small for a window) is kInvalidArgument naming the tensor. Cheap: no
-// pass runs and nothing compiles.
-std::shared_ptr<const Executable> BindGeneric(const Executable& generic,
-                                              const std::map<std::string, int64_t>& symbols,
-                                              std::string shape_key);
 
 }  // namespace kiln

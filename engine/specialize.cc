@@ -10,6 +10,7 @@
 // ...`); the executable is only published by the caller once this returns, so a failure
 // leaves nothing half-built in any cache.
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <exception>
 #include <optional>
@@ -17,6 +18,7 @@
 #include <unordered_map>
 
 #include "engine/engine.h"
+#include "engine/generic_bind.h"
 #include "ir/dynamic.h"
 #include "ir/error.h"
 #include "ir/loop/loop_visitor.h"
@@ -25,8 +27,27 @@
 
 namespace kiln {
 
+namespace {
+
+// `f32[3, 8]` appended with plain appends: shape keys are made on a new shape's first request,
+// where StrCat's stream (a locale and a buffer per call) was most of the key's cost, cold.
+void AppendSignature(std::string* out, DType dtype, const std::vector<int64_t>& shape) {
+  *out += DTypeName(dtype);
+  *out += '[';
+  char digits[24];
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (d) *out += ", ";
+    out->append(digits, std::to_chars(digits, digits + sizeof(digits), shape[d]).ptr);
+  }
+  *out += ']';
+}
+
+}  // namespace
+
 std::string TensorSignature::ToString() const {
-  return StrCat(DTypeName(dtype), IntsToString(shape));
+  std::string s;
+  AppendSignature(&s, dtype, shape);
+  return s;
 }
 
 namespace {
@@ -105,7 +126,10 @@ std::string ShapeKeyText(const Model& model, const std::vector<TensorSignature>&
                          std::span<const Tensor> values) {
   std::string key = model.name() + "(";
   for (size_t i = 0; i < inputs.size(); ++i) {
-    key += StrCat(i ? ", " : "", model.graph()->params[i]->name, ": ", inputs[i].ToString());
+    if (i) key += ", ";
+    key += model.graph()->params[i]->name;
+    key += ": ";
+    AppendSignature(&key, inputs[i].dtype, inputs[i].shape);
     if (model.is_value_input(static_cast<int>(i)) && i < values.size()) {
       // A value input is specialized on: its values are part of the key (`shape: i64[2] = [3,
       // 2]`); the key stays short for large ones, which the hash and signature still cover.
@@ -441,6 +465,7 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
   }
   if (generic) {
     exe->tier = Tier::kGeneric;
+    shapes->binder = GenericBinder::Make(exe->inputs, *shapes, model.constraints());
     exe->generic = std::move(shapes);
   }
   exe->compile_ms =
@@ -450,69 +475,6 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
 
 const char* TierName(Tier t) {
   return t == Tier::kGeneric ? "generic" : "specialized";
-}
-
-std::shared_ptr<const Executable> BindGeneric(const Executable& generic,
-                                              const std::map<std::string, int64_t>& symbols,
-                                              std::string shape_key) {
-  KILN_CHECK(generic.generic, "BindGeneric of an executable that is not shape-generic");
-  const GenericShapes& g = *generic.generic;
-  // Copies what a binding changes; shares the code.
-  auto exe = std::make_shared<Executable>();
-  exe->shape_key = std::move(shape_key);
-  exe->model_id = generic.model_id;
-  exe->symbols = symbols;
-  exe->inputs = generic.inputs;
-  exe->outputs = generic.outputs;
-  exe->code = generic.code;
-  exe->buffer_refs = generic.buffer_refs;
-  exe->scalars = generic.scalars;
-  exe->copies = generic.copies;
-  exe->intermediates = generic.intermediates;
-  exe->parallel = generic.parallel;
-  exe->tier = Tier::kGeneric;
-  // `what` names the tensor in an error only: a new shape's first request binds every tensor,
-  // and formatting a name per tensor that only an error shows was work on every one.
-  auto bind = [&](const Shape& shape, TensorSignature* sig, auto what) {
-    sig->shape.resize(shape.size());
-    for (size_t d = 0; d < shape.size(); ++d) {
-      std::optional<int64_t> v = shape[d].TryEval(symbols);
-      if (!v || *v < 0)
-        Throw(ErrorCode::kInvalidArgument, exe->shape_key, ": ", what(), " would have shape ",
-              ShapeToString(shape), " = dim ", d, " of ", v ? StrCat(*v) : "no value",
-              "; the inputs are too small for the model");
-      sig->shape[d] = *v;
-    }
-    int64_t numel = 1;
-    for (int64_t d : sig->shape)
-      if (__builtin_mul_overflow(numel, d, &numel)) CheckedNumel(sig->shape, what());  // throws
-    sig->nbytes = static_cast<size_t>(numel) * DTypeSize(sig->dtype);
-  };
-  for (size_t i = 0; i < g.inputs.size(); ++i)
-    bind(g.inputs[i], &exe->inputs[i], [i] { return StrCat("input ", i); });
-  for (size_t i = 0; i < g.outputs.size(); ++i)
-    bind(g.outputs[i], &exe->outputs[i], [i] { return StrCat("output ", i); });
-  std::vector<BufferLifetime> lifetimes;
-  lifetimes.reserve(g.intermediates.size());
-  for (size_t i = 0; i < g.intermediates.size(); ++i) {
-    IntermediateBuffer& b = exe->intermediates[i];
-    bind(g.intermediates[i], &b.type,
-         [&] { return StrCat("the result of kernel '", exe->launches()[b.producer].name, "'"); });
-    b.lifetime.bytes = b.type.nbytes;
-    lifetimes.push_back(b.lifetime);
-  }
-  for (size_t i = 0; i < g.scalar_symbols.size(); ++i) {
-    auto it = symbols.find(g.scalar_symbols[i]);
-    if (it == symbols.end())
-      Throw(ErrorCode::kInternal, exe->shape_key, ": symbol '", g.scalar_symbols[i],
-            "' is unbound");
-    exe->scalars[i] = it->second;
-  }
-  exe->plan = PlanMemory(lifetimes);
-  for (BufferRef& r : exe->buffer_refs)
-    if (r.kind == BufferRef::Kind::kArena) r.offset = exe->plan.offsets[r.index];
-  for (OutputCopy& c : exe->copies) c.nbytes = exe->outputs[c.output].nbytes;
-  return exe;
 }
 
 }  // namespace kiln

@@ -12,6 +12,7 @@
 #include <shared_mutex>
 
 #include "engine/engine.h"
+#include "engine/generic_bind.h"
 #include "engine/segments.h"
 #include "ir/error.h"
 #include "ir/type_infer.h"
@@ -63,13 +64,19 @@ std::string GenericPrecondition(const Model& model) {
 
 }  // namespace
 
-std::shared_ptr<const Executable> Engine::GenericFor(const Model& model) {
+std::shared_ptr<const Executable> Engine::GenericFor(const Model& model, bool build_missing) {
   std::shared_ptr<GenericEntry> entry;
   std::promise<std::shared_ptr<const Executable>> promise;
   bool build = false;
   {
     std::lock_guard<std::mutex> lock(generic_mu_);
     auto it = generic_.find(model.id());
+    if (!build_missing) {
+      if (it == generic_.end() ||
+          it->second->exe.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+        return nullptr;
+      return it->second->exe.get();
+    }
     if (it == generic_.end()) {
       entry = std::make_shared<GenericEntry>();
       entry->exe = promise.get_future().share();
@@ -123,17 +130,28 @@ std::string Engine::GenericUnavailableReason(const Model& model) const {
 std::shared_ptr<const Executable> Engine::ServeGeneric(const Model& model, uint64_t key_hash,
                                                        std::span<const Tensor> inputs,
                                                        bool* defer_queue) {
-  // The inputs are checked first: bad ones are the caller's error, and build nothing.
-  std::map<std::string, int64_t> symbols = BindInputs(model, inputs);
-  std::shared_ptr<const Executable> generic = GenericFor(model);
-  if (!generic) return nullptr;
-  std::vector<TensorSignature> sigs;
-  for (const Tensor& t : inputs) sigs.push_back({t.dtype(), t.shape(), t.nbytes()});
   auto spec = std::make_shared<Specialization>();
+  // The fast way, once the generic executable is built: bound straight from the tensors. Where
+  // it gives up, the inputs are checked first (bad ones are the caller's error, and build
+  // nothing), then bound by names, which names any fault (engine/generic_bind.h).
+  std::shared_ptr<const Executable> generic = GenericFor(model, /*build=*/false);
+  if (generic) PrefetchGeneric(*generic);
+  std::shared_ptr<Executable> fast;
+  if (generic && generic->generic->binder) fast = generic->generic->binder->Bind(*generic, inputs);
+  if (fast) {
+    fast->shape_key = ShapeKeyText(model, fast->inputs, inputs);
+    spec->exe = std::move(fast);
+  } else {
+    std::map<std::string, int64_t> symbols = BindInputs(model, inputs);
+    generic = GenericFor(model);
+    if (!generic) return nullptr;
+    std::vector<TensorSignature> sigs;
+    for (const Tensor& t : inputs) sigs.push_back({t.dtype(), t.shape(), t.nbytes()});
+    spec->exe = BindGeneric(*generic, symbols, ShapeKeyText(model, sigs, inputs));
+  }
   spec->model_id = model.id();
   spec->key_hash = key_hash;
   spec->signature = MakeSignature(model, inputs);
-  spec->exe = BindGeneric(*generic, symbols, ShapeKeyText(model, sigs, inputs));
   spec->generic_runs.store(1, std::memory_order_relaxed);
   std::shared_ptr<const Executable> exe = spec->exe;
   {
@@ -149,7 +167,7 @@ std::shared_ptr<const Executable> Engine::ServeGeneric(const Model& model, uint6
     if (defer_queue)
       *defer_queue = true;
     else
-      QueueSpecialization(model, key_hash, inputs, symbols);
+      QueueSpecialization(model, key_hash, inputs, exe->symbols);
   }
   return exe;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "ir/dim_program.h"
 #include "ir/error.h"
 #include "ir/lower_api.h"
 
@@ -494,6 +495,106 @@ Dim ShapeNumel(const Shape& shape) {
   Dim n(1);
   for (const Dim& d : shape) n = n * d;
   return n;
+}
+
+DimProgram::DimProgram(const std::vector<Dim>& dims, std::vector<std::string> symbols)
+    : symbols_(std::move(symbols)) {
+  for (const Dim& d : dims) {
+    Emit(d);
+    steps_.push_back({Op::kStore, static_cast<int64_t>(num_dims_++)});
+    --depth_;
+  }
+}
+
+int64_t DimProgram::Slot(const std::string& name) {
+  for (size_t i = 0; i < symbols_.size(); ++i)
+    if (symbols_[i] == name) return static_cast<int64_t>(i);
+  symbols_.push_back(name);
+  return static_cast<int64_t>(symbols_.size() - 1);
+}
+
+// Postfix, in TryEval's order: the sum starts at 0, each term at its coefficient, and each
+// factor multiplies into its term; a binary atom pushes its operands, then applies.
+void DimProgram::Emit(const Dim& d) {
+  auto push = [&](Op op, int64_t arg) {
+    steps_.push_back({op, arg});
+    max_stack_ = std::max(max_stack_, ++depth_);
+  };
+  auto apply = [&](Op op) {
+    steps_.push_back({op, 0});
+    --depth_;
+  };
+  push(Op::kConst, 0);
+  for (const Term& t : d.node()->terms) {
+    push(Op::kConst, t.coef);
+    for (const AtomPtr& f : t.factors) {
+      if (f->kind == AtomKind::kSymbol) {
+        push(Op::kSymbol, Slot(f->name));
+      } else {
+        Emit(f->a);
+        Emit(f->b);
+        apply(f->kind == AtomKind::kFloorDiv ? Op::kFloorDiv
+              : f->kind == AtomKind::kMod    ? Op::kMod
+              : f->kind == AtomKind::kMin    ? Op::kMin
+                                             : Op::kMax);
+      }
+      apply(Op::kMul);
+    }
+    apply(Op::kAdd);
+  }
+}
+
+bool DimProgram::Eval(const int64_t* values, int64_t* out) const {
+  // Dims nest a few levels deep: the stack is on the stack unless a program needs more.
+  constexpr size_t kInline = 64;
+  int64_t inline_stack[kInline];
+  std::vector<int64_t> heap_stack;
+  int64_t* stack = inline_stack;
+  if (max_stack_ > kInline) {
+    heap_stack.resize(max_stack_);
+    stack = heap_stack.data();
+  }
+  size_t top = 0;  // stack[top - 1] is the top
+  for (const Step& s : steps_) {
+    switch (s.op) {
+      case Op::kConst:
+        stack[top++] = s.arg;
+        continue;
+      case Op::kSymbol:
+        stack[top++] = values[s.arg];
+        continue;
+      case Op::kStore:
+        out[s.arg] = stack[--top];
+        continue;
+      default:
+        break;
+    }
+    const int64_t b = stack[--top];
+    int64_t& a = stack[top - 1];
+    switch (s.op) {
+      case Op::kAdd:
+        if (__builtin_add_overflow(a, b, &a)) return false;
+        break;
+      case Op::kMul:
+        if (__builtin_mul_overflow(a, b, &a)) return false;
+        break;
+      case Op::kFloorDiv:
+        if (b == 0) return false;
+        a = FloorDivInt(a, b);
+        break;
+      case Op::kMod:
+        if (b == 0) return false;
+        a = FloorModInt(a, b);
+        break;
+      case Op::kMin:
+        a = std::min(a, b);
+        break;
+      default:
+        a = std::max(a, b);
+        break;
+    }
+  }
+  return true;
 }
 
 }  // namespace kiln

@@ -92,6 +92,10 @@ struct KernelEntry {
   // Blocks a launch may start at most: a grid-stride loop covers the rest. Kept small where the
   // function has per-thread pools, whose size grows with the threads started.
   unsigned max_blocks = 4096;
+  // A CPU function's machine code with its helpers (the text section it sits in), for a run
+  // that is about to call it with a cold cache to prefetch; null and 0 where unknown.
+  const void* text = nullptr;
+  size_t text_bytes = 0;
   bool on_device() const { return cpu == nullptr; }
 };
 

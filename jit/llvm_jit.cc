@@ -122,6 +122,63 @@ std::unique_ptr<llvm::orc::LLJIT> CreateJIT(llvm::orc::JITTargetMachineBuilder j
   return std::move(*jit);
 }
 
+// One function symbol of an ELF relocatable object: its value is its offset in its section.
+struct FunctionSymbol {
+  std::string name;
+  uint64_t value = 0, size = 0;
+  uint64_t section_address = 0, section_size = 0;
+};
+
+// The function symbols of `object`; empty where it cannot be read or is not ELF (whose symbols
+// carry sizes). A symbol LLVM cannot read is left out.
+std::vector<FunctionSymbol> FunctionSymbols(const std::string& object) {
+  std::vector<FunctionSymbol> out;
+  auto buffer = llvm::MemoryBuffer::getMemBuffer(object, "kiln-object-symbols", false);
+  auto file = llvm::object::ObjectFile::createObjectFile(buffer->getMemBufferRef());
+  if (!file) {
+    llvm::consumeError(file.takeError());
+    return out;
+  }
+  if (!llvm::isa<llvm::object::ELFObjectFileBase>(file->get())) return out;
+  for (const llvm::object::SymbolRef& sym : (*file)->symbols()) {
+    auto type = sym.getType();
+    auto name = sym.getName();
+    auto value = sym.getValue();
+    auto section = sym.getSection();
+    if (!type || !name || !value || !section) {
+      if (!type) llvm::consumeError(type.takeError());
+      if (!name) llvm::consumeError(name.takeError());
+      if (!value) llvm::consumeError(value.takeError());
+      if (!section) llvm::consumeError(section.takeError());
+      continue;
+    }
+    if (*type != llvm::object::SymbolRef::ST_Function) continue;
+    FunctionSymbol f;
+    f.name = name->str();
+    f.value = *value;
+    f.size = llvm::object::ELFSymbolRef(sym).getSize();
+    if (*section != (*file)->section_end()) {
+      f.section_address = (*section)->getAddress();
+      f.section_size = (*section)->getSize();
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+// Each kernel's text section as it lies in memory (KernelEntry::text), from the object file and
+// the address the JIT gave the kernel: the section starts the kernel's offset in it before it.
+void SetTextSpans(const std::string& object, std::map<std::string, KernelEntry>* kernels) {
+  for (const FunctionSymbol& f : FunctionSymbols(object)) {
+    auto it = kernels->find(f.name);
+    if (it == kernels->end() && !f.name.empty()) it = kernels->find(f.name.substr(1));  // a prefix
+    if (it == kernels->end() || !it->second.cpu || !f.section_size) continue;
+    const auto* fn = reinterpret_cast<const char*>(it->second.cpu);
+    it->second.text = fn - (f.value - f.section_address);
+    it->second.text_bytes = f.section_size;
+  }
+}
+
 // For `perf record` on a process that runs JIT'd kernels: with KILN_PERF_MAP set (to anything
 // but "0"), every loaded module appends its functions (kernels and their f.body / f.parallel.K
 // helpers) to /tmp/perf-<pid>.map, the file perf reads to name code that has no ELF image
@@ -133,38 +190,14 @@ std::unique_ptr<llvm::orc::LLJIT> CreateJIT(llvm::orc::JITTargetMachineBuilder j
 void AppendPerfMap(const std::string& object, const std::string& kernel, uint64_t kernel_addr) {
   const char* env = std::getenv("KILN_PERF_MAP");
   if (!env || std::string(env) == "0") return;
-  auto buffer = llvm::MemoryBuffer::getMemBuffer(object, "kiln-perf-map", false);
-  auto file = llvm::object::ObjectFile::createObjectFile(buffer->getMemBufferRef());
-  if (!file) {
-    llvm::consumeError(file.takeError());
-    return;
-  }
-  if (!llvm::isa<llvm::object::ELFObjectFileBase>(file->get())) return;  // symbol sizes: ELF
-  struct Fn {
-    std::string name;
-    uint64_t value, size;
-  };
-  std::vector<Fn> fns;
+  const std::vector<FunctionSymbol> fns = FunctionSymbols(object);
   uint64_t kernel_value = 0;
   bool found = false;
-  for (const llvm::object::SymbolRef& sym : (*file)->symbols()) {
-    auto type = sym.getType();
-    auto name = sym.getName();
-    auto value = sym.getValue();
-    if (!type || !name || !value) {
-      if (!type) llvm::consumeError(type.takeError());
-      if (!name) llvm::consumeError(name.takeError());
-      if (!value) llvm::consumeError(value.takeError());
-      continue;
-    }
-    if (*type != llvm::object::SymbolRef::ST_Function) continue;
-    uint64_t size = llvm::object::ELFSymbolRef(sym).getSize();
-    fns.push_back({name->str(), *value, size});
-    if (*name == kernel) {
-      kernel_value = *value;
+  for (const FunctionSymbol& f : fns)
+    if (f.name == kernel) {
+      kernel_value = f.value;
       found = true;
     }
-  }
   if (!found) return;
   static std::mutex mu;  // modules compile concurrently; lines must not interleave
   static int modules = 0;
@@ -173,7 +206,7 @@ void AppendPerfMap(const std::string& object, const std::string& kernel, uint64_
   std::string path = "/tmp/perf-" + std::to_string(getpid()) + ".map";
   FILE* out = std::fopen(path.c_str(), "a");
   if (!out) return;
-  for (const Fn& f : fns)
+  for (const FunctionSymbol& f : fns)
     std::fprintf(out, "%llx %llx %s#%d\n",
                  static_cast<unsigned long long>(kernel_addr - kernel_value + f.value),
                  static_cast<unsigned long long>(f.size), f.name.c_str(), n);
@@ -311,6 +344,7 @@ std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& fun
     e.scalar_params = f->scalar_params;
   }
   if (!llvm_errors->empty()) Throw(ErrorCode::kCompileError, "LLVM: ", *llvm_errors);
+  SetTextSpans(result->object_, &result->kernels_);
   if (!funcs.empty())
     AppendPerfMap(result->object_, funcs.front()->name,
                   reinterpret_cast<uint64_t>(result->kernels_[funcs.front()->name].cpu));
@@ -384,6 +418,7 @@ std::unique_ptr<CompiledModule> LoadLLVMObject(const std::string& object,
     e.name = name;
     e.cpu = addr->toPtr<KernelFn>();
   }
+  SetTextSpans(object, &result->kernels_);
   AppendPerfMap(object, names.front(), first_addr);
   result->timings_.codegen_ms = MsSince(t0);
   return result;

@@ -98,6 +98,99 @@ TEST(EngineTiers, GenericOnlyMatchesEager) {
   }
 }
 
+// A shape bound after the model's generic executable exists goes the fast way (GenericBinder,
+// straight from the tensors); the model's first shape, bound while it is built, the slow way
+// (BindGeneric, by the symbols' names). Both must make the same executable: the same shapes,
+// sizes, memory plan, arena offsets, scalars, symbols and key, and the same results.
+TEST(EngineTiers, FastAndSlowBindingsAgree) {
+  for (const Case& c : SymbolicBatchCases()) {
+    ModelPtr model = Model::Create(c.graph, c.name);
+    for (size_t k = 1; k < c.shapes.size(); ++k) {
+      SCOPED_TRACE(StrCat(c.name, " shape ", k));
+      const std::vector<Tensor> first{RandomTensor(DType::kFloat32, c.shapes[0], 1, -2, 2)};
+      const std::vector<Tensor> in{RandomTensor(DType::kFloat32, c.shapes[k], 2, -2, 2)};
+      Engine warm(Policy(CompilePolicy::kGenericOnly)), cold(Policy(CompilePolicy::kGenericOnly));
+      warm.Run(*model, first);
+      std::vector<Tensor> fast_out = warm.Run(*model, in), slow_out = cold.Run(*model, in);
+      std::shared_ptr<const Executable> fast = warm.Prepare(*model, in);
+      std::shared_ptr<const Executable> slow = cold.Prepare(*model, in);
+      ASSERT_EQ(fast->tier, Tier::kGeneric);
+      ASSERT_EQ(slow->tier, Tier::kGeneric);
+      EXPECT_EQ(fast->shape_key, slow->shape_key);
+      EXPECT_EQ(fast->symbols, slow->symbols);
+      auto same_sigs = [](const std::vector<TensorSignature>& a,
+                          const std::vector<TensorSignature>& b) {
+        ASSERT_EQ(a.size(), b.size());
+        for (size_t i = 0; i < a.size(); ++i) {
+          EXPECT_EQ(a[i].dtype, b[i].dtype) << i;
+          EXPECT_EQ(a[i].shape, b[i].shape) << i;
+          EXPECT_EQ(a[i].nbytes, b[i].nbytes) << i;
+        }
+      };
+      same_sigs(fast->inputs, slow->inputs);
+      same_sigs(fast->outputs, slow->outputs);
+      ASSERT_EQ(fast->intermediates.size(), slow->intermediates.size());
+      for (size_t i = 0; i < fast->intermediates.size(); ++i) {
+        same_sigs({fast->intermediates[i].type}, {slow->intermediates[i].type});
+        EXPECT_EQ(fast->intermediates[i].lifetime.bytes, slow->intermediates[i].lifetime.bytes);
+      }
+      EXPECT_EQ(fast->plan.offsets, slow->plan.offsets);
+      EXPECT_EQ(fast->plan.peak_bytes, slow->plan.peak_bytes);
+      EXPECT_EQ(fast->scalars, slow->scalars);
+      ASSERT_EQ(fast->buffer_refs.size(), slow->buffer_refs.size());
+      for (size_t i = 0; i < fast->buffer_refs.size(); ++i) {
+        EXPECT_EQ(fast->buffer_refs[i].kind, slow->buffer_refs[i].kind) << i;
+        EXPECT_EQ(fast->buffer_refs[i].index, slow->buffer_refs[i].index) << i;
+        EXPECT_EQ(fast->buffer_refs[i].offset, slow->buffer_refs[i].offset) << i;
+      }
+      ASSERT_EQ(fast->copies.size(), slow->copies.size());
+      for (size_t i = 0; i < fast->copies.size(); ++i)
+        EXPECT_EQ(fast->copies[i].nbytes, slow->copies[i].nbytes) << i;
+      ASSERT_EQ(fast_out.size(), slow_out.size());
+      for (size_t i = 0; i < fast_out.size(); ++i)
+        EXPECT_TRUE(TensorsNear(fast_out[i], slow_out[i]));
+    }
+  }
+}
+
+// Bad inputs after the generic executable exists: the fast way gives up on them and the slow
+// way names the fault, so the message is the one a fresh engine gives, whatever was wrong: a
+// constant dim, the rank, the dtype, a window larger than the image, a constraint.
+TEST(EngineTiers, BadInputsAfterAGoodShapeReadAsOnAFreshEngine) {
+  struct Bad {
+    Function graph;
+    std::vector<int64_t> good;
+    std::vector<Tensor> inputs;
+  };
+  const Function topk =
+      InferTypes(ParseModule("def @main(%x: f32[n, 4]) { topk(%x, axis=0, k=3).0 }"))
+          .Lookup("main");
+  const Function pool =
+      InferTypes(
+          ParseModule("def @main(%x: f32[n, 2, h, w]) { max_pool(%x, kernel_shape=[3, 3]) }"))
+          .Lookup("main");
+  const std::vector<Bad> bad = {
+      {test::MlpModel(), {3, 8}, {RandomTensor(DType::kFloat32, {3, 9}, 1)}},
+      {test::MlpModel(), {3, 8}, {RandomTensor(DType::kFloat32, {3}, 1)}},
+      {test::MlpModel(), {3, 8}, {RandomTensor(DType::kFloat64, {3, 8}, 1)}},
+      {pool, {1, 2, 9, 9}, {RandomTensor(DType::kFloat32, {1, 2, 1, 9}, 1)}},
+      {topk, {5, 4}, {RandomTensor(DType::kFloat32, {2, 4}, 1)}},
+  };
+  for (CompilePolicy p : {CompilePolicy::kTiered, CompilePolicy::kGenericOnly}) {
+    for (size_t i = 0; i < bad.size(); ++i) {
+      SCOPED_TRACE(StrCat(CompilePolicyName(p), " case ", i));
+      ModelPtr model = Model::Create(bad[i].graph, "m");
+      Engine fresh(Policy(p)), warm(Policy(p));
+      warm.Run(*model, std::vector<Tensor>{RandomTensor(DType::kFloat32, bad[i].good, 2)});
+      const std::string want = ErrorMessage([&] { fresh.Run(*model, bad[i].inputs); });
+      EXPECT_FALSE(want.empty());
+      EXPECT_EQ(ErrorMessage([&] { warm.Run(*model, bad[i].inputs); }), want);
+      warm.WaitForBackgroundCompiles();
+      fresh.WaitForBackgroundCompiles();
+    }
+  }
+}
+
 // Records, after each WinogradConvs pass, every conv_nhwc's image size (symbolic or not) and
 // whether its weight came out transformed (Winograd's form with U given).
 class WinogradRecorder : public PassInstrument {

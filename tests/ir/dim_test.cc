@@ -2,6 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/dim_program.h"
 #include "ir/error.h"
 
 namespace kiln {
@@ -112,6 +119,61 @@ TEST(Dim, DivisionByZeroAndOverflowAreErrors) {
   EXPECT_THROW(Mod(Dim(3), Dim(0)), Error);
   EXPECT_THROW(Dim(INT64_MAX) * Dim(2), Error);
   EXPECT_FALSE(FloorDiv(n, S("m")).TryEval({{"n", 1}, {"m", 0}}).has_value());
+}
+
+// DimProgram computes every dim as TryEval does: constants, sums with negative coefficients,
+// products of symbols, nested floordiv / mod / min / max (a conv's output size over a padded
+// input, a pool's ceil mode), over bindings with negatives and zeros; and fails where TryEval
+// would (a division by zero, an overflow).
+TEST(Dim, ProgramComputesWhatTryEvalDoes) {
+  const Dim h = S("h"), w = S("w"), n = S("n");
+  const std::vector<Dim> dims = {
+      Dim(7),
+      h,
+      h * w * 3 - n + 2,
+      FloorDiv(h + 2 - 3, 2) + 1,
+      Mod(h * 5 + 3, 4) * FloorDiv(w - 1, 3),
+      Min(h, w * 2) + Max(n - 4, Dim(1)),
+      FloorDiv(FloorDiv(h + 1, 2) + 1, 2) * Max(FloorDiv(w + 3, 4), Min(n, h)),
+      FloorDiv(h, w) + Mod(n, w),
+  };
+  const DimProgram program(dims);
+  ASSERT_EQ(program.size(), dims.size());
+  EXPECT_EQ(program.symbols().size(), 3u);
+  std::vector<int64_t> out(dims.size());
+  for (int64_t hv : {-7, 0, 1, 17, 224})
+    for (int64_t wv : {-3, 0, 1, 5, 61})
+      for (int64_t nv : {-1, 0, 2, 9}) {
+        std::map<std::string, int64_t> binding = {{"h", hv}, {"w", wv}, {"n", nv}};
+        std::vector<int64_t> values;
+        for (const std::string& name : program.symbols()) values.push_back(binding.at(name));
+        const bool ok = program.Eval(values.data(), out.data());
+        bool all = true;
+        for (size_t i = 0; i < dims.size(); ++i) {
+          std::optional<int64_t> want = dims[i].TryEval(binding);
+          all = all && want.has_value();
+          if (ok && want) {
+            EXPECT_EQ(out[i], *want) << dims[i].ToString() << " at h " << hv;
+          }
+        }
+        EXPECT_EQ(ok, all) << "h " << hv << " w " << wv << " n " << nv;
+      }
+  // Overflow: as TryEval, a failure rather than a wrapped value.
+  const DimProgram big({h * w});
+  const int64_t huge[] = {INT64_MAX / 2, 3};
+  int64_t v = 0;
+  EXPECT_FALSE(big.Eval(huge, &v));
+  EXPECT_FALSE((h * w).TryEval({{"h", INT64_MAX / 2}, {"w", 3}}).has_value());
+  // Slots given in advance keep their numbers, unused ones included; new symbols follow.
+  const DimProgram preset({w * 2, n + h}, {"h", "unused", "w"});
+  EXPECT_EQ(preset.symbols(), (std::vector<std::string>{"h", "unused", "w", "n"}));
+  const int64_t slots[] = {5, 99, 7, 11};
+  int64_t two[2] = {0, 0};
+  ASSERT_TRUE(preset.Eval(slots, two));
+  EXPECT_EQ(two[0], 14);
+  EXPECT_EQ(two[1], 16);
+  // No dims: nothing to compute, and nothing read.
+  EXPECT_TRUE(DimProgram(std::vector<Dim>{}).Eval(nullptr, nullptr));
 }
 
 TEST(Dim, ShapeHelpers) {

@@ -346,6 +346,15 @@ TEST(LLVMObject, RoundTripThroughTheDiskCacheRunsTheSame) {
     std::vector<float> got = RunExpKernel(loaded->Lookup(name), a, b);
     EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0);
     EXPECT_FLOAT_EQ(got[5], std::exp(a[5]) * 2 + b[5]);
+    // Built or loaded, an entry knows the text its code lies in (what a cold run prefetches).
+    for (const CompiledModule* m : {built.get(), loaded.get()}) {
+      const KernelEntry& e = m->Entry(name);
+      const auto* fn = reinterpret_cast<const char*>(e.cpu);
+      const auto* text = static_cast<const char*>(e.text);
+      ASSERT_NE(text, nullptr);
+      EXPECT_LE(text, fn);
+      EXPECT_LT(fn, text + e.text_bytes);
+    }
   }
   // Only the kernels are exported; the outlined helpers stay internal.
   EXPECT_THAT(ErrorMessage([&] { loaded->Lookup("k_exp.body"); }), HasSubstr("it has: k_exp"));
