@@ -1,5 +1,6 @@
 #include "devices/host_pages.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -121,8 +122,14 @@ size_t Ahead(size_t bytes) {
 // which drops queued work in the range and waits for the chunk in progress (at most
 // kChunkBytes: a fraction of a millisecond of small-page faults, one huge page).
 //
-// Threading: every member under mu_; the worker thread is started on first use and runs for
-// the life of the process (the object is never destroyed).
+// Threading: every member of State under its mu; the worker thread is started on first use,
+// detached, and runs for the life of the process (nothing is ever destroyed).
+//
+// fork: the child has no worker, and the parent's State may be mid-change under a lock some
+// other thread held, or name a chunk in progress that nothing will finish (a Forget would wait
+// on it forever). So the child starts from a new State (the old one is left as it was, unused)
+// and its first Ahead starts a worker of its own; work queued in the parent is dropped, which
+// only means the child faults those pages in itself.
 class Populator {
  public:
   static Populator& Get() {
@@ -132,18 +139,23 @@ class Populator {
 
   void Ahead(std::byte* begin, std::byte* end) {
     if (begin >= end) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
-    jobs_.push_back({begin, end});
-    work_.notify_one();
+    State* s = state_;
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (!s->started) {
+      std::thread([s] { Loop(s); }).detach();
+      s->started = true;
+    }
+    s->jobs.push_back({begin, end});
+    s->work.notify_one();
   }
 
   void Forget(std::byte* begin, std::byte* end) {
-    std::unique_lock<std::mutex> lock(mu_);
+    State* s = state_;
+    std::unique_lock<std::mutex> lock(s->mu);
     auto overlaps = [&](std::byte* b, std::byte* e) { return b < end && begin < e; };
-    for (Job& j : jobs_)
+    for (Job& j : s->jobs)
       if (overlaps(j.begin, j.end)) j.begin = j.end;  // emptied; the worker skips it
-    chunk_done_.wait(lock, [&] { return !overlaps(busy_.begin, busy_.end); });
+    s->chunk_done.wait(lock, [&] { return !overlaps(s->busy.begin, s->busy.end); });
   }
 
  private:
@@ -151,35 +163,43 @@ class Populator {
     std::byte* begin;
     std::byte* end;
   };
+  struct State {
+    std::mutex mu;
+    std::condition_variable work;        // a job was queued
+    std::condition_variable chunk_done;  // `busy` was cleared
+    std::deque<Job> jobs;
+    Job busy = {nullptr, nullptr};  // the chunk being populated, outside the lock
+    bool started = false;           // a worker runs for this State
+  };
   static constexpr size_t kChunkBytes = size_t{256} << 10;
 
-  void Loop() {
+  Populator() {
+    pthread_atfork(nullptr, nullptr, [] { Get().state_ = new State(); });
+  }
+
+  static void Loop(State* s) {
     // The lowest priority (Linux: niceness is per thread): populating yields to runs.
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
-    std::unique_lock<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(s->mu);
     for (;;) {
-      work_.wait(lock, [&] { return !jobs_.empty(); });
-      Job& job = jobs_.front();
+      s->work.wait(lock, [&] { return !s->jobs.empty(); });
+      Job& job = s->jobs.front();
       if (job.begin >= job.end) {
-        jobs_.pop_front();
+        s->jobs.pop_front();
         continue;
       }
-      busy_ = {job.begin, std::min(job.end, job.begin + kChunkBytes)};
-      job.begin = busy_.end;
+      s->busy = {job.begin, std::min(job.end, job.begin + kChunkBytes)};
+      job.begin = s->busy.end;
       lock.unlock();
-      madvise(busy_.begin, static_cast<size_t>(busy_.end - busy_.begin), MADV_POPULATE_WRITE);
+      madvise(s->busy.begin, static_cast<size_t>(s->busy.end - s->busy.begin), MADV_POPULATE_WRITE);
       lock.lock();
-      busy_ = {nullptr, nullptr};
-      chunk_done_.notify_all();
+      s->busy = {nullptr, nullptr};
+      s->chunk_done.notify_all();
     }
   }
 
-  std::mutex mu_;
-  std::condition_variable work_;
-  std::condition_variable chunk_done_;
-  std::deque<Job> jobs_;
-  Job busy_ = {nullptr, nullptr};  // the chunk being populated, outside the lock
-  std::thread thread_;
+  // Replaced only in a forked child, which has one thread then: read without a lock.
+  State* state_ = new State();
 };
 
 // The range past `used` of `pages` (to its end), populated in the background.

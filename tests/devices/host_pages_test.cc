@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -109,6 +111,40 @@ TEST(HostPages, UseGrowAndUnmapWhileFaultingInBehind) {
     p.data[p.capacity - 1] = std::byte{2};
     HostPages::Unmap(p);
     EXPECT_EQ(p.data, nullptr);
+  }
+}
+
+// A process that forks while headroom is being faulted in: the child has no populating thread,
+// and what the parent's was doing is not the child's to wait for. The child grows and unmaps
+// mappings (Forget, Ahead) without hanging, its own pages keep what it writes, and its headroom
+// is faulted in by a thread of its own. The parent goes on as before.
+TEST(HostPages, AForkedChildGrowsAndUnmapsWithoutHanging) {
+  for (int round = 0; round < 5; ++round) {
+    HostPages p;
+    HostPages::Grow(p, size_t{3} << 20);  // queues headroom: the fork lands while it is faulted
+    const pid_t child = fork();
+    ASSERT_GE(child, 0) << std::strerror(errno);
+    if (child == 0) {
+      alarm(20);  // a hang fails the test (killed by SIGALRM) instead of stalling it
+      const size_t used = p.capacity + 1;
+      HostPages::Grow(p, used);  // Forget of the parent's range, then Ahead
+      p.data[used - 1] = std::byte{7};
+      bool resident = false;
+      for (int i = 0; i < 500 && !resident; ++i) {
+        resident = Resident(p.data + p.capacity - 4096, p.data + p.capacity);
+        if (!resident) usleep(10000);
+      }
+      const bool kept = p.data[used - 1] == std::byte{7};
+      HostPages::Unmap(p);
+      _exit(resident && kept ? 0 : 3);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status))
+        << "the child did not exit: signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "round " << round;
+    HostPages::Grow(p, p.capacity + 1);
+    HostPages::Unmap(p);
   }
 }
 
