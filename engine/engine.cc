@@ -231,29 +231,29 @@ std::shared_ptr<const Executable> Engine::GetOrBuild(const Model& model, uint64_
 }
 
 void Engine::InsertLocked(std::shared_ptr<Specialization> spec) {
-  if (options_.max_specializations > 0) {
-    // Evict the model's least recently used executables until there is room. A linear scan:
-    // this runs on a miss only, next to a compile that costs milliseconds.
-    for (;;) {
-      int count = 0;
-      auto lru = cache_.end();
-      for (auto it = cache_.begin(); it != cache_.end(); ++it) {
-        if (it->second->model_id != spec->model_id) continue;
-        ++count;
-        if (lru == cache_.end() || it->second->last_used.load(std::memory_order_relaxed) <
-                                       lru->second->last_used.load(std::memory_order_relaxed))
-          lru = it;
-      }
-      if (count < options_.max_specializations) break;
-      // Runs in flight keep their executable alive; its memory goes when they finish.
-      cache_.erase(lru);
-      evictions_.fetch_add(1, std::memory_order_relaxed);
+  int& count = cached_per_model_[spec->model_id];
+  // Evict the model's least recently used executables until there is room. A linear scan, but
+  // only at the bound: it reads every entry, each cold on the first request of a new shape
+  // (which inserts), where below the bound only the count is read.
+  while (options_.max_specializations > 0 && count >= options_.max_specializations) {
+    auto lru = cache_.end();
+    for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+      if (it->second->model_id != spec->model_id) continue;
+      if (lru == cache_.end() || it->second->last_used.load(std::memory_order_relaxed) <
+                                     lru->second->last_used.load(std::memory_order_relaxed))
+        lru = it;
     }
+    if (lru == cache_.end()) break;  // the count and the cache disagree: a bug, but no loop
+    // Runs in flight keep their executable alive; its memory goes when they finish.
+    cache_.erase(lru);
+    --count;
+    evictions_.fetch_add(1, std::memory_order_relaxed);
   }
   spec->last_used.store(clock_.fetch_add(1, std::memory_order_relaxed) + 1,
                         std::memory_order_relaxed);
   uint64_t key_hash = spec->key_hash;
   cache_.emplace(key_hash, std::move(spec));
+  ++count;
 }
 
 void Engine::Forget(const Model& model) {
@@ -266,6 +266,7 @@ void Engine::Forget(const Model& model) {
     std::unique_lock<std::shared_mutex> lock(mu_);
     for (auto it = cache_.begin(); it != cache_.end();)
       it = it->second->model_id == model.id() ? cache_.erase(it) : std::next(it);
+    cached_per_model_.erase(model.id());
   }
   std::lock_guard<std::mutex> lock(generic_mu_);
   generic_.erase(model.id());

@@ -407,8 +407,9 @@ class Engine {
   // take the lock shared; inserting, evicting and the in-flight table take it exclusively.
   mutable std::shared_mutex mu_;
   std::unordered_multimap<uint64_t, std::shared_ptr<Specialization>> cache_;
-  std::vector<std::shared_ptr<InFlight>> in_flight_;  // shape keys being compiled
-  mutable std::atomic<uint64_t> clock_{0};            // LRU time, ticked by every hit
+  std::unordered_map<uint64_t, int> cached_per_model_;  // cache_'s entries by model id
+  std::vector<std::shared_ptr<InFlight>> in_flight_;    // shape keys being compiled
+  mutable std::atomic<uint64_t> clock_{0};              // LRU time, ticked by every hit
 
   std::atomic<uint64_t> runs_{0}, hits_{0}, misses_{0}, specializations_{0}, compile_errors_{0},
       evictions_{0};
