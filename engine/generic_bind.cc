@@ -168,21 +168,15 @@ void PrefetchGeneric(const Executable& generic) {
   // A budget well inside any L2 (512 KiB on Zen 1): more would evict what the run needs.
   constexpr size_t kBudget = 256 << 10, kLine = 64;
   size_t left = kBudget;
-  auto fetch = [&](const void* begin, size_t bytes) {
-    const char* p = static_cast<const char*>(begin);
-    bytes = std::min(bytes, left);
-    left -= bytes;
-    for (size_t o = 0; o < bytes; o += kLine) __builtin_prefetch(p + o, 0, 2);
-  };
   const void* last = nullptr;  // kernels of one module share its text
   for (const KernelLaunch& k : generic.launches()) {
-    if (k.entry->text == last) continue;
+    if (k.entry->text == last || !k.entry->text) continue;
     last = k.entry->text;
-    if (last) fetch(last, k.entry->text_bytes);
+    const char* p = static_cast<const char*>(last);
+    const size_t bytes = std::min(k.entry->text_bytes, left);
+    left -= bytes;
+    for (size_t o = 0; o < bytes; o += kLine) __builtin_prefetch(p + o, 0, 2);
   }
-  const ExecutableCode& code = *generic.code;
-  for (size_t i = 0; i < code.constants.size() && left; ++i)
-    fetch(code.constant_data[i], code.constants[i].nbytes());
 }
 
 std::shared_ptr<const Executable> BindGeneric(const Executable& generic,
