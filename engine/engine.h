@@ -380,8 +380,9 @@ class Engine {
   // specialization, queued and published.
   std::shared_ptr<const Executable> ServeGeneric(const Model& model, uint64_t key_hash,
                                                  std::span<const Tensor> inputs, bool* defer_queue);
-  // `build`: false looks only, null unless it is built (a build in flight is not waited for).
-  std::shared_ptr<const Executable> GenericFor(const Model& model, bool build = true);
+  // `build_missing`: false looks only, null unless it is built (a build in flight is not
+  // waited for).
+  std::shared_ptr<const Executable> GenericFor(const Model& model, bool build_missing = true);
   // `symbols`: the inputs' binding of the model's symbols, checked (the generic executable
   // serving the shape has it): the request thread does not bind the inputs a second time.
   void QueueSpecialization(const Model& model, uint64_t key_hash, std::span<const Tensor> inputs,

@@ -134,7 +134,7 @@ std::shared_ptr<const Executable> Engine::ServeGeneric(const Model& model, uint6
   // The fast way, once the generic executable is built: bound straight from the tensors. Where
   // it gives up, the inputs are checked first (bad ones are the caller's error, and build
   // nothing), then bound by names, which names any fault (engine/generic_bind.h).
-  std::shared_ptr<const Executable> generic = GenericFor(model, /*build=*/false);
+  std::shared_ptr<const Executable> generic = GenericFor(model, /*build_missing=*/false);
   if (generic) PrefetchGeneric(*generic);
   std::shared_ptr<Executable> fast;
   if (generic && generic->generic->binder) fast = generic->generic->binder->Bind(*generic, inputs);

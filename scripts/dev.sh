@@ -53,16 +53,19 @@ asan_tests() {
 
 # The engine is shared by any number of run threads and its background compile pool, so its
 # concurrency tests (many threads, random shapes, the tiered policy's publishing, single
-# flight) also run under ThreadSanitizer. Only their targets are built in that configuration.
+# flight) and the C API's (runs from two threads, per-thread errors, asynchronous runs on
+# streams and their cancellation) also run under ThreadSanitizer. Only their targets are built in that configuration.
 # oneTBB is not instrumented: reports through its handoffs are suppressed (scripts/tsan.supp).
 tsan_tests() {
   local tsan="${KILN_TSAN_BUILD_DIR:-build-tsan}"
   if [ ! -f "$tsan/build.ninja" ]; then
     cmake -S . -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_TSAN=ON >/dev/null
   fi
-  cmake --build "$tsan" --target engine_tiers_test engine_concurrency_test -- -j2
+  cmake --build "$tsan" --target engine_tiers_test engine_concurrency_test \
+    api_c_api_threads_test api_c_api_async_test -- -j2
   TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp halt_on_error=1 history_size=7" \
-    ctest --test-dir "$tsan" --output-on-failure -j2 -R '^engine/Engine(Tiers|Concurrency)\.'
+    ctest --test-dir "$tsan" --output-on-failure -j2 \
+    -R '^(engine/Engine(Tiers|Concurrency)|api/CApi(Threads|Async))\.'
 }
 
 # The main job: the kiln CLI on a small ONNX MLP with a symbolic batch, generated once by
