@@ -646,7 +646,7 @@ void CUDADeviceAPI::SyncStreamFromTo(Device dev, StreamHandle from, StreamHandle
 
 // ---- Kernels ----
 
-void* CUDADeviceAPI::LoadModule(Device dev, const std::string& ptx) {
+void* CUDADeviceAPI::LoadModule(Device dev, const std::string& ptx, const std::string&) {
   const Driver& d = CheckDevice(dev);
   Activate(dev);
   // The driver compiles the PTX for the GPU here; its error log says why it would not.

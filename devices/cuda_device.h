@@ -49,16 +49,14 @@ class CUDADeviceAPI final : public DeviceAPI {
   // Either may be the default stream; `from` == `to` is a no-op.
   void SyncStreamFromTo(Device dev, StreamHandle from, StreamHandle to) override;
 
-  // Kernels. LoadModule gives `ptx` to the driver, which compiles it for the device (a failure
-  // is kCompileError with the driver's log) and returns the module (a CUmodule), kept until
-  // UnloadModule. GetKernel finds a kernel by name (kNotFound). LaunchKernel runs it on `stream`
-  // as `grid` blocks of `block` threads; `args` points to each parameter's value, in order (as
-  // cuLaunchKernel takes them); the launch is asynchronous, like a copy on the stream.
-  void* LoadModule(Device dev, const std::string& ptx);
-  void UnloadModule(Device dev, void* module);
-  void* GetKernel(Device dev, void* module, const std::string& name);
+  // Kernels (DeviceAPI's). LoadModule gives the PTX `image` to the driver, which compiles it
+  // for the device (a failure is kCompileError with the driver's log; `source` is not used) and
+  // returns the module (a CUmodule). LaunchKernel is asynchronous, like a copy on the stream.
+  void* LoadModule(Device dev, const std::string& image, const std::string& source) override;
+  void UnloadModule(Device dev, void* module) override;
+  void* GetKernel(Device dev, void* module, const std::string& name) override;
   void LaunchKernel(Device dev, void* kernel, unsigned grid, unsigned block, void** args,
-                    StreamHandle stream);
+                    StreamHandle stream) override;
 
   // Bytes the workspace pools of all devices hold for reuse; for tests and stats.
   int64_t PooledWorkspaceBytes() const;

@@ -127,6 +127,26 @@ void DeviceAPI::FreeWorkspace(Device dev, void* ptr) {
   FreeDataSpace(dev, ptr);
 }
 
+namespace {
+[[noreturn]] void NoModules(Device dev, const char* call) {
+  Throw(ErrorCode::kUnsupported, call, " on ", dev, ": ", DeviceTypeName(dev.type),
+        " devices run host functions, not kernel modules");
+}
+}  // namespace
+
+void* DeviceAPI::LoadModule(Device dev, const std::string&, const std::string&) {
+  NoModules(dev, "LoadModule");
+}
+void DeviceAPI::UnloadModule(Device dev, void*) {
+  NoModules(dev, "UnloadModule");
+}
+void* DeviceAPI::GetKernel(Device dev, void*, const std::string&) {
+  NoModules(dev, "GetKernel");
+}
+void DeviceAPI::LaunchKernel(Device dev, void*, unsigned, unsigned, void**, StreamHandle) {
+  NoModules(dev, "LaunchKernel");
+}
+
 void DeviceAPI::CopyDataFromTo(const void* src, int64_t src_offset, void* dst, int64_t dst_offset,
                                int64_t nbytes, Device src_dev, Device dst_dev,
                                StreamHandle stream) {

@@ -156,6 +156,20 @@ class DeviceAPI {
   // work enqueued on `from` later is not waited for.
   virtual void SyncStreamFromTo(Device dev, StreamHandle from, StreamHandle to) = 0;
 
+  // Kernels, for devices that run generated code as modules (a GPU; a CPU's kernels are host
+  // functions, so the CPU answers each of these with kUnsupported). LoadModule makes a module
+  // of `image`, what the device's code generator made (PTX for CUDA), or of `source`, the code
+  // it was made from (CUDA C), for a device that builds from source (a host emulation); a
+  // failure is kCompileError carrying the device's log. The module is kept until UnloadModule.
+  // GetKernel finds a kernel by name (kNotFound). LaunchKernel enqueues it on `stream` as
+  // `grid` blocks of `block` threads; `args` points to each parameter's value in order (as
+  // cuLaunchKernel takes them), read before it returns.
+  virtual void* LoadModule(Device dev, const std::string& image, const std::string& source);
+  virtual void UnloadModule(Device dev, void* module);
+  virtual void* GetKernel(Device dev, void* module, const std::string& name);
+  virtual void LaunchKernel(Device dev, void* kernel, unsigned grid, unsigned block, void** args,
+                            StreamHandle stream);
+
  protected:
   // Called with arguments already checked: nbytes >= 0, alignment a power of two.
   virtual void* DoAllocDataSpace(Device dev, int64_t nbytes, int64_t alignment,

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <new>
 
+#include "engine/device_dispatch.h"
 #include "engine/engine.h"
 #include "engine/segments.h"
 #include "ir/dynamic.h"
@@ -438,6 +439,7 @@ std::vector<Tensor> Engine::RunSegments(const Model& model, std::span<const Tens
 void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor* outputs) {
   // Read here, on the run's thread: run_all may run on one of the arena's.
   const std::atomic<bool>* cancel = tls_cancel;
+  if (exe.code->device) return DispatchOnDevice(exe, inputs, outputs, cancel);
   ScratchPool::Scratch* scratch =
       exe.plan.peak_bytes ? scratch_.Acquire(exe.plan.peak_bytes) : nullptr;
   struct Release {  // the arena goes back however the run ends (a cancelled run throws)
@@ -477,11 +479,7 @@ void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor*
       // Profiling (EngineOptions::profile): two clock reads and two relaxed atomic adds.
       auto t0 = std::chrono::steady_clock::now();
       k.entry->cpu(buffers, exe.scalars.data() + k.first_scalar);
-      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                    std::chrono::steady_clock::now() - t0)
-                    .count();
-      k.profile->calls.fetch_add(1, std::memory_order_relaxed);
-      k.profile->total_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
+      k.profile->Record(t0);
     }
     for (const OutputCopy& c : exe.copies)
       std::memcpy(outputs[c.output].raw_data(), resolve(c.from), c.nbytes);

@@ -6,11 +6,13 @@
 #include <new>
 #include <sstream>
 
+#include "devices/cuda_device.h"
 #include "devices/target.h"
 #include "engine/disk_store.h"
 #include "engine/segments.h"
 #include "ir/error.h"
 #include "ir/type_infer.h"
+#include "jit/nvrtc.h"
 #include "passes/pipeline.h"
 
 namespace kiln {
@@ -55,10 +57,17 @@ CodegenOptions ParseTarget(const std::string& text) {
   } catch (const Error& e) {
     Throw(e.code(), "EngineOptions.target: ", e.what());
   }
-  if (target.kind() != TargetKind::kLLVM)
-    Throw(ErrorCode::kUnsupported, "EngineOptions.target '", text,
-          "': the engine runs CPU kernels only for now, so the target kind must be 'llvm'");
   return GetCodegen(std::string(TargetKindName(target.kind()))).options(target);
+}
+
+// The "sm_90" of an arch, or the "9.0" of a compute capability, as 90; -1 if neither.
+int ArchNumber(std::string text) {
+  if (text.rfind("sm_", 0) == 0) text = text.substr(3);
+  text.erase(std::remove(text.begin(), text.end(), '.'), text.end());
+  if (text.empty() || text.size() > 4 ||
+      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return -1;
+  return std::stoi(text);
 }
 
 // The KernelStore the options ask for: the caller's own, else the disk cache, else none.
@@ -80,6 +89,32 @@ std::string Join(const std::vector<std::string>& v) {
 
 }  // namespace
 
+void Engine::UseDevice() {
+  const std::string& text = options_.target;
+  device_ = Device{DeviceTypeFor(Target::Parse(text)), 0};
+  device_api_ = options_.device_api ? options_.device_api : GetDeviceAPI(device_.type);
+  if (device_api_->GetAttr(device_, DeviceAttr::kExists).AsInt() != 1) {
+    // The registered CUDA device knows why it is missing (no driver, no GPU).
+    std::string why = device_.type == DeviceType::kCUDA && !options_.device_api
+                          ? CUDADeviceAPI::UnavailableReason()
+                          : "";
+    Throw(ErrorCode::kUnsupported, "EngineOptions.target '", text, "': there is no ", device_,
+          why.empty() ? "" : ": ", why);
+  }
+  if (codegen_.kind == "cuda") {
+    if (std::string why = NvrtcUnavailable(); !why.empty())
+      Throw(ErrorCode::kUnsupported, "EngineOptions.target '", text,
+            "': CUDA C cannot be compiled here: ", why);
+    // PTX for a newer architecture than the device's does not load on it.
+    const DeviceAttrValue cc = device_api_->GetAttr(device_, DeviceAttr::kComputeCapability);
+    const int have = cc.is_none() ? -1 : ArchNumber(cc.AsString());
+    if (have >= 0 && ArchNumber(codegen_.arch) > have)
+      Throw(ErrorCode::kInvalidArgument, "EngineOptions.target '", text, "': ", device_,
+            " has compute capability ", cc.AsString(), ", so -arch may be at most sm_", have,
+            ", not ", codegen_.arch);
+  }
+}
+
 Engine::Engine(EngineOptions options)
     : options_(Validated(std::move(options))),
       codegen_(ParseTarget(options_.target)),
@@ -92,6 +127,7 @@ Engine::Engine(EngineOptions options)
       compile_pool_(options_.compile_threads,
                     options_.compile_threads == 1 ? options_.compile_nice : 0) {
   MakePassContext();  // rejects unknown config keys and values of the wrong kind, now
+  if (codegen_.kind != "llvm") UseDevice();
   graph_pipeline_ = options_.graph_pipeline.empty() ? DefaultGraphPipeline()
                                                     : ParsePipeline(options_.graph_pipeline);
   // The engine needs fused groups whatever the options say: with FuseOps disabled, every op

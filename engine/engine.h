@@ -29,6 +29,7 @@
 
 #include <tbb/task_arena.h>
 
+#include "devices/device_api.h"
 #include "devices/host_pages.h"
 #include "engine/compile_pool.h"
 #include "engine/executable.h"
@@ -62,9 +63,14 @@ CompilePolicy ParseCompilePolicy(const std::string& name);
 
 struct EngineOptions {
   // A Target (devices/target.h) as a short string (`llvm -mcpu=znver3 -mattr=+avx2,+fma`) or
-  // JSON. `llvm` alone is the host CPU. The engine dispatches CPU kernels only, so the kind
-  // must be llvm for now.
+  // JSON. `llvm` alone is the host CPU. `cuda` (`cuda -arch=sm_80`) runs every kernel on
+  // cuda(0): CUDA C compiled by NVRTC for the arch, launched on the run thread's current stream
+  // of the device (engine/device_dispatch.h); runs take and give host tensors.
   std::string target = "llvm";
+  // The device API that runs a device target's kernels; null: the registered one of the
+  // target's device kind (devices/device_api.h). Not owned: it must outlive the engine. Tests
+  // give a host emulation of a CUDA device here.
+  DeviceAPI* device_api = nullptr;
   int opt_level = 2;                             // the PassContext's opt level
   std::vector<std::string> disabled_passes;      // never run (FuseOps disabled: one op per kernel)
   std::vector<std::string> required_passes;      // run whatever the opt level
@@ -262,6 +268,10 @@ class Engine {
   // Why `model` has no shape-generic executable (empty when it has one, or none was tried).
   std::string GenericUnavailableReason(const Model& model) const;
   const EngineOptions& options() const { return options_; }
+  // A device target's device API and device (engine/device_dispatch.h); null and cpu(0) for the
+  // CPU. A run launches on the calling thread's current stream of that device.
+  DeviceAPI* device_api() const { return device_api_; }
+  Device device() const { return device_; }
   int num_threads() const { return arena_.max_concurrency(); }
 
  private:
@@ -388,11 +398,18 @@ class Engine {
   void QueueSpecialization(const Model& model, uint64_t key_hash, std::span<const Tensor> inputs,
                            const std::map<std::string, int64_t>& symbols);
   std::shared_ptr<PassContext> MakePassContext() const;
+  // For a device target: finds its device (device_api_, device_), which must be there, and
+  // checks that its kernels can be compiled for it and loaded there.
+  void UseDevice();
   void InsertLocked(std::shared_ptr<Specialization> spec);
 
   const EngineOptions options_;
   CodegenOptions codegen_;  // from the target string
-  int vector_bits_ = 0;     // VectorRegisterBits(codegen_)
+  // A device target's device and its API (EngineOptions::device_api or the registry's); null
+  // for the CPU, whose kernels are called on the host.
+  DeviceAPI* device_api_ = nullptr;
+  Device device_;
+  int vector_bits_ = 0;  // VectorRegisterBits(codegen_)
   PassPtr graph_pipeline_;
   PassPtr fuse_ops_;
   uint64_t pipeline_hash_ = 0;  // pass configuration, part of every kernel key

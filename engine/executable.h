@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -42,6 +43,15 @@ struct BufferRef {
 struct KernelProfile {
   mutable std::atomic<uint64_t> calls{0};
   mutable std::atomic<uint64_t> total_ns{0};
+
+  // One call that started at `t0` and has just ended: a clock read and two relaxed adds.
+  void Record(std::chrono::steady_clock::time_point t0) const {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - t0)
+                        .count();
+    calls.fetch_add(1, std::memory_order_relaxed);
+    total_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
+  }
 };
 
 // One kernel call. Its buffer arguments are Executable::buffer_refs[first_buffer, +num_buffers)
@@ -93,12 +103,17 @@ enum class Tier : uint8_t {
 };
 const char* TierName(Tier t);  // "specialized", "generic"
 
+struct DeviceCode;  // engine/device_dispatch.h
+
 // What every shape bound to one shape-generic executable shares with it (BindGeneric): the
 // kernels and the constants they read. Immutable once built.
 struct ExecutableCode {
   std::vector<Tensor> constants;     // model weights passed to kernels, kernels' captured constants
   std::vector<void*> constant_data;  // constants[i].raw_data(), read on dispatch
   std::vector<KernelLaunch> launches;  // in dataflow order
+  // Set when the kernels run on a device (a `cuda` target): the constants there and the loaded
+  // modules. Null: CPU kernels, called on the host.
+  std::shared_ptr<const DeviceCode> device;
 };
 
 struct Executable {

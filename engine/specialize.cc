@@ -17,6 +17,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "engine/device_dispatch.h"
 #include "engine/engine.h"
 #include "engine/generic_bind.h"
 #include "ir/dynamic.h"
@@ -342,10 +343,13 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
           launch.name = e->name;
           launch.kernel = kernel;
           launch.entry = kernel->entry;
-          if (launch.entry->on_device())
-            Throw(ErrorCode::kUnsupported, where, ": a ", options_.target,
-                  " kernel runs on a device; the engine dispatches CPU kernels only for now");
-          launch.parallel = HasParallelLoop(l.func);
+          if (launch.entry->on_device() != (device_api_ != nullptr))
+            Throw(ErrorCode::kInternal, where, ": a ", options_.target, " kernel ",
+                  launch.entry->on_device() ? "runs on a device" : "is a host function",
+                  "; the engine runs its kernels ", device_api_ ? "on a device" : "on the host");
+          // The threads of a device kernel are its launch's; a host kernel's parallel loops run
+          // in the engine's task arena.
+          launch.parallel = !device_api_ && HasParallelLoop(l.func);
           if (options_.profile) launch.profile = std::make_shared<KernelProfile>();
           launch.first_buffer = static_cast<uint32_t>(exe->buffer_refs.size());
           if (static_cast<int>(call->args.size()) != l.num_params)
@@ -437,6 +441,7 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
     }
     scope.Close();
     if (timing) exe->pass_timing = timing->report();
+    if (device_api_) code->device = MakeDeviceCode(*code, device_api_, device_);
     exe->code = std::move(code);
   } catch (const Error& e) {
     Throw(e.code(), exe->shape_key, ": ", e.what());

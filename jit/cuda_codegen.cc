@@ -222,21 +222,29 @@ class FunctionEmitter {
       params.push_back(StrCat(ValueType(v->dtype), " ", BindVar(v.get())));
     std::string param_text;
     for (const std::string& p : params) param_text += (param_text.empty() ? "" : ", ") + p;
-    // The host entry's arguments: the pointers, then the scalars, cast from two arrays.
-    std::string host_args;
-    size_t num_pointers = f_->buffer_params.size() + scratch_.size() + pools_.size();
+    // The host emulation's two entries (KILN_CUDA_HOST_EMULATION): `_host_entry` takes the
+    // pointers, then the scalars, from two arrays; `_host_launch` cuLaunchKernel's `args`, the
+    // address of each parameter's value (a pointer, or an i64 scalar).
+    std::string host_args, launch_args;
+    const size_t num_params = f_->buffer_params.size();
+    const size_t num_pointers = num_params + scratch_.size() + pools_.size();
     for (size_t i = 0; i < num_pointers; ++i) {
-      const Buffer& b = i < f_->buffer_params.size() ? f_->buffer_params[i]
-                        : i < f_->buffer_params.size() + scratch_.size()
-                            ? scratch_[i - f_->buffer_params.size()]
-                            : pools_[i - f_->buffer_params.size() - scratch_.size()];
-      bool input = static_cast<int>(i) < f_->num_inputs;
-      host_args +=
-          StrCat(i ? ", " : "", "(", input ? "const " : "", MemoryType(b->dtype), "*)b[", i, "]");
+      const Buffer& b = i < num_params ? f_->buffer_params[i]
+                        : i < num_params + scratch_.size()
+                            ? scratch_[i - num_params]
+                            : pools_[i - num_params - scratch_.size()];
+      const bool input = static_cast<int>(i) < f_->num_inputs;
+      const std::string cast =
+          StrCat(i ? ", " : "", "(", input ? "const " : "", MemoryType(b->dtype), "*)");
+      host_args += StrCat(cast, "b[", i, "]");
+      launch_args += StrCat(cast, "*(void* const*)a[", i, "]");
     }
-    for (size_t i = 0; i < f_->scalar_params.size(); ++i)
-      host_args += StrCat(num_pointers + i ? ", " : "", "(", ValueType(f_->scalar_params[i]->dtype),
-                          ")s[", i, "]");
+    for (size_t i = 0; i < f_->scalar_params.size(); ++i) {
+      const std::string cast =
+          StrCat(num_pointers + i ? ", " : "", "(", ValueType(f_->scalar_params[i]->dtype), ")");
+      host_args += StrCat(cast, "s[", i, "]");
+      launch_args += StrCat(cast, "*(const long long*)a[", num_pointers + i, "]");
+    }
 
     for (size_t k = 0; k < stages.size(); ++k) {
       std::string name = Identifier(f_->name);
@@ -257,7 +265,8 @@ class FunctionEmitter {
       out_ << "}\n";
       out_ << "#ifdef KILN_CUDA_HOST_EMULATION\nextern \"C\" void " << name
            << "_host_entry(void* const* b, const long long* s) { " << name << "(" << host_args
-           << "); }\n#endif\n";
+           << "); }\nextern \"C\" void " << name << "_host_launch(void* const* a) { " << name << "("
+           << launch_args << "); }\n#endif\n";
     }
     return fn;
   }

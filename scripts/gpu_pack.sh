@@ -18,6 +18,7 @@ mkdir -p "$stage/tests" "$stage/bench" "$stage/lib" "$out"
 
 bins=()
 for t in devices_device_conformance_test devices_cuda_device_test devices_cpu_device_test \
+  engine_device_test api_c_api_device_test \
   $(cut -d= -f1 "$build/tests/cuda_run_sweep.txt" | sort -u); do
   bins+=("$build/tests/$t")
 done

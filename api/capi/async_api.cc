@@ -24,6 +24,12 @@ struct kiln_stream {
   kiln_engine* engine = nullptr;
   kiln::CPUDeviceAPI* cpu = nullptr;
   kiln::StreamHandle handle = nullptr;
+  // For an engine whose kernels run on a device: a stream of that device, the current one of
+  // the CPU stream's thread while it runs, so that runs on different kiln_streams overlap on
+  // the device too (on its default stream they would queue behind each other).
+  kiln::DeviceAPI* device_api = nullptr;
+  kiln::Device device;
+  kiln::StreamHandle device_stream = nullptr;
 };
 
 namespace {
@@ -66,7 +72,17 @@ kiln_status kiln_stream_create(kiln_engine* engine, kiln_stream** out) {
   auto s = std::make_unique<kiln_stream>();
   s->engine = engine;
   s->cpu = cpu;
-  s->handle = cpu->CreateStream(kCpu);
+  if (kiln::DeviceAPI* api = engine->engine->device_api()) {
+    s->device_api = api;
+    s->device = engine->engine->device();
+    s->device_stream = api->CreateStream(s->device);
+  }
+  try {
+    s->handle = cpu->CreateStream(kCpu);
+  } catch (...) {
+    if (s->device_stream) s->device_api->FreeStream(s->device, s->device_stream);
+    throw;
+  }
   *out = s.release();
   KILN_API_END
 }
@@ -76,6 +92,9 @@ void kiln_stream_destroy(kiln_stream* stream) {
   try {
     // Tasks never throw (each ends its run with a status), so this only waits and frees.
     stream->cpu->FreeStream(kCpu, stream->handle);
+    // The runs are done, and each waited for its device work.
+    if (stream->device_stream)
+      stream->device_api->FreeStream(stream->device, stream->device_stream);
   } catch (...) {  // a destructor-like call: nothing to report to
   }
   delete stream;
@@ -97,9 +116,10 @@ kiln_status kiln_engine_run_async(kiln_engine* engine, const kiln_model* model, 
   auto run = std::make_unique<kiln_run>();
   run->state = std::make_shared<RunState>();
   std::shared_ptr<RunState> state = run->state;
-  stream->cpu->EnqueueOnStream(kCpu, stream->handle, [state, prepared] {
+  stream->cpu->EnqueueOnStream(kCpu, stream->handle, [state, prepared, s = *stream] {
     kiln::Engine::CancelScope scope(&state->cancel);
     try {
+      if (s.device_stream) s.device_api->SetStream(s.device, s.device_stream);  // this thread's
       prepared->Execute();
       state->Finish(KILN_OK, "");
     } catch (const kiln::Error& e) {

@@ -290,7 +290,9 @@ typedef struct kiln_options kiln_options;
 kiln_status kiln_options_create(kiln_options** out);
 void kiln_options_destroy(kiln_options* options);
 
-/* `llvm` (the host CPU, the default), `llvm -mcpu=znver3 -mattr=+avx2,+fma`, or JSON. */
+/* `llvm` (the host CPU, the default), `llvm -mcpu=znver3 -mattr=+avx2,+fma`, `cuda` (every
+ * kernel on GPU cuda(0), for `-arch=sm_90` unless given), or JSON. kiln_engine_create fails
+ * with KILN_UNSUPPORTED, saying why, where the target's device (or NVRTC) is missing. */
 kiln_status kiln_options_set_target(kiln_options* options, const char* target);
 kiln_status kiln_options_set_opt_level(kiln_options* options, int opt_level); /* default 2 */
 /* Kernel threads; 0 (the default) uses every core. */
@@ -370,7 +372,9 @@ kiln_status kiln_engine_run(kiln_engine* engine, const kiln_model* model, size_t
 
 /* Asynchronous runs. A stream is an ordered queue of runs for one engine: the runs enqueued on
  * it execute one after another, in order, on the stream's own thread (a CPU device stream);
- * runs on different streams overlap. The engine must outlive its streams. */
+ * runs on different streams overlap. For an engine whose target is a device (`cuda`), each
+ * stream also has a stream of that device, on which its runs launch their kernels, so they
+ * overlap there too. The engine must outlive its streams. */
 typedef struct kiln_stream kiln_stream;
 kiln_status kiln_stream_create(kiln_engine* engine, kiln_stream** out);
 /* Waits for the runs enqueued on the stream, then frees it. */

@@ -275,8 +275,14 @@ expect_output "compile without --emit" 2 "needs --emit" \
   -- "$KILN" compile "$MLP" --shape x=3x4 "$WORK/kernels_bad"
 expect_output "compile without a shape for a symbolic dim" 2 "--shape x=" \
   -- "$KILN" compile "$MLP" --emit llvm "$WORK/kernels_bad"
-expect_output "run --target cuda" 1 "target kind must be 'llvm'" \
-  -- "$KILN" run "$MLP" --shape x=3x4 --target "cuda -arch=sm_90"
+# Without a CUDA driver (CI's machines) the engine says so when it is made; with one, it runs.
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  expect_output "run --target cuda" 0 "p50" \
+    -- "$KILN" run "$MLP" --shape x=3x4 --target cuda --iters 3
+else
+  expect_output "run --target cuda" 1 "there is no cuda(0)" \
+    -- "$KILN" run "$MLP" --shape x=3x4 --target "cuda -arch=sm_90"
+fi
 
 expect_output "run on a missing file" 1 "/nonexistent.onnx" \
   -- "$KILN" run /nonexistent.onnx

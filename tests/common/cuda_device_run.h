@@ -56,7 +56,7 @@ class CudaKernelOnDevice {
         api().CopyDataFromTo(call_.buffers[i], 0, ptrs_[i], 0, static_cast<int64_t>(sizes[i]),
                              host_, dev_, nullptr);
     }
-    module_ = api().LoadModule(dev_, ptx);
+    module_ = api().LoadModule(dev_, ptx, k.source.code);
     for (const DeviceLaunch& l : entry_.launches)
       kernels_.push_back(api().GetKernel(dev_, module_, l.kernel));
     scalars_.assign(call_.scalars.begin(), call_.scalars.end());

@@ -41,6 +41,21 @@ static inline float kiln_h2f(unsigned short h) { _Float16 v; memcpy(&v, &h, 2); 
 static inline unsigned short kiln_f2h(float f) { _Float16 v = (_Float16)f; unsigned short h; memcpy(&h, &v, 2); return h; }
 )";
 
+// `source` (generated CUDA C) compiled for the host with the shim above and loaded: a dlopen
+// handle for dlsym and dlclose. The host compiler's rejection is kCompileError naming `name`.
+inline void* LoadCudaOnHost(const std::string& source, const std::string& name) {
+  TempDir dir("kiln-cuda-host");
+  const std::string src = dir.path() + "/k.cc", lib = dir.path() + "/k.so";
+  std::ofstream(src) << kCudaHostShim << source;
+  const std::string cmd = "c++ -std=c++17 -O1 -w -shared -fPIC -o " + lib + " " + src + " 2>&1";
+  if (std::system(cmd.c_str()) != 0)
+    Throw(ErrorCode::kCompileError, "the host compiler rejects the CUDA C of ", name, ":\n",
+          source);
+  void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) Throw(ErrorCode::kInternal, "dlopen: ", dlerror());
+  return handle;  // the library stays mapped when its file goes with `dir`
+}
+
 // `fn` lowered to CUDA C and run on the host: RunKernel's contract (inputs bind the group's
 // parameters, outputs are allocated from `out_types`, symbols bind the scalars).
 inline std::vector<Tensor> RunCudaOnHost(
@@ -49,15 +64,7 @@ inline std::vector<Tensor> RunCudaOnHost(
     const std::map<std::string, int64_t>& symbols, const std::string& name) {
   CudaKernelSource k = LowerKernelToCuda(fn, name);
   const LoweredKernel& l = k.lowered;
-  TempDir dir("kiln-cuda-host");
-  const std::string src = dir.path() + "/k.cc", lib = dir.path() + "/k.so";
-  std::ofstream(src) << kCudaHostShim << k.source.code;
-  const std::string cmd = "c++ -std=c++17 -O1 -w -shared -fPIC -o " + lib + " " + src + " 2>&1";
-  if (std::system(cmd.c_str()) != 0)
-    Throw(ErrorCode::kCompileError, "the host compiler rejects the CUDA C of ", name, ":\n",
-          k.source.code);
-  void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) Throw(ErrorCode::kInternal, "dlopen: ", dlerror());
+  void* handle = LoadCudaOnHost(k.source.code, name);
   struct Closer {
     void* h;
     ~Closer() { dlclose(h); }

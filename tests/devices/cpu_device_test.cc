@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -123,6 +124,19 @@ TEST(CPUDevice, OutOfMemoryMessage) {
   EXPECT_THAT(e.what(), HasSubstr("out of memory: cannot allocate data space of "
                                   "4611686018427387904 bytes (alignment 128) on cpu(0), which "
                                   "has "));
+}
+
+// A CPU's kernels are host functions: the module calls say so, naming the device.
+TEST(CPUDevice, LoadsNoKernelModules) {
+  DeviceAPI* api = GetDeviceAPI(DeviceType::kCPU);
+  for (const auto& call : std::vector<std::function<void()>>{
+           [&] { api->LoadModule(kCPU0, ".entry k(", "__global__ void k() {}"); },
+           [&] { api->UnloadModule(kCPU0, nullptr); }, [&] { api->GetKernel(kCPU0, nullptr, "k"); },
+           [&] { api->LaunchKernel(kCPU0, nullptr, 1, 1, nullptr, nullptr); }}) {
+    Error e = ErrorOf(call);
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_THAT(e.what(), HasSubstr("on cpu(0): cpu devices run host functions"));
+  }
 }
 
 TEST(CPUDevice, ForeignAndDoubleFreesAreErrors) {

@@ -112,7 +112,7 @@ TEST(CUDADevice, WithoutCUDAEveryCallIsUnsupportedSayingWhy) {
       {"SetStream", [&] { api.SetStream(kCUDA0, nullptr); }},
       {"StreamSync", [&] { api.StreamSync(kCUDA0, nullptr); }},
       {"SyncStreamFromTo", [&] { api.SyncStreamFromTo(kCUDA0, nullptr, nullptr); }},
-      {"LoadModule", [&] { api.LoadModule(kCUDA0, ".version 7.0"); }},
+      {"LoadModule", [&] { api.LoadModule(kCUDA0, ".version 7.0", ""); }},
       {"UnloadModule", [&] { api.UnloadModule(kCUDA0, fake); }},
       {"GetKernel", [&] { api.GetKernel(kCUDA0, fake, "k"); }},
       {"LaunchKernel", [&] { api.LaunchKernel(kCUDA0, fake, 1, 1, nullptr, nullptr); }},
@@ -272,7 +272,7 @@ DONE:
 TEST(CUDADevice, LoadsPtxAndLaunchesItsKernelOnAStream) {
   SKIP_WITHOUT_GPU();
   CUDADeviceAPI& api = Api();
-  void* module = api.LoadModule(kCUDA0, kAddOnePtx);
+  void* module = api.LoadModule(kCUDA0, kAddOnePtx, "");
   void* kernel = api.GetKernel(kCUDA0, module, "add_one");
   EXPECT_EQ(ErrorOf([&] { api.GetKernel(kCUDA0, module, "no_such"); }).code(),
             ErrorCode::kNotFound);
@@ -297,7 +297,7 @@ TEST(CUDADevice, LoadsPtxAndLaunchesItsKernelOnAStream) {
   api.FreeStream(kCUDA0, stream);
   api.FreeDataSpace(kCUDA0, data);
   api.UnloadModule(kCUDA0, module);
-  Error bad = ErrorOf([&] { api.LoadModule(kCUDA0, ".version 7.0\n.target sm_80\nnot ptx"); });
+  Error bad = ErrorOf([&] { api.LoadModule(kCUDA0, ".version 7.0\n.target sm_80\nnot ptx", ""); });
   EXPECT_EQ(bad.code(), ErrorCode::kCompileError) << bad.what();
 }
 
