@@ -319,7 +319,8 @@ std::vector<LTensor> LowerConvTranspose(LowerContext& ctx, const std::vector<LTe
   const LTensor b = has_bias ? in[2] : LTensor{};
   // Over a symbolic image size (the generic tier's kernels) the input extents are expressions;
   // the pads are the same for every size (SAME's total is output_padding + the effective kernel
-  // - stride) but for a given output_shape, whose pads follow from the size.
+  // - stride) but for a given output_shape, whose pads follow from the size: there the leading
+  // pad is an expression of the extent, as ComputeTransposeWindow computes it.
   std::vector<int64_t> spatial, kernel;
   std::vector<Expr> extent;
   bool symbolic = false;
@@ -334,16 +335,33 @@ std::vector<LTensor> LowerConvTranspose(LowerContext& ctx, const std::vector<LTe
     kernel.push_back(k);
     extent.push_back(x.shape[i]);
   }
-  KILN_CHECK(!symbolic || attrs.GetInts("output_shape").empty(),
-             "conv_transpose with output_shape over a symbolic spatial extent (its pads depend on "
-             "the extent)");
   std::string error;
   const std::vector<WindowDim> dims = ComputeTransposeWindow(spatial, kernel, attrs, &error);
   KILN_CHECK(error.empty(), error);
+  const std::vector<int64_t>& output_shape = attrs.GetInts("output_shape");
+  const std::vector<int64_t> output_padding =
+      PerDim(attrs, "output_padding", dims.size(), 0, &error);
+  std::vector<Expr> pad_begin;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const WindowDim& d = dims[i];
+    if (!symbolic || output_shape.empty()) {
+      pad_begin.push_back(I64(d.pad_begin));
+      continue;
+    }
+    // total = stride * (in - 1) + output_padding + effective kernel - out; the begin pad is
+    // floor(total / 2) for SAME_UPPER, else the rest.
+    const int64_t ek = (d.kernel - 1) * d.dilation + 1;
+    const Expr total = loop::Add(loop::Mul(I64(d.stride), loop::Sub(extent[i], I64(1))),
+                                 I64(output_padding[i] + ek - output_shape[i]));
+    const Expr half = loop::FloorDiv(total, I64(2));
+    pad_begin.push_back(attrs.GetString("auto_pad") == "SAME_UPPER" ? half
+                                                                    : loop::Sub(total, half));
+  }
   const int64_t group = attrs.GetInt("group");
   const DType t = x.dtype;
   const DType acc = DType::kFloat64;
-  auto at = [&ctx, x, w, b, has_bias, dims, extent, group, t, acc](const std::vector<Expr>& idx) {
+  auto at = [&ctx, x, w, b, has_bias, dims, extent, pad_begin, group, t,
+             acc](const std::vector<Expr>& idx) {
     const Expr& m = idx[1];
     const Expr mg = w.shape[1];
     Expr cg = w.shape[0];
@@ -365,7 +383,7 @@ std::vector<LTensor> LowerConvTranspose(LowerContext& ctx, const std::vector<LTe
       loop::Var k = ctx.NewVar(StrCat("k", i));
       axes.push_back({k, I64(d.kernel)});
       wi.push_back(k);
-      Expr q = loop::Sub(loop::Add(idx[2 + i], I64(d.pad_begin)), loop::Mul(k, I64(d.dilation)));
+      Expr q = loop::Sub(loop::Add(idx[2 + i], pad_begin[i]), loop::Mul(k, I64(d.dilation)));
       Expr src = q;
       if (d.stride > 1) {
         valid = And(

@@ -275,62 +275,83 @@ std::vector<LTensor> LowerPool(bool is_max, LowerContext& ctx, const std::vector
 // the smallest row-major position in the plane that holds the max (a NaN, where the max is
 // NaN), which is the first in scan order because the scan visits positions in increasing
 // row-major order. Padded positions never hit. The position is materialized too, since the
-// index reads it several times (column-major reordering, the empty-window test).
+// index reads it several times (column-major reordering, the empty-window test). Over symbolic
+// spatial extents (a shape-generic kernel) the extents, pads and plane size are expressions of
+// the symbols and every tap is clamped into x and tested, as LowerPoolSymbolic does.
 std::vector<LTensor> LowerMaxPoolWithIndices(LowerContext& ctx, const std::vector<LTensor>& in,
                                              const Attrs& attrs,
                                              const std::vector<Type>& out_types) {
   const LTensor x = in[0];
-  const std::vector<WindowDim> dims = LoweredWindow(x, attrs.GetInts("kernel_shape"), attrs);
+  std::vector<int> spatial;
+  for (int a = 2; a < x.ndim(); ++a) spatial.push_back(a);
+  const bool symbolic = HasSymbolicSpatial(x, spatial);
+  const std::vector<int64_t>& kernel = attrs.GetInts("kernel_shape");
+  const std::vector<WindowDim> dims =
+      symbolic ? SymbolicWindow(kernel, attrs) : LoweredWindow(x, kernel, attrs);
+  const std::vector<Expr> extents(x.shape.begin() + 2, x.shape.end());
+  const std::vector<PadExprs> pads =
+      symbolic ? SymbolicPads(dims, extents, attrs) : std::vector<PadExprs>{};
   const bool column_major = attrs.GetInt("storage_order") == 1;
   const bool is_float = IsFloat(x.dtype);
   const LTensor values = ctx.Materialize(
       LowerPool(/*is_max=*/true, ctx, in, attrs, {out_types[0]}).at(0), "max_pool_value");
   constexpr int64_t kNone = std::numeric_limits<int64_t>::max();  // min's identity: no hit
-  int64_t in_plane = 1;
-  for (const WindowDim& d : dims) in_plane *= d.in;
-  const LTensor first =
-      ctx.Materialize(LTensor{DType::kInt64, values.shape,
-                              [&ctx, x, values, dims, is_float](const std::vector<Expr>& idx) {
-                                WindowTaps taps = Taps(ctx, dims, idx);
-                                std::vector<Expr> xi = {idx[0], idx[1]};
-                                xi.insert(xi.end(), taps.index.begin(), taps.index.end());
-                                Expr v = x.at(xi), best = values.at(idx);
-                                if (is_float) {  // f64 holds every float dtype exactly
-                                  v = loop::Cast(DType::kFloat64, v);
-                                  best = loop::Cast(DType::kFloat64, best);
-                                }
-                                Expr hit = loop::MakeBinary(loop::BinaryOp::kEQ, v, best);
-                                if (is_float)
-                                  hit = Or(hit, loop::MakeBinary(loop::BinaryOp::kNE, v, v));
-                                if (taps.inside) hit = And(taps.inside, hit);
-                                Expr pos = I64(0);
-                                for (size_t i = 0; i < dims.size(); ++i)
-                                  pos = loop::Add(loop::Mul(pos, I64(dims[i].in)), taps.index[i]);
-                                return loop::Reduce(loop::ReduceKind::kMin,
-                                                    loop::Select(hit, pos, I64(kNone)), taps.axes);
-                              }},
-                      "max_pool_first");
+  Expr in_plane = I64(1);
+  for (const Expr& e : extents) in_plane = loop::Mul(in_plane, e);
+  auto taps_of = [&ctx, dims, pads, extents, symbolic](const std::vector<Expr>& idx) {
+    if (!symbolic) return Taps(ctx, dims, idx);
+    WindowTaps t;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      loop::Var k = ctx.NewVar(StrCat("k", i));
+      t.axes.push_back({k, I64(dims[i].kernel)});
+      const Expr pos = TapPosition(dims[i], pads[i].begin, idx[2 + i], k);
+      t.inside = And(t.inside, InRange(pos, I64(0), extents[i]));
+      t.index.push_back(loop::Max(I64(0), loop::Min(pos, loop::Sub(extents[i], I64(1)))));
+    }
+    return t;
+  };
+  const LTensor first = ctx.Materialize(
+      LTensor{DType::kInt64, values.shape,
+              [x, values, extents, is_float, taps_of](const std::vector<Expr>& idx) {
+                WindowTaps taps = taps_of(idx);
+                std::vector<Expr> xi = {idx[0], idx[1]};
+                xi.insert(xi.end(), taps.index.begin(), taps.index.end());
+                Expr v = x.at(xi), best = values.at(idx);
+                if (is_float) {  // f64 holds every float dtype exactly
+                  v = loop::Cast(DType::kFloat64, v);
+                  best = loop::Cast(DType::kFloat64, best);
+                }
+                Expr hit = loop::MakeBinary(loop::BinaryOp::kEQ, v, best);
+                if (is_float) hit = Or(hit, loop::MakeBinary(loop::BinaryOp::kNE, v, v));
+                if (taps.inside) hit = And(taps.inside, hit);
+                Expr pos = I64(0);
+                for (size_t i = 0; i < extents.size(); ++i)
+                  pos = loop::Add(loop::Mul(pos, extents[i]), taps.index[i]);
+                return loop::Reduce(loop::ReduceKind::kMin, loop::Select(hit, pos, I64(kNone)),
+                                    taps.axes);
+              }},
+      "max_pool_first");
   LTensor indices{DType::kInt64, values.shape,
-                  [x, first, dims, column_major, in_plane](const std::vector<Expr>& idx) {
+                  [x, first, extents, column_major, in_plane](const std::vector<Expr>& idx) {
                     const Expr r = first.at(idx);
                     // Clamped so that the arithmetic of an empty window (r = kNone) cannot
                     // overflow; the select discards it.
-                    const Expr p = loop::Min(r, I64(in_plane - 1));
+                    const Expr p = loop::Min(r, loop::Sub(in_plane, I64(1)));
                     Expr flat = p;
-                    if (column_major && dims.size() > 1) {
-                      std::vector<Expr> pos(dims.size());
+                    if (column_major && extents.size() > 1) {
+                      std::vector<Expr> pos(extents.size());
                       Expr rest = p;
-                      for (size_t i = dims.size(); i-- > 0;) {
-                        pos[i] = loop::FloorMod(rest, I64(dims[i].in));
-                        rest = loop::FloorDiv(rest, I64(dims[i].in));
+                      for (size_t i = extents.size(); i-- > 0;) {
+                        pos[i] = loop::FloorMod(rest, extents[i]);
+                        rest = loop::FloorDiv(rest, extents[i]);
                       }
                       flat = pos.back();
-                      for (size_t i = dims.size() - 1; i-- > 0;)
-                        flat = loop::Add(loop::Mul(flat, I64(dims[i].in)), pos[i]);
+                      for (size_t i = extents.size() - 1; i-- > 0;)
+                        flat = loop::Add(loop::Mul(flat, extents[i]), pos[i]);
                     }
                     const Expr plane = loop::Add(loop::Mul(idx[0], x.shape[1]), idx[1]);
                     return loop::Select(loop::MakeBinary(loop::BinaryOp::kEQ, r, I64(kNone)),
-                                        I64(-1), loop::Add(loop::Mul(plane, I64(in_plane)), flat));
+                                        I64(-1), loop::Add(loop::Mul(plane, in_plane), flat));
                   }};
   return {values, indices};
 }

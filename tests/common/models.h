@@ -146,6 +146,25 @@ inline Function PoolChainModel(uint64_t seed = 500) {
   return MakeFunction({x}, MakeCall("global_avg_pool", {h}, {}, "gap"));
 }
 
+// A conv, then a max pool that also returns where each max was (ONNX MaxPool's Indices, as
+// segmentation nets feed MaxUnpool), padded and in ceil mode, column-major indices, over images
+// of any size. x[batch, 3, height, width] -> (values, i64 indices), both [batch, 6, ...].
+inline Function MaxPoolIndicesModel(uint64_t seed = 550) {
+  using Ints = std::vector<int64_t>;
+  Var x = MakeVar("x",
+                  TensorType({Dim::Symbol("batch"), 3, Dim::Symbol("height"), Dim::Symbol("width")},
+                             DType::kFloat32));
+  Expr c = MakeCall("conv", {x, Weight({6, 3, 3, 3}, seed, "c.w", 0.5)},
+                    {{"pads", Ints{1, 1, 1, 1}}}, "c");
+  return MakeFunction({x}, MakeCall("max_pool_with_indices", {c},
+                                    {{"kernel_shape", Ints{3, 2}},
+                                     {"strides", Ints{2, 2}},
+                                     {"pads", Ints{1, 0, 1, 1}},
+                                     {"ceil_mode", true},
+                                     {"storage_order", int64_t{1}}},
+                                    "pool"));
+}
+
 // Convs and a pool padded SAME (as models exported from TensorFlow are), over images of any
 // size: the pads are what makes ceil(size / stride) windows fit, so they depend on the size.
 // Then a 2x2 stride-2 transposed conv back up (a segmentation head's upsampling).

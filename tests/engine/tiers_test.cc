@@ -51,6 +51,17 @@ struct Case {
   std::vector<std::vector<int64_t>> shapes;
 };
 
+// A transposed conv up to a fixed output_shape from images of a few sizes around half of it:
+// its pads are expressions of the size, negative below it.
+Function SizedUpsamplingModel() {
+  Var x = MakeVar("x", TensorType({Dim::Symbol("batch"), 3, Dim::Symbol("h"), Dim::Symbol("w")},
+                                  DType::kFloat32));
+  return MakeFunction({x}, MakeCall("conv_transpose", {x, test::Weight({3, 2, 3, 3}, 5, "up.w")},
+                                    {{"strides", std::vector<int64_t>{2, 2}},
+                                     {"output_shape", std::vector<int64_t>{40, 47}}},
+                                    "up"));
+}
+
 std::vector<Case> SymbolicBatchCases() {
   return {
       {"mlp", test::MlpModel(), {{1, 8}, {3, 8}, {17, 8}, {64, 8}}},
@@ -62,6 +73,13 @@ std::vector<Case> SymbolicBatchCases() {
       // Windowed pools over any image size, the smallest a 2x2 image.
       {"pool_chain", test::PoolChainModel(), {{1, 3, 19, 23}, {2, 3, 2, 2}, {1, 3, 40, 17}}},
       {"same_padded", test::SamePaddedModel(), {{1, 3, 19, 23}, {2, 3, 1, 2}, {1, 3, 40, 17}}},
+      // A max pool's positions too (values and indices exactly as specialized).
+      {"max_pool_indices",
+       test::MaxPoolIndicesModel(),
+       {{1, 3, 19, 23}, {2, 3, 1, 2}, {1, 3, 8, 9}}},
+      {"sized_upsampling",
+       SizedUpsamplingModel(),
+       {{1, 3, 19, 23}, {2, 3, 20, 24}, {1, 3, 18, 22}}},
   };
 }
 
@@ -296,15 +314,18 @@ TEST(EngineTiers, SpecializeAfterCountsRuns) {
 }
 
 // A model without a generic tier is served eagerly under every policy, and the reason is kept:
-// no symbolic dims; a max pool that also gives the positions of its maxima, over a symbolic
-// image size (its lowering plans from the sizes).
+// no symbolic dims; a max unpool over a symbolic image size (its scatter is planned from the
+// sizes).
 TEST(EngineTiers, ModelsWithoutAGenericTierAreServedEagerly) {
   Var x = MakeVar("x", TensorType({2, 3}, DType::kFloat32));
   ModelPtr fixed = Model::Create(MakeFunction({x}, MakeCall("relu", {x})), "fixed");
   Var img = MakeVar("x", TensorType({1, 3, Dim::Symbol("h"), Dim::Symbol("w")}, DType::kFloat32));
-  Expr pool = MakeCall("max_pool_with_indices", {img},
-                       {{"kernel_shape", std::vector<int64_t>{3, 3}}}, "pool");
-  ModelPtr conv = Model::Create(MakeFunction({img}, pool), "indexed_pool");
+  const Attrs k2s2 = {{"kernel_shape", std::vector<int64_t>{2, 2}},
+                      {"strides", std::vector<int64_t>{2, 2}}};
+  Expr pool = MakeCall("max_pool_with_indices", {img}, k2s2, "pool");
+  Expr up = MakeCall("max_unpool", {MakeTupleGetItem(pool, 0), MakeTupleGetItem(pool, 1)}, k2s2,
+                     "unpool");
+  ModelPtr conv = Model::Create(MakeFunction({img}, up), "pool_unpool");
   for (CompilePolicy p : {CompilePolicy::kTiered, CompilePolicy::kGenericOnly}) {
     SCOPED_TRACE(CompilePolicyName(p));
     Engine engine(Policy(p)), eager(Policy(CompilePolicy::kEager));
@@ -318,7 +339,7 @@ TEST(EngineTiers, ModelsWithoutAGenericTierAreServedEagerly) {
     EXPECT_EQ(s.specializations, 2u);
     EXPECT_THAT(engine.GenericUnavailableReason(*fixed), HasSubstr("no symbolic dims"));
     EXPECT_THAT(engine.GenericUnavailableReason(*conv),
-                HasSubstr("windowed op with a symbolic spatial extent"));
+                HasSubstr("max_unpool with a symbolic spatial extent"));
     ASSERT_EQ(s.generic_unavailable_reasons.size(), 2u);
   }
 }

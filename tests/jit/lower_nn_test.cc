@@ -310,23 +310,31 @@ TEST(LowerConvTranspose, Float16) {
                                        1e-2, false));
 }
 
-// Any image size (the generic tier): every case but those giving output_shape (whose pads follow
-// from the size: an error over a symbolic one), SAME's pads the same at every size.
+// Any image size (the generic tier): every case, SAME's pads the same at every size, and
+// output_shape's leading pads expressions of the size (negative ones too, where output_shape is
+// past the full size).
 TEST(LowerConvTranspose, SymbolicImageSize) {
   uint64_t seed = 450;
-  for (const ConvCase& c : ConvTransposeCases()) {
+  std::vector<ConvCase> cases = ConvTransposeCases();
+  // output_shape below the full size (positive pads, odd totals both ways), with SAME_UPPER
+  // and with output_padding.
+  cases.push_back({{1, 3, 5, 4},
+                   {3, 2, 3, 3},
+                   true,
+                   {{"strides", Ints{2, 2}},
+                    {"output_shape", Ints{10, 8}},
+                    {"auto_pad", std::string("SAME_UPPER")}}});
+  cases.push_back(
+      {{1, 2, 6, 5},
+       {2, 2, 3, 3},
+       false,
+       {{"strides", Ints{2, 2}}, {"output_padding", Ints{1, 0}}, {"output_shape", Ints{12, 9}}}});
+  for (const ConvCase& c : cases) {
     const int64_t m = c.w[1] * (c.attrs.Has("group") ? c.attrs.GetInt("group") : 1);
     std::vector<Tensor> in = {RandomTensor(DType::kFloat32, c.x, seed++),
                               RandomTensor(DType::kFloat32, c.w, seed++)};
     if (c.bias) in.push_back(RandomTensor(DType::kFloat32, {m}, seed++));
-    ::testing::AssertionResult r = SymbolicImageMatchesReference("conv_transpose", in, c.attrs);
-    if (!c.attrs.Has("output_shape")) {
-      EXPECT_TRUE(r) << AttrsText(c.attrs);
-      continue;
-    }
-    EXPECT_FALSE(r) << AttrsText(c.attrs);
-    EXPECT_NE(std::string(r.message()).find("its pads depend on the extent"), std::string::npos)
-        << r.message();
+    EXPECT_TRUE(SymbolicImageMatchesReference("conv_transpose", in, c.attrs)) << AttrsText(c.attrs);
   }
 }
 
@@ -478,6 +486,41 @@ TEST(LowerMaxPoolWithIndices, MatchesReference) {
           << DTypeName(t) << AttrsText(a);
     }
   }
+}
+
+// Any image size (the generic tier): every pool case, both storage orders, a float and an
+// integer dtype (few values, so ties are common and the first in scan order must win), and NaN
+// and -inf maxima and windows wholly in the padding; values and indices exactly.
+TEST(LowerMaxPoolWithIndices, SymbolicImageSize) {
+  uint64_t seed = 520;
+  std::vector<PoolCase> cases = PoolCases();
+  cases.push_back({{1, 2, 9, 8}, {{"kernel_shape", Ints{6, 5}}, {"pads", Ints{1, 1, 2, 1}}}});
+  for (const PoolCase& c : cases) {
+    for (int64_t order : {0, 1}) {
+      if (order == 1 && c.x.size() < 4) continue;  // one spatial dim: the same indices
+      Attrs a = c.attrs;
+      a.Set("storage_order", order);
+      for (DType t : {DType::kFloat32, DType::kInt32}) {
+        Tensor x = IsFloat(t) ? RandomTensor(t, c.x, seed++) : RandomTensor(t, c.x, seed++, -3, 3);
+        EXPECT_TRUE(SymbolicImageMatchesReference("max_pool_with_indices", {x}, a, 0))
+            << DTypeName(t) << AttrsText(a);
+      }
+    }
+  }
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor x = RandomTensor(DType::kFloat32, {2, 3, 7, 6}, 31);
+  for (int64_t i : {0, 5, 6, 40, 41, 100, 200, 201}) x.SetFromDouble(i, i % 2 ? nan : -inf);
+  EXPECT_TRUE(SymbolicImageMatchesReference("max_pool_with_indices", {x},
+                                            {{"kernel_shape", Ints{3, 2}},
+                                             {"pads", Ints{1, 0, 1, 1}},
+                                             {"strides", Ints{1, 2}},
+                                             {"storage_order", int64_t{1}}},
+                                            0));
+  Tensor one = RandomTensor(DType::kFloat32, {1, 1, 1}, 32);
+  EXPECT_TRUE(SymbolicImageMatchesReference(
+      "max_pool_with_indices", {one},
+      {{"kernel_shape", Ints{2}}, {"dilations", Ints{2}}, {"pads", Ints{1, 1}}}, 0));
 }
 
 // NaN wins its window (the first NaN), -inf can be the max, f16 compares exactly, and a window
