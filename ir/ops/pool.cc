@@ -468,9 +468,16 @@ Type MaxUnpoolRel(TypeRelContext& ctx) {
   const UnpoolGeometry g = UnpoolSpatial(spatial, ctx.attrs(), &error);
   if (!error.empty()) ctx.Fail(error);
   const std::vector<int64_t> strides = PerDim(ctx.attrs(), "strides", g.out.size(), 1, &error);
+  const std::vector<int64_t>& kernel = ctx.attrs().GetInts("kernel_shape");
   Shape out = {x.shape[0], x.shape[1]};
   for (size_t i = 0; i < g.out.size(); ++i) {
     const Dim& in = x.shape[2 + i];
+    // A symbolic size's unpooled size must fit output_shape: checked on every binding of a
+    // shape-generic executable, as specialization checks it.
+    if (given && !in.is_const())
+      ctx.AssertAtMost(in * Dim(strides[i]) + Dim(kernel[i] - strides[i]), Dim(g.out[i]),
+                       StrCat("output_shape ", JoinInts(output_shape), ": spatial dim ", i,
+                              " must hold the unpooled size (", ShapeToString(x.shape), ")"));
     out.push_back(in.is_const() || given
                       ? Dim(g.out[i])
                       : in * Dim(strides[i]) + Dim(g.out[i] - strides[i] * stand_in));
@@ -510,57 +517,84 @@ void MaxUnpoolKernelRef(const std::vector<Tensor>& in, const Attrs& attrs,
 std::vector<LTensor> LowerMaxUnpool(LowerContext& ctx, const std::vector<LTensor>& in,
                                     const Attrs& attrs, const std::vector<Type>& out_types) {
   const LTensor x = in[0], ind = in[1];
-  std::vector<int64_t> in_sp;
-  for (int i = 2; i < x.ndim(); ++i) {
-    int64_t v = 0;
-    KILN_CHECK(loop::IsConstInt(x.shape[i], &v), "max_unpool with a symbolic spatial extent");
-    in_sp.push_back(v);
+  // The input's, the scatter's and the output's spatial extents: constants for a concrete x
+  // (UnpoolSpatial checks them), expressions of its symbols over a symbolic image size (the
+  // relation checked the attributes and recorded output_shape's bound).
+  const size_t n = static_cast<size_t>(x.ndim() - 2);
+  const std::vector<Expr> in_sp(x.shape.begin() + 2, x.shape.end());
+  std::vector<Expr> sc(n);
+  std::vector<bool> whole(n);  // the output's extent is the scatter's: nothing to pad
+  std::vector<int> spatial;
+  for (int a = 2; a < x.ndim(); ++a) spatial.push_back(a);
+  if (!HasSymbolicSpatial(x, spatial)) {
+    std::vector<int64_t> sizes;
+    for (const Expr& e : in_sp) {
+      int64_t v = 0;
+      loop::IsConstInt(e, &v);
+      sizes.push_back(v);
+    }
+    std::string error;
+    const UnpoolGeometry g = UnpoolSpatial(sizes, attrs, &error);
+    KILN_CHECK(error.empty(), error);
+    for (size_t i = 0; i < n; ++i) {
+      sc[i] = I64(g.scatter[i]);
+      whole[i] = g.out[i] == g.scatter[i];
+    }
+  } else {
+    std::string error;
+    const std::vector<int64_t>& kernel = attrs.GetInts("kernel_shape");
+    const std::vector<int64_t> strides = PerDim(attrs, "strides", n, 1, &error);
+    const std::vector<int64_t> pads = Pads(attrs, n, &error);
+    KILN_CHECK(error.empty() && kernel.size() == n, "max_unpool: ", error);
+    const std::vector<int64_t>& output_shape = attrs.GetInts("output_shape");
+    const bool given = output_shape.size() == n + 2;  // with it the pads are ignored
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t pads_i = given ? 0 : pads[i] + pads[n + i];
+      sc[i] = loop::Add(loop::Mul(loop::Sub(in_sp[i], I64(1)), I64(strides[i])),
+                        I64(kernel[i] - pads_i));
+      whole[i] = !given;
+    }
   }
-  std::string error;
-  const UnpoolGeometry g = UnpoolSpatial(in_sp, attrs, &error);
-  KILN_CHECK(error.empty(), error);
-  const std::vector<int64_t> sc = g.scatter;
-  int64_t scatter_plane = 1;
-  for (int64_t d : sc) scatter_plane *= d;
+  Expr scatter_plane = I64(1);
+  for (const Expr& d : sc) scatter_plane = loop::Mul(scatter_plane, d);
   std::vector<Expr> scatter_shape = {x.shape[0], x.shape[1]};
-  for (int64_t d : sc) scatter_shape.push_back(I64(d));
+  scatter_shape.insert(scatter_shape.end(), sc.begin(), sc.end());
   // The last row-major position in the plane of `indices` that names each scatter position,
   // or -1 when none does.
   const LTensor source = ctx.Materialize(
       LTensor{DType::kInt64, scatter_shape,
               [&ctx, x, ind, in_sp, sc, scatter_plane](const std::vector<Expr>& idx) {
                 const Expr plane = loop::Add(loop::Mul(idx[0], x.shape[1]), idx[1]);
-                Expr target = loop::Mul(plane, I64(scatter_plane));
+                Expr target = loop::Mul(plane, scatter_plane);
                 Expr within = I64(0);
                 for (size_t i = 0; i < sc.size(); ++i)
-                  within = loop::Add(loop::Mul(within, I64(sc[i])), idx[2 + i]);
+                  within = loop::Add(loop::Mul(within, sc[i]), idx[2 + i]);
                 target = loop::Add(target, within);
                 std::vector<Expr> ii = {idx[0], idx[1]};
                 std::vector<loop::IterVar> axes;
                 Expr pos = I64(0);
                 for (size_t i = 0; i < in_sp.size(); ++i) {
                   loop::Var j = ctx.NewVar(StrCat("j", i));
-                  axes.push_back({j, I64(in_sp[i])});
+                  axes.push_back({j, in_sp[i]});
                   ii.push_back(j);
-                  pos = loop::Add(loop::Mul(pos, I64(in_sp[i])), j);
+                  pos = loop::Add(loop::Mul(pos, in_sp[i]), j);
                 }
                 Expr hit = loop::MakeBinary(loop::BinaryOp::kEQ, ind.at(ii), target);
                 return loop::Reduce(loop::ReduceKind::kMax, loop::Select(hit, pos, I64(-1)), axes);
               }},
       "max_unpool_source");
-  const std::vector<int64_t> out_sp = g.out;
-  auto at = [x, source, in_sp, sc, out_sp](const std::vector<Expr>& idx) {
+  auto at = [x, source, in_sp, sc, whole](const std::vector<Expr>& idx) {
     // Output positions past the scatter shape (only with output_shape) are zeros; they read
     // the source at a clamped position, which the select discards.
     Expr inside;
     std::vector<Expr> si = {idx[0], idx[1]};
     for (size_t i = 0; i < sc.size(); ++i) {
-      if (out_sp[i] == sc[i]) {
+      if (whole[i]) {
         si.push_back(idx[2 + i]);
         continue;
       }
-      inside = And(inside, loop::MakeBinary(loop::BinaryOp::kLT, idx[2 + i], I64(sc[i])));
-      si.push_back(loop::Min(idx[2 + i], I64(sc[i] - 1)));
+      inside = And(inside, loop::MakeBinary(loop::BinaryOp::kLT, idx[2 + i], sc[i]));
+      si.push_back(loop::Min(idx[2 + i], loop::Sub(sc[i], I64(1))));
     }
     const Expr s = source.at(si);
     // x at the source position (clamped in range for a miss, whose value the select discards).
@@ -569,8 +603,8 @@ std::vector<LTensor> LowerMaxUnpool(LowerContext& ctx, const std::vector<LTensor
     xi[0] = idx[0];
     xi[1] = idx[1];
     for (size_t i = in_sp.size(); i-- > 0;) {
-      xi[2 + i] = i == 0 ? rest : loop::FloorMod(rest, I64(in_sp[i]));
-      rest = loop::FloorDiv(rest, I64(in_sp[i]));
+      xi[2 + i] = i == 0 ? rest : loop::FloorMod(rest, in_sp[i]);
+      rest = loop::FloorDiv(rest, in_sp[i]);
     }
     const Expr found = And(inside, loop::MakeBinary(loop::BinaryOp::kGE, s, I64(0)));
     return loop::Select(found, x.at(xi), lower::Const(0, x.dtype));

@@ -62,6 +62,19 @@ Function SizedUpsamplingModel() {
                                     "up"));
 }
 
+// A segmentation net's pool and unpool: the maxima's positions from max_pool_with_indices,
+// then max_unpool putting the maxima back, over images of any size (odd ones lose a row).
+Function PoolUnpoolModel() {
+  Var x = MakeVar("x", TensorType({Dim::Symbol("batch"), 3, Dim::Symbol("h"), Dim::Symbol("w")},
+                                  DType::kFloat32));
+  const Attrs k2s2 = {{"kernel_shape", std::vector<int64_t>{2, 2}},
+                      {"strides", std::vector<int64_t>{2, 2}}};
+  Expr pool = MakeCall("max_pool_with_indices", {x}, k2s2, "pool");
+  return MakeFunction(
+      {x}, MakeCall("max_unpool", {MakeTupleGetItem(pool, 0), MakeTupleGetItem(pool, 1)}, k2s2,
+                    "unpool"));
+}
+
 std::vector<Case> SymbolicBatchCases() {
   return {
       {"mlp", test::MlpModel(), {{1, 8}, {3, 8}, {17, 8}, {64, 8}}},
@@ -80,6 +93,7 @@ std::vector<Case> SymbolicBatchCases() {
       {"sized_upsampling",
        SizedUpsamplingModel(),
        {{1, 3, 19, 23}, {2, 3, 20, 24}, {1, 3, 18, 22}}},
+      {"pool_unpool", PoolUnpoolModel(), {{1, 3, 19, 23}, {2, 3, 2, 2}, {1, 3, 16, 9}}},
   };
 }
 
@@ -314,37 +328,66 @@ TEST(EngineTiers, SpecializeAfterCountsRuns) {
 }
 
 // A model without a generic tier is served eagerly under every policy, and the reason is kept:
-// no symbolic dims; a max unpool over a symbolic image size (its scatter is planned from the
-// sizes).
+// no symbolic dims; shapes that an input's values set (a reshape to a shape given as an input).
 TEST(EngineTiers, ModelsWithoutAGenericTierAreServedEagerly) {
   Var x = MakeVar("x", TensorType({2, 3}, DType::kFloat32));
   ModelPtr fixed = Model::Create(MakeFunction({x}, MakeCall("relu", {x})), "fixed");
-  Var img = MakeVar("x", TensorType({1, 3, Dim::Symbol("h"), Dim::Symbol("w")}, DType::kFloat32));
-  const Attrs k2s2 = {{"kernel_shape", std::vector<int64_t>{2, 2}},
-                      {"strides", std::vector<int64_t>{2, 2}}};
-  Expr pool = MakeCall("max_pool_with_indices", {img}, k2s2, "pool");
-  Expr up = MakeCall("max_unpool", {MakeTupleGetItem(pool, 0), MakeTupleGetItem(pool, 1)}, k2s2,
-                     "unpool");
-  ModelPtr conv = Model::Create(MakeFunction({img}, up), "pool_unpool");
+  Var flat = MakeVar("x", TensorType({Dim::Symbol("n")}, DType::kFloat32));
+  Var to = MakeVar("s", TensorType({2}, DType::kInt64));
+  ModelPtr reshape = Model::Create(
+      MakeFunction({flat, to}, MakeCall("relu", {MakeCall("dyn.reshape", {flat, to})})),
+      "reshape_to_input");
   for (CompilePolicy p : {CompilePolicy::kTiered, CompilePolicy::kGenericOnly}) {
     SCOPED_TRACE(CompilePolicyName(p));
     Engine engine(Policy(p)), eager(Policy(CompilePolicy::kEager));
     std::vector<Tensor> a{RandomTensor(DType::kFloat32, {2, 3}, 1)};
     EXPECT_TRUE(TensorsNear(engine.Run(*fixed, a)[0], eager.Run(*fixed, a)[0]));
-    std::vector<Tensor> b{RandomTensor(DType::kFloat32, {1, 3, 19, 23}, 2)};
-    EXPECT_TRUE(TensorsNear(engine.Run(*conv, b)[0], eager.Run(*conv, b)[0]));
+    std::vector<Tensor> b{RandomTensor(DType::kFloat32, {12}, 2),
+                          Tensor::FromVector<int64_t>({2}, {3, 4})};
+    EXPECT_TRUE(TensorsNear(engine.Run(*reshape, b)[0], eager.Run(*reshape, b)[0]));
     EngineStats s = engine.stats();
     EXPECT_EQ(s.generic_unavailable, 2u);
     EXPECT_EQ(s.generic_runs, 0u);
     EXPECT_EQ(s.specializations, 2u);
     EXPECT_THAT(engine.GenericUnavailableReason(*fixed), HasSubstr("no symbolic dims"));
-    EXPECT_THAT(engine.GenericUnavailableReason(*conv),
-                HasSubstr("max_unpool with a symbolic spatial extent"));
+    EXPECT_THAT(engine.GenericUnavailableReason(*reshape),
+                HasSubstr("its shapes depend on input values"));
     ASSERT_EQ(s.generic_unavailable_reasons.size(), 2u);
   }
 }
 
 // Bad inputs are the caller's errors before any tier is involved, and leave nothing behind.
+// A max unpool into a fixed output_shape: an image whose unpooled size does not fit it is
+// refused by the generic tier as by specialization (a constraint checked per binding), and one
+// that fits is served with the scatter at the output's start.
+TEST(EngineTiers, UnpoolPastOutputShapeIsRefusedAsWhenSpecialized) {
+  Var x = MakeVar("x", TensorType({1, 3, Dim::Symbol("h"), Dim::Symbol("w")}, DType::kFloat32));
+  Attrs k2s2 = {{"kernel_shape", std::vector<int64_t>{2, 2}},
+                {"strides", std::vector<int64_t>{2, 2}}};
+  Expr pool = MakeCall("max_pool_with_indices", {x}, k2s2, "pool");
+  k2s2.Set("output_shape", std::vector<int64_t>{1, 3, 9, 8});
+  ModelPtr model = Model::Create(
+      MakeFunction(
+          {x}, MakeCall("max_unpool", {MakeTupleGetItem(pool, 0), MakeTupleGetItem(pool, 1)}, k2s2,
+                        "unpool")),
+      "unpool_to_size");
+  Engine generic(Policy(CompilePolicy::kGenericOnly)), eager(Policy(CompilePolicy::kEager));
+  for (const std::vector<int64_t>& fits :
+       {std::vector<int64_t>{1, 3, 6, 7}, std::vector<int64_t>{1, 3, 9, 8}}) {
+    std::vector<Tensor> in{RandomTensor(DType::kFloat32, fits, 3)};
+    EXPECT_TRUE(TensorsNear(generic.Run(*model, in)[0], eager.Run(*model, in)[0]));
+  }
+  EXPECT_EQ(generic.stats().generic_unavailable, 0u);
+  std::vector<Tensor> big{RandomTensor(DType::kFloat32, {1, 3, 12, 8}, 4)};
+  Error from_generic = test::ErrorOf([&] { generic.Run(*model, big); });
+  Error from_eager = test::ErrorOf([&] { eager.Run(*model, big); });
+  EXPECT_EQ(from_generic.code(), from_eager.code());
+  EXPECT_EQ(from_generic.code(), ErrorCode::kTypeError);
+  EXPECT_THAT(from_generic.what(), HasSubstr("output_shape [1, 3, 9, 8]"));
+  EXPECT_THAT(from_eager.what(), HasSubstr("output_shape [1, 3, 9, 8]"));
+  EXPECT_EQ(generic.stats().specializations, 0u);
+}
+
 TEST(EngineTiers, BadInputsAreErrors) {
   ModelPtr model = Model::Create(test::MlpModel(), "mlp");
   Engine engine(Policy(CompilePolicy::kTiered));

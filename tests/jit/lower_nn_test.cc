@@ -25,6 +25,7 @@ using test::AttrsText;
 using test::CompiledMatchesReference;
 using test::RandomTensor;
 using test::SymbolicBatchMatchesReference;
+using test::SymbolicDimsMatchReference;
 using test::SymbolicImageMatchesReference;
 using test::TensorsNear;
 
@@ -556,14 +557,17 @@ TEST(LowerMaxPoolWithIndices, SpecialValues) {
 // pads, output_shape, 1-3 spatial dims and a larger case; float and integer data. Some pool
 // geometries do not invert exactly (their scatter is smaller than the pooled input), which
 // exercises the dropped indices too.
-TEST(LowerMaxUnpool, MatchesReference) {
-  struct UnpoolCase {
-    Ints src;      // the shape max_pool_with_indices pools
-    Attrs pool;    // its attributes
-    Attrs unpool;  // max_unpool's
-  };
-  const Attrs k2s2 = {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}};
-  std::vector<UnpoolCase> cases = {
+struct UnpoolCase {
+  Ints src;      // the shape max_pool_with_indices pools
+  Attrs pool;    // its attributes
+  Attrs unpool;  // max_unpool's
+};
+
+const Attrs kK2S2 = {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}};
+
+std::vector<UnpoolCase> UnpoolCases() {
+  const Attrs& k2s2 = kK2S2;
+  return {
       {{1, 1, 1}, {{"kernel_shape", Ints{1}}}, {{"kernel_shape", Ints{1}}}},  // size 1
       {{2, 3, 7},
        {{"kernel_shape", Ints{3}}, {"strides", Ints{2}}},
@@ -584,8 +588,12 @@ TEST(LowerMaxUnpool, MatchesReference) {
        {{"kernel_shape", Ints{2, 3, 1}}, {"strides", Ints{2, 3, 1}}}},
       {{2, 8, 32, 32}, k2s2, k2s2},  // larger: 256 positions searched for each of 16384
   };
+}
+
+TEST(LowerMaxUnpool, MatchesReference) {
+  const Attrs& k2s2 = kK2S2;
   uint64_t seed = 600;
-  for (const UnpoolCase& c : cases) {
+  for (const UnpoolCase& c : UnpoolCases()) {
     for (DType t : {DType::kFloat32, DType::kInt32}) {
       std::vector<Tensor> pooled = RunOpReference(
           "max_pool_with_indices", {RandomTensor(t, c.src, seed++, -100, 100)}, c.pool);
@@ -607,6 +615,27 @@ TEST(LowerMaxUnpool, MatchesReference) {
   Attrs shaped = k2s2;
   shaped.Set("output_shape", Ints{3, 2, 7, 6});
   EXPECT_TRUE(SymbolicBatchMatchesReference("max_unpool", pooled, shaped, 0, 2));
+}
+
+// Any image size (the generic tier): x's and the indices' dims symbolic but the channels, every
+// case (output_shape's padding past the scatter too, 1-3 spatial dims), the indices max pool's
+// and random ones (collisions, misses, other planes').
+TEST(LowerMaxUnpool, SymbolicImageSize) {
+  uint64_t seed = 650;
+  auto symbolic = [](size_t i, size_t d) { return i < 2 && d != 1; };
+  for (const UnpoolCase& c : UnpoolCases()) {
+    std::vector<Tensor> pooled = RunOpReference(
+        "max_pool_with_indices", {RandomTensor(DType::kFloat32, c.src, seed++, -100, 100)}, c.pool);
+    EXPECT_TRUE(
+        SymbolicDimsMatchReference("max_unpool", pooled, c.unpool, 0, symbolic, "symbolic image"))
+        << AttrsText(c.unpool);
+    const int64_t out_numel = RunOpReference("max_unpool", pooled, c.unpool)[0].numel();
+    Tensor random_idx = RandomTensor(DType::kInt64, pooled[1].shape(), seed++, -2,
+                                     static_cast<double>(out_numel + 2));
+    EXPECT_TRUE(SymbolicDimsMatchReference("max_unpool", {pooled[0], random_idx}, c.unpool, 0,
+                                           symbolic, "symbolic image"))
+        << AttrsText(c.unpool) << " (random indices)";
+  }
 }
 
 TEST(LowerGlobalPool, MatchesReference) {
