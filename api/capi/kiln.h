@@ -1,7 +1,8 @@
 /* kiln.h: the stable C API of kiln, a JIT-compiling inference engine (SPEC.md §7).
  *
- * The one public header: valid C99 and C++, nothing C++ in it. Include it as "kiln.h" (the
- * kiln_api library puts api/capi/ on its users' include path) and link kiln_api.
+ * The one public header: valid C99 and C++, nothing C++ in it. Include it as "kiln.h" and link
+ * libkiln.so: installed, `pkg-config --cflags --libs kiln` or CMake's find_package(kiln) and
+ * kiln::kiln; inside this tree, the kiln_api (static) or kiln_shared target.
  *
  *   kiln_engine* engine = NULL;
  *   kiln_model* model = NULL;

@@ -7,12 +7,9 @@ set -u
 KILN=$1
 NODE=$2
 WORK=$3
-failures=0
-
-fail() {
-  echo "cli_test: FAILED: $*" >&2
-  failures=$((failures + 1))
-}
+CHECKS_NAME=cli_test
+# shellcheck source=tests/c_api/checks.sh
+source "$(dirname "$0")/checks.sh"
 
 # expect_output DESCRIPTION EXPECTED_RC PATTERN... -- COMMAND...: runs COMMAND, checks its exit
 # status and that its stdout+stderr contains every PATTERN (fixed strings).
@@ -316,8 +313,4 @@ expect_output "unknown pass" 2 "unknown pass 'NoSuchPass'" \
 expect_output "test-onnx with no dirs" 2 "no CASE_DIR" -- "$KILN" test-onnx --rtol 1e-2
 expect_output "types with no model" 2 "exactly one MODEL" -- "$KILN" types
 
-if [ "$failures" != 0 ]; then
-  echo "cli_test: $failures failures"
-  exit 1
-fi
-echo "cli_test: all checks passed"
+finish
