@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 mode="${1:-run}"
 packages=(cmake g++ ninja-build ccache libgtest-dev libgmock-dev libbenchmark-dev
   libeigen3-dev libtbb-dev llvm-19-dev libonnx-dev libprotobuf-dev protobuf-compiler
-  libonnx-testdata python3-onnx python3-numpy pkgconf)
+  libonnx-testdata python3-onnx python3-numpy python3-pytest pkgconf)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

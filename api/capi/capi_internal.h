@@ -74,7 +74,7 @@ std::string Join(const std::vector<std::string>& v, const char* sep);
 // handles may go); `engine`, `model`, the `outputs` slot array and the tensors in it are the
 // caller's and must outlive Execute.
 struct PreparedRun {
-  kiln::Engine* engine = nullptr;
+  kiln::Engine* engine = nullptr;  // null: a reference run (kiln::Interpret), never in place
   const kiln_model* model = nullptr;
   std::vector<kiln::Tensor> inputs;
   kiln_tensor** outputs = nullptr;
@@ -89,6 +89,11 @@ PreparedRun PrepareRun(kiln_engine* engine, const kiln_model* model, size_t num_
                        const char* const* input_names, const kiln_tensor* const* inputs,
                        size_t num_outputs, const char* const* output_names, kiln_tensor** outputs,
                        const char* fn);
+// PrepareRun's checks and binding for a given engine, or for a reference run (`engine` null).
+PreparedRun BindRun(kiln::Engine* engine, const kiln_model* model, size_t num_inputs,
+                    const char* const* input_names, const kiln_tensor* const* inputs,
+                    size_t num_outputs, const char* const* output_names, kiln_tensor** outputs,
+                    const char* fn);
 
 }  // namespace kiln_capi
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "api/capi/capi_internal.h"
+#include "ir/interpreter.h"
 #include "ir/text.h"
 #include "ir/type_infer.h"
 #include "passes/instrument.h"
@@ -252,10 +253,18 @@ PreparedRun PrepareRun(kiln_engine* engine, const kiln_model* model, size_t num_
                        size_t num_outputs, const char* const* output_names, kiln_tensor** outputs,
                        const char* fn) {
   if (!engine) Throw(ErrorCode::kInvalidArgument, fn, ": engine is NULL");
+  return BindRun(engine->engine.get(), model, num_inputs, input_names, inputs, num_outputs,
+                 output_names, outputs, fn);
+}
+
+PreparedRun BindRun(kiln::Engine* engine, const kiln_model* model, size_t num_inputs,
+                    const char* const* input_names, const kiln_tensor* const* inputs,
+                    size_t num_outputs, const char* const* output_names, kiln_tensor** outputs,
+                    const char* fn) {
   if (!model) Throw(ErrorCode::kInvalidArgument, fn, ": model is NULL");
   const kiln_model& m = *model;
   PreparedRun run;
-  run.engine = engine->engine.get();
+  run.engine = engine;
   run.model = model;
   run.fn = fn;
   run.inputs = GatherInputs(m, num_inputs, input_names, inputs, fn);
@@ -294,7 +303,7 @@ PreparedRun PrepareRun(kiln_engine* engine, const kiln_model* model, size_t num_
             ", given ", outputs[j]->t.TypeString());
     in_place = in_place && outputs[j] && index[j] == j;
   }
-  run.in_place = in_place;
+  run.in_place = in_place && engine;
   return run;
 }
 
@@ -323,7 +332,8 @@ void PreparedRun::Execute() const {
     return;
   }
 
-  std::vector<kiln::Tensor> all = engine->Run(*m.model, in);
+  std::vector<kiln::Tensor> all =
+      engine ? engine->Run(*m.model, in) : kiln::Interpret(m.model->graph(), in);
   // Check the in-place slots and make the new handles before writing any slot.
   std::vector<std::unique_ptr<kiln_tensor>> fresh(num_outputs);
   for (size_t j = 0; j < num_outputs; ++j) {
@@ -558,6 +568,17 @@ kiln_status kiln_engine_create(const kiln_options* options, kiln_engine** out) {
 
 void kiln_engine_destroy(kiln_engine* engine) {
   delete engine;
+}
+
+kiln_status kiln_model_run_reference(const kiln_model* model, size_t num_inputs,
+                                     const char* const* input_names,
+                                     const kiln_tensor* const* inputs, size_t num_outputs,
+                                     const char* const* output_names, kiln_tensor** outputs) {
+  KILN_API_BEGIN
+  kiln_capi::BindRun(nullptr, model, num_inputs, input_names, inputs, num_outputs, output_names,
+                     outputs, __func__)
+      .Execute();
+  KILN_API_END
 }
 
 kiln_status kiln_engine_run(kiln_engine* engine, const kiln_model* model, size_t num_inputs,

@@ -371,6 +371,15 @@ kiln_status kiln_engine_run(kiln_engine* engine, const kiln_model* model, size_t
                             size_t num_outputs, const char* const* output_names,
                             kiln_tensor** outputs);
 
+/* Runs `model` with each op's reference kernel, in dataflow order, compiling nothing: slow,
+ * and the oracle that compiled kernels are tested against (to check an engine's numbers, or to
+ * find which engine option changes them). Inputs and outputs follow kiln_engine_run's rules;
+ * outputs given in place are filled by a copy. */
+kiln_status kiln_model_run_reference(const kiln_model* model, size_t num_inputs,
+                                     const char* const* input_names,
+                                     const kiln_tensor* const* inputs, size_t num_outputs,
+                                     const char* const* output_names, kiln_tensor** outputs);
+
 /* Asynchronous runs. A stream is an ordered queue of runs for one engine: the runs enqueued on
  * it execute one after another, in order, on the stream's own thread (a CPU device stream);
  * runs on different streams overlap. For an engine whose target is a device (`cuda`), each

@@ -438,6 +438,59 @@ static void check_mlp_outputs(const float* x, int batch, const float* y, const f
   }
 }
 
+/* The reference run: the same numbers without an engine, into new and into in-place outputs;
+ * its argument errors are kiln_engine_run's. */
+static void test_reference_run(void) {
+  kiln_model* model = build_mlp();
+  static const float x2[8] = {1.0f, -2.0f, 0.5f, 3.0f, -1.5f, 2.5f, 1.0f, -0.5f};
+  const int64_t x_shape[2] = {2, 4}, o_shape[2] = {2, 2}, bad_shape[2] = {2, 3};
+  const char* in_names[1] = {"x"};
+  const char* out_names[1] = {"probs"};
+  kiln_tensor* x = NULL;
+  kiln_tensor* bad = NULL;
+  kiln_tensor* probs = NULL;
+  kiln_tensor* outs[2] = {NULL, NULL};
+  const kiln_tensor* ins[1];
+  void* y = NULL;
+
+  CHECK(model != NULL);
+  if (!model) return;
+  OK(kiln_tensor_wrap(KILN_F32, 2, x_shape, (void*)x2, sizeof x2, &x));
+  OK(kiln_tensor_create(KILN_F32, 2, o_shape, &probs));
+  OK(kiln_tensor_create(KILN_F32, 2, bad_shape, &bad));
+  ins[0] = x;
+  OK(kiln_model_run_reference(model, 1, in_names, ins, 2, NULL, outs));
+  CHECK(outs[0] && outs[1]);
+  if (outs[0] && outs[1]) {
+    float p[4];
+    OK(kiln_tensor_data(outs[0], &y));
+    OK(kiln_tensor_copy_to_host(outs[1], p, sizeof p));
+    check_mlp_outputs(x2, 2, (const float*)y, p);
+  }
+  /* In place, by name. */
+  OK(kiln_model_run_reference(model, 1, NULL, ins, 1, out_names, &probs));
+  if (outs[0]) {
+    float p[4];
+    OK(kiln_tensor_copy_to_host(probs, p, sizeof p));
+    check_mlp_outputs(x2, 2, (const float*)y, p);
+  }
+  FAILS(kiln_model_run_reference(NULL, 1, NULL, ins, 2, NULL, outs), KILN_INVALID_ARGUMENT,
+        "kiln_model_run_reference: model is NULL");
+  ins[0] = bad;
+  FAILS(kiln_model_run_reference(model, 1, NULL, ins, 2, NULL, outs), KILN_INVALID_ARGUMENT,
+        "input 'x': expected f32[batch, 4], given f32[2, 3]");
+  out_names[0] = "nope";
+  ins[0] = x;
+  FAILS(kiln_model_run_reference(model, 1, NULL, ins, 1, out_names, &probs), KILN_NOT_FOUND,
+        "has no output 'nope'");
+  kiln_tensor_destroy(outs[0]);
+  kiln_tensor_destroy(outs[1]);
+  kiln_tensor_destroy(probs);
+  kiln_tensor_destroy(bad);
+  kiln_tensor_destroy(x);
+  kiln_model_destroy(model);
+}
+
 static void test_mlp(void) {
   kiln_model* model = build_mlp();
   kiln_engine* engine = NULL;
@@ -984,6 +1037,7 @@ int main(int argc, char** argv) {
   test_options();
   test_builder_errors();
   test_mlp();
+  test_reference_run();
   test_passes();
   test_onnx(argc > 1 ? argv[1] : NULL);
   printf("c_api_test: %d failures\n", g_failures);

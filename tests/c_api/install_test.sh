@@ -66,7 +66,13 @@ check_run() {
     fail "$name: the program failed: $(cat "$WORK/$name.err")"
     return
   fi
-  if ! /usr/bin/python3 - "$WORK/$name.txt" "$WORK/want.txt" <<'PY'; then
+  check_output "$name" "$WORK/$name.txt"
+}
+
+# check_output NAME FILE: FILE's numbers (one a line) against NumPy's.
+check_output() {
+  local name=$1
+  if ! /usr/bin/python3 - "$2" "$WORK/want.txt" <<'PY'; then
 import sys
 got = [float(v) for v in open(sys.argv[1]).read().split()]
 want = [float(v) for v in open(sys.argv[2]).read().split()]
@@ -107,6 +113,26 @@ if cmake -S "$WORK/cmake_project" -B "$WORK/cmake_build" -DCMAKE_PREFIX_PATH="$P
   check_run find_package "$WORK/cmake_build/run_mlp"
 else
   fail "find_package(kiln) project: $(tail -20 "$WORK/cmake.log")"
+fi
+
+# The installed Python package, from outside the tree (only the prefix on PYTHONPATH), loads
+# the prefix's libkiln.so and prints the same numbers.
+cat >"$WORK/run_mlp.py" <<'PY'
+import sys
+import numpy as np
+import kiln
+assert kiln.__file__.startswith(sys.argv[2]), kiln.__file__
+model = kiln.Model.from_onnx(sys.argv[1])
+batch = 3
+x = np.sin(0.01 * np.arange(batch * 64, dtype=np.float64)).astype(np.float32).reshape(batch, 64)
+for v in kiln.Engine(threads=1).run(model, {"x": x})[model.outputs[0].name].ravel():
+    print(float(v))
+PY
+pydir="$PREFIX/lib/python3/dist-packages"
+if (cd "$WORK" && env -u KILN_LIBRARY PYTHONPATH="$pydir" /usr/bin/python3 run_mlp.py   "$WORK/mlp.onnx" "$pydir" >"$WORK/python.txt" 2>"$WORK/python.err"); then
+  check_output python "$WORK/python.txt"
+else
+  fail "python: the installed package failed: $(cat "$WORK/python.err")"
 fi
 
 # The installed tool runs.

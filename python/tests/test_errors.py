@@ -1,0 +1,68 @@
+"""Every failure is a kiln.Error carrying kiln's message and status, never a crash."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import kiln
+
+
+def raises(fn, status, text):
+    with pytest.raises(kiln.Error) as e:
+        fn()
+    assert e.value.status == status, str(e.value)
+    assert text in str(e.value), str(e.value)
+
+
+def test_bad_models(tmp_path):
+    raises(lambda: kiln.Model.from_onnx(b"\x08\x01garbage"), "KILN_INVALID_ARGUMENT", "ONNX")
+    raises(lambda: kiln.Model.from_onnx(str(tmp_path / "missing.onnx")), "KILN_INVALID_ARGUMENT",
+           "missing.onnx")
+
+    def one_node(op):
+        node = helper.make_node(op, ["x"], ["y"], name="mystery")
+        graph = helper.make_graph([node], "g",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        return model.SerializeToString()
+
+    raises(lambda: kiln.Model.from_onnx(one_node("NoSuchOp")), "KILN_INVALID_ARGUMENT",
+           "No Op registered for NoSuchOp")
+    raises(lambda: kiln.Model.from_onnx(one_node("StringNormalizer")), "KILN_UNSUPPORTED",
+           "unsupported ONNX op 'StringNormalizer' (node 'mystery'")
+    with pytest.raises(TypeError):
+        kiln.Model.from_onnx(42)
+
+
+def test_bad_inputs(mlp):
+    engine = kiln.Engine(threads=1)
+    raises(lambda: engine.run(mlp, {"x": np.zeros((2, 783), np.float32)}), "KILN_INVALID_ARGUMENT",
+           "input 'x': expected f32[batch, 784], given f32[2, 783]")
+    raises(lambda: engine.run(mlp, {"x": np.zeros((2, 784), np.float64)}), "KILN_INVALID_ARGUMENT",
+           "given f64[2, 784]")
+    raises(lambda: engine.run(mlp, {"y": np.zeros((2, 784), np.float32)}), "KILN_NOT_FOUND",
+           "has no input 'y'")
+    raises(lambda: engine.run(mlp, {}), "KILN_INVALID_ARGUMENT", "input 'x' (f32[batch, 784]) is missing")
+    raises(lambda: engine.run(mlp, []), "KILN_INVALID_ARGUMENT", "takes 1 inputs, given 0")
+    raises(lambda: mlp.run_reference({"x": np.zeros((784,), np.float32)}), "KILN_INVALID_ARGUMENT",
+           "input 'x'")
+    with pytest.raises(TypeError, match="input 'x'"):
+        engine.run(mlp, {"x": np.zeros((2, 784), np.complex64)})
+
+
+def test_bad_options_name_the_option():
+    raises(lambda: kiln.Engine(policy="sometimes"), "KILN_INVALID_ARGUMENT", "sometimes")
+    raises(lambda: kiln.Engine(pipeline="InferType,NoSuchPass"), "KILN_INVALID_ARGUMENT", "NoSuchPass")
+    raises(lambda: kiln.Engine(config={"no.such.key": 1}), "KILN_INVALID_ARGUMENT", "no.such.key")
+    raises(lambda: kiln.Engine(target="nonsense"), "KILN_INVALID_ARGUMENT", "nonsense")
+
+
+def test_closed_engine(mlp):
+    engine = kiln.Engine(threads=1)
+    engine.close()
+    raises(lambda: engine.run(mlp, {"x": np.zeros((1, 784), np.float32)}), "KILN_INVALID_ARGUMENT",
+           "closed")
+    with kiln.Engine(threads=1) as e:
+        assert e.stats()["runs"] == 0
+    raises(e.stats, "KILN_INVALID_ARGUMENT", "closed")
