@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 mode="${1:-run}"
 packages=(cmake g++ ninja-build ccache libgtest-dev libgmock-dev libbenchmark-dev
   libeigen3-dev libtbb-dev llvm-19-dev libonnx-dev libprotobuf-dev protobuf-compiler
-  libonnx-testdata python3-onnx python3-numpy python3-pytest pkgconf)
+  libonnx-testdata python3-onnx python3-numpy python3-pytest pkgconf
+  libcpp-httplib-dev nlohmann-json3-dev curl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -53,8 +54,9 @@ asan_tests() {
 
 # The engine is shared by any number of run threads and its background compile pool, so its
 # concurrency tests (many threads, random shapes, the tiered policy's publishing, single
-# flight) and the C API's (runs from two threads, per-thread errors, asynchronous runs on
-# streams and their cancellation) also run under ThreadSanitizer. Only their targets are built in that configuration.
+# flight), the C API's (runs from two threads, per-thread errors, asynchronous runs on
+# streams and their cancellation) and `kiln serve`'s batching of requests from many threads
+# also run under ThreadSanitizer. Only their targets are built in that configuration.
 # oneTBB is not instrumented: reports through its handoffs are suppressed (scripts/tsan.supp).
 tsan_tests() {
   local tsan="${KILN_TSAN_BUILD_DIR:-build-tsan}"
@@ -62,10 +64,10 @@ tsan_tests() {
     cmake -S . -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_TSAN=ON >/dev/null
   fi
   cmake --build "$tsan" --target engine_tiers_test engine_concurrency_test \
-    api_c_api_threads_test api_c_api_async_test -- -j2
+    api_c_api_threads_test api_c_api_async_test serve_model_runner_test -- -j2
   TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp halt_on_error=1 history_size=7" \
     ctest --test-dir "$tsan" --output-on-failure -j2 \
-    -R '^(engine/Engine(Tiers|Concurrency)|api/CApi(Threads|Async))\.'
+    -R '^(engine/Engine(Tiers|Concurrency)|api/CApi(Threads|Async)|serve/ModelRunner)\.'
 }
 
 # The main job: the kiln CLI on a small ONNX MLP with a symbolic batch, generated once by

@@ -64,7 +64,9 @@ std::string ShapeString(const kiln_tensor* t);
 ModelPtr LoadModel(const std::string& path);
 std::vector<IoType> ModelIo(const kiln_model* model, bool input);
 float HalfToFloat(uint16_t h);
+// IEEE binary16 and bfloat16 from f32, rounding to nearest even.
 uint16_t FloatToHalf(float f);
+uint16_t FloatToBf16(float f);
 double GetElement(const void* data, kiln_dtype dtype, int64_t i);
 void FillRandom(kiln_tensor* t, std::mt19937& rng);
 std::string FirstValues(const kiln_tensor* t, int64_t limit);
@@ -77,5 +79,6 @@ int RunCommand(const std::vector<std::string>& args);
 int TestOnnxCommand(const std::vector<std::string>& args);
 int BenchCommand(const std::vector<std::string>& args);
 int CompileCommand(const std::vector<std::string>& args);
+int ServeCommand(const std::vector<std::string>& args);
 
 }  // namespace kiln::cli

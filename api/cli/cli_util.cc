@@ -139,13 +139,29 @@ float HalfToFloat(uint16_t h) {
   return f;
 }
 
-uint16_t FloatToHalf(float f) {  // for random inputs in [-1, 1]: normal range, truncated
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  uint32_t sign = (bits >> 16) & 0x8000u;
-  int exp = static_cast<int>((bits >> 23) & 0xff) - 127 + 15;
-  if (exp <= 0) return static_cast<uint16_t>(sign);
-  return static_cast<uint16_t>(sign | (exp << 10) | ((bits >> 13) & 0x3ff));
+uint16_t FloatToHalf(float f) {  // round to nearest even; overflow to infinity; NaN stays NaN
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u, abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u)
+    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: infinity
+  if (abs < 0x38800000u) {  // below 2^-14: a subnormal half, in units of 2^-24 (exact scaling)
+    float v;
+    std::memcpy(&v, &abs, 4);
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(v * 16777216.0f)));
+  }
+  // Drop 13 mantissa bits rounding to nearest even, then rebias the exponent (127 -> 15); a
+  // carry out of the mantissa correctly bumps the exponent.
+  const uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
+  return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+uint16_t FloatToBf16(float f) {  // round to nearest even; NaN stays NaN
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
 double GetElement(const void* data, kiln_dtype dtype, int64_t i) {

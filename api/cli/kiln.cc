@@ -9,6 +9,9 @@
 //              [--compile-nice N] [--cache-dir D] [--record FILE] [--warm FILE]
 //   kiln compile MODEL [--shape NAME=1x784 ...] --emit cuda|ptx|llvm|asm [--target T]
 //                [--opt-level N] [--disable-pass P] OUT_DIR
+//   kiln serve MODEL_DIR [--host H] [--port P] [--max-batch ROWS] [--batch-delay-us U]
+//              [--threads N] [--policy P] [--cache-dir D] [--opt-level N] [--http-threads N]
+//              [--max-request-bytes B] [--max-elements N]
 //   kiln types MODEL
 //   kiln passes
 //   kiln test-onnx [--rtol R] [--atol A] CASE_DIR...
@@ -29,6 +32,9 @@
 // file per kernel, and prints their paths: with --target 'cuda -arch=sm_90', CUDA C (--emit
 // cuda) or PTX (--emit ptx, compiled by NVRTC; no GPU needed); with an llvm target (the
 // default), the optimized LLVM IR (--emit llvm).
+//
+// serve answers the Open Inference Protocol v2 over HTTP for every ONNX model in MODEL_DIR
+// (api/serve/server.h), batching concurrent requests per model, until SIGINT or SIGTERM.
 //
 // test-onnx prints a line per case, `PASS NAME` or `FAIL NAME: REASON`; a pass whose outputs no
 // compiled kernel computed (folded at specialization, or copied from inputs) is
@@ -59,6 +65,9 @@ const char kUsage[] =
     "           [--json] [--cache-dir D] [--record SHAPES_FILE] [--warm SHAPES_FILE]\n"
     "  kiln compile MODEL [--shape NAME=1x784 ...] --emit cuda|ptx|llvm|asm\n"
     "           [--target 'cuda -arch=sm_90'] [--opt-level N] [--disable-pass P] OUT_DIR\n"
+    "  kiln serve MODEL_DIR [--host 127.0.0.1] [--port 8000 (0: any)] [--max-batch ROWS]\n"
+    "           [--batch-delay-us U] [--threads N] [--policy P] [--cache-dir D] [--opt-level N]\n"
+    "           [--http-threads N] [--max-request-bytes B] [--max-elements N]\n"
     "  kiln types MODEL\n"
     "  kiln passes\n"
     "  kiln test-onnx [--rtol R] [--atol A] CASE_DIR...\n";
@@ -118,6 +127,7 @@ int main(int argc, char** argv) {
     if (command == "run") return RunCommand(args);
     if (command == "bench") return BenchCommand(args);
     if (command == "compile") return CompileCommand(args);
+    if (command == "serve") return ServeCommand(args);
     if (command == "types") return TypesCommand(args);
     if (command == "passes") return PassesCommand(args);
     if (command == "test-onnx") return TestOnnxCommand(args);
