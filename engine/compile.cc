@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "ir/error.h"
+#include "ir/trace.h"
 #include "passes/pass_context.h"
 #include "passes/pipeline.h"
 
@@ -30,10 +31,16 @@ CompiledKernel CompileKernel(const Function& fn, const std::string& name,
   auto t0 = std::chrono::steady_clock::now();
   const CodeGenerator& generator = GetCodegen(options.kind);
   CompiledKernel k;
-  k.lowered = LowerKernel(fn, name, options.kind);
+  {
+    TraceSpan span("compile", "lower to loops");  // and the loop passes, each a span of its own
+    k.lowered = LowerKernel(fn, name, options.kind);
+  }
   double lower_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  k.module = generator.build({k.lowered.func}, WithPassContextOptions(options));
+  {
+    TraceSpan span("compile", options.kind == "llvm" ? "LLVM" : "code generation");
+    k.module = generator.build({k.lowered.func}, WithPassContextOptions(options));
+  }
   k.entry = &k.module->Entry(name);
   k.timings = k.module->timings();
   k.timings.lower_ms += lower_ms;

@@ -181,6 +181,16 @@ void ThrowIfCancelled(const Model& model) {
     Throw(ErrorCode::kCancelled, "model '", model.name(), "': run cancelled before it started");
 }
 
+// A run's trace arguments: its inputs' types.
+std::string TraceInputs(std::span<const Tensor> inputs) {
+  std::string s = "\"inputs\":[";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i) s += ',';
+    s += JsonQuote(inputs[i].TypeString());
+  }
+  return s + "]";
+}
+
 }  // namespace
 
 Engine::CancelScope::CancelScope(const std::atomic<bool>* flag) : outer_(tls_cancel) {
@@ -192,6 +202,9 @@ Engine::CancelScope::~CancelScope() {
 
 void Engine::Run(const Model& model, std::span<const Tensor> inputs,
                  std::span<const Tensor> outputs) {
+  TracerScope trace_scope(tracer_.get());
+  TraceSpan span("run", model.name());
+  if (span.active()) span.SetArgs(TraceInputs(inputs));
   ThrowIfCancelled(model);
   if (model.segments()) {
     runs_.fetch_add(1, std::memory_order_relaxed);
@@ -227,6 +240,9 @@ void Engine::Run(const Model& model, std::span<const Tensor> inputs,
 }
 
 std::vector<Tensor> Engine::Run(const Model& model, std::span<const Tensor> inputs) {
+  TracerScope trace_scope(tracer_.get());
+  TraceSpan span("run", model.name());
+  if (span.active()) span.SetArgs(TraceInputs(inputs));
   ThrowIfCancelled(model);
   runs_.fetch_add(1, std::memory_order_relaxed);
   return RunPart(model, inputs);
@@ -464,6 +480,7 @@ void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor*
     }
     return nullptr;
   };
+  const int trace_tid = tracer_ ? Tracer::ThreadId() : 0;  // the run's: workers may call kernels
   auto run_all = [&] {
     void* buffers[kMaxKernelBuffers];
     for (const KernelLaunch& k : exe.launches()) {
@@ -476,10 +493,11 @@ void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor*
         k.entry->cpu(buffers, exe.scalars.data() + k.first_scalar);
         continue;
       }
-      // Profiling (EngineOptions::profile): two clock reads and two relaxed atomic adds.
+      // Profiling (EngineOptions::profile): two clock reads and two relaxed atomic adds (and an
+      // event when tracing).
       auto t0 = std::chrono::steady_clock::now();
       k.entry->cpu(buffers, exe.scalars.data() + k.first_scalar);
-      k.profile->Record(t0);
+      k.profile->Record(t0, trace_tid);
     }
     for (const OutputCopy& c : exe.copies)
       std::memcpy(outputs[c.output].raw_data(), resolve(c.from), c.nbytes);

@@ -117,6 +117,7 @@ void Engine::UseDevice() {
 
 Engine::Engine(EngineOptions options)
     : options_(Validated(std::move(options))),
+      tracer_(options_.trace ? std::make_shared<Tracer>() : nullptr),
       codegen_(ParseTarget(options_.target)),
       vector_bits_(VectorRegisterBits(codegen_)),
       arena_(options_.num_threads > 0 ? options_.num_threads : tbb::task_arena::automatic),
@@ -306,6 +307,13 @@ void Engine::Forget(const Model& model) {
   }
   std::lock_guard<std::mutex> lock(generic_mu_);
   generic_.erase(model.id());
+}
+
+std::string Engine::TraceJson() const {
+  if (!tracer_)
+    Throw(ErrorCode::kInvalidArgument,
+          "the engine does not trace: EngineOptions::trace was off when it was made");
+  return tracer_->Json();
 }
 
 EngineStats Engine::stats() const {

@@ -118,6 +118,12 @@ struct EngineOptions {
   // own), and dispatch times every kernel launch, accumulated per kernel (EngineStats). Off, the
   // hit path does no timing at all.
   bool profile = false;
+  // Tracing: a Chrome/Perfetto trace (Engine::TraceJson, ir/trace.h) of every compile (its
+  // phases, each pass, each kernel's lowering and code generation) and every run and kernel
+  // launch, per thread, with shapes in the events' arguments. It times each launch as
+  // profiling does (and so fills the kernel profile) and records an event per launch: for
+  // finding where time goes, not for serving. Off, the hit path sets no span.
+  bool trace = false;
 };
 
 // One compiled shape key.
@@ -238,6 +244,9 @@ class Engine {
   void Forget(const Model& model);
 
   EngineStats stats() const;
+  // With EngineOptions::trace: the trace so far, in the Chrome/Perfetto JSON format
+  // (Tracer::Json). Throws kInvalidArgument when the engine does not trace.
+  std::string TraceJson() const;
   // What a run of `model` on `inputs` would be served by now, and on a miss which component of
   // the shape key is new. Looks only: nothing is compiled, counted or made recently used.
   // `inputs` are checked as a run checks them (count, rank, dtype, constraints). A model run
@@ -404,6 +413,8 @@ class Engine {
   void InsertLocked(std::shared_ptr<Specialization> spec);
 
   const EngineOptions options_;
+  // With options_.trace; shared with the kernel profiles that record launches into it.
+  const std::shared_ptr<Tracer> tracer_;
   CodegenOptions codegen_;  // from the target string
   // A device target's device and its API (EngineOptions::device_api or the registry's); null
   // for the CPU, whose kernels are called on the host.

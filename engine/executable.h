@@ -18,6 +18,7 @@
 #include "engine/compile.h"
 #include "engine/memory_plan.h"
 #include "ir/dim.h"
+#include "ir/trace.h"
 #include "passes/instrument.h"
 
 namespace kiln {
@@ -40,17 +41,22 @@ struct BufferRef {
 
 // A kernel's run time, accumulated by dispatch when the engine profiles. Shared by the
 // executable (which writes it from any number of runs at once) and the engine's statistics.
+// With EngineOptions::trace it also records each call as a trace event.
 struct KernelProfile {
   mutable std::atomic<uint64_t> calls{0};
   mutable std::atomic<uint64_t> total_ns{0};
+  std::shared_ptr<Tracer> tracer;  // set only when the engine traces
+  std::string name, trace_args;    // the event's name and arguments (ir/trace.h)
 
-  // One call that started at `t0` and has just ended: a clock read and two relaxed adds.
-  void Record(std::chrono::steady_clock::time_point t0) const {
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::steady_clock::now() - t0)
-                        .count();
+  // One call that started at `t0` and has just ended: a clock read and two relaxed adds (and a
+  // trace event on thread `tid`, the run's, when tracing).
+  void Record(std::chrono::steady_clock::time_point t0, int tid = 0) const {
+    const auto t1 = std::chrono::steady_clock::now();
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
     calls.fetch_add(1, std::memory_order_relaxed);
     total_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
+    if (tracer)
+      tracer->Complete(name, "kernel", t0, t1, trace_args, tid ? tid : Tracer::ThreadId());
   }
 };
 

@@ -149,6 +149,9 @@ std::string ShapeKeyText(const Model& model, const std::vector<TensorSignature>&
 }
 
 std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildRequest& req) {
+  // On the run's thread or a background compile's: either way into the engine's trace.
+  TracerScope trace_scope(tracer_.get());
+  TraceSpan build_span("compile", req.generic ? "compile generic" : "compile");
   auto t0 = std::chrono::steady_clock::now();
   const bool generic = req.generic;
   auto exe = std::make_shared<Executable>();
@@ -171,6 +174,7 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
     exe->inputs = req.inputs;
     exe->shape_key = ShapeKeyText(model, req.inputs, req.values);
   }
+  if (build_span.active()) build_span.SetArgs("\"shape_key\":" + JsonQuote(exe->shape_key));
 
   // One leaf per tensor a graph value holds. `intermediate` >= 0 for a kernel's output.
   struct Leaf {
@@ -218,8 +222,12 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
       ctx->SetInstruments(std::move(all));
     }
     PassContextScope scope(ctx);
-    IRModule m = (*graph_pipeline_)(IRModule({{"main", fn}}));
-    m = (*fuse_ops_)(m);
+    IRModule m;
+    {
+      TraceSpan phase("compile", "graph passes");
+      m = (*graph_pipeline_)(IRModule({{"main", fn}}));
+      m = (*fuse_ops_)(m);
+    }
     Function main = m.Lookup("main");
 
     // Every fused group's kernel, compiled before the walk below that wires them up. A cold
@@ -242,6 +250,7 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
                         nullptr, nullptr});
     }
     auto compile = [&](GroupCompile& g) {
+      TraceSpan span("compile", g.name);  // a cache hit shows as a short span
       try {
         g.kernel =
             kernels_.GetOrCompile(KernelKey::Make(g.fn, options_.target, codegen_, pipeline_hash_),
@@ -255,6 +264,7 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
         // The current PassContext is per thread: each task enters one of its own, made from
         // the same options, so passes on workers see the engine's configuration.
         PassContextScope task_scope(MakePassContext());
+        TracerScope task_trace(tracer_.get());
         compile(g);
       };
       ParallelEach(*req.arena, groups, each);
@@ -350,7 +360,22 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
           // The threads of a device kernel are its launch's; a host kernel's parallel loops run
           // in the engine's task arena.
           launch.parallel = !device_api_ && HasParallelLoop(l.func);
-          if (options_.profile) launch.profile = std::make_shared<KernelProfile>();
+          if (options_.profile || tracer_) {
+            auto profile = std::make_shared<KernelProfile>();
+            if (tracer_) {
+              profile->tracer = tracer_;
+              profile->name = launch.name;
+              std::string shapes;
+              for (const Expr& a : call->args) {
+                if (!shapes.empty()) shapes += ", ";
+                shapes += TypeToString(a->type);
+              }
+              profile->trace_args = StrCat("\"shape_key\":", JsonQuote(exe->shape_key),
+                                           ",\"args\":", JsonQuote(shapes),
+                                           ",\"result\":", JsonQuote(TypeToString(e->type)));
+            }
+            launch.profile = std::move(profile);
+          }
           launch.first_buffer = static_cast<uint32_t>(exe->buffer_refs.size());
           if (static_cast<int>(call->args.size()) != l.num_params)
             Throw(ErrorCode::kInternal, where, ": ", call->args.size(),

@@ -5,6 +5,7 @@
 
 #include "ir/error.h"
 #include "ir/structural.h"
+#include "ir/trace.h"
 #include "ir/type_infer.h"
 
 namespace kiln {
@@ -120,6 +121,7 @@ IRModule Pass::operator()(const IRModule& m) const {
 IRModule Pass::operator()(const IRModule& m, const PassContext& ctx) const {
   bool required = Contains(ctx.required_passes, info_.name);
   if (!ctx.InstrumentBeforePass(m, info_, required)) return m;
+  TraceSpan span("pass", info_.name);  // a Sequential's span holds its passes'
   bool check = ctx.GetConfigBool("testing.check_immutable");
   size_t before = check ? StructuralHash(m) : 0;
   IRModule out;

@@ -545,6 +545,13 @@ kiln_status kiln_options_set_profiling(kiln_options* options, int enabled) {
   KILN_API_END
 }
 
+kiln_status kiln_options_set_trace(kiln_options* options, int enabled) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(options);
+  options->options.trace = enabled != 0;
+  KILN_API_END
+}
+
 kiln_status kiln_options_add_instrument(kiln_options* options, kiln_pass_hook before,
                                         kiln_pass_hook after, int with_ir, void* user_data) {
   KILN_API_BEGIN
@@ -692,6 +699,14 @@ kiln_status kiln_engine_stats_json(const kiln_engine* engine, char** out_json) {
   KILN_REQUIRE(engine);
   KILN_REQUIRE(out_json);
   *out_json = NewCString(StatsJson(engine->engine->stats()));
+  KILN_API_END
+}
+
+kiln_status kiln_engine_trace_json(const kiln_engine* engine, char** out_json) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(engine);
+  KILN_REQUIRE(out_json);
+  *out_json = NewCString(engine->engine->TraceJson());
   KILN_API_END
 }
 

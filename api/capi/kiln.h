@@ -335,6 +335,12 @@ kiln_status kiln_options_set_pipeline(kiln_options* options, const char* pipelin
 /* Profiling: per-pass compile times and per-kernel run times in the engine's statistics.
  * Off by default (then runs do no timing). */
 kiln_status kiln_options_set_profiling(kiln_options* options, int enabled);
+/* Tracing: a trace in the Chrome / Perfetto JSON format (chrome://tracing, ui.perfetto.dev) of
+ * every compile (its phases, each pass, each kernel's lowering and code generation) and every
+ * run and kernel launch, per thread, with shapes in the events' arguments; read it with
+ * kiln_engine_trace_json. Off by default. It times every launch (as profiling does, so the
+ * statistics' "kernels" fill too) and keeps an event per launch, up to about a million. */
+kiln_status kiln_options_set_trace(kiln_options* options, int enabled);
 /* Adds an instrument to every compile of engines made from these options. `before` and/or
  * `after` may be NULL. `with_ir` nonzero passes the module text to the hooks (costly).
  * `user_data` must outlive those engines. */
@@ -471,6 +477,12 @@ kiln_status kiln_engine_wait_background_compiles(kiln_engine* engine);
  * "passes" and "kernels" are filled when profiling is on (empty otherwise). Keys are only
  * added over versions. */
 kiln_status kiln_engine_stats_json(const kiln_engine* engine, char** out_json);
+
+/* The engine's trace so far (kiln_options_set_trace), as a Chrome / Perfetto trace JSON object,
+ * the caller's to free with kiln_string_free: {"traceEvents": [...]} of complete events ("ph":
+ * "X", microseconds) ordered by start, an enclosing event before those it contains; "cat" is
+ * "compile", "pass", "run" or "kernel". KILN_INVALID_ARGUMENT when the engine does not trace. */
+kiln_status kiln_engine_trace_json(const kiln_engine* engine, char** out_json);
 
 #ifdef __cplusplus
 } /* extern "C" */

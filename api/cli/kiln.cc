@@ -5,6 +5,7 @@
 //            [--threads N] [--opt-level N] [--disable-pass P] [--cache-dir D] [--target T]
 //            [--config K=V] [--versus 'K=V ...'] [--policy eager|tiered|generic_only]
 //            [--print-ir after=PASS|all] [--time-passes] [--stats] [--explain]
+//            [--trace FILE.json] [--pipeline 'InferType,FoldConstant,FuseOps(max_group_size=8)']
 //   kiln bench MODEL --shapes 'x=1x784;x=7x784' [--iters N] [--policy P] [--threads N] [--json]
 //              [--compile-nice N] [--cache-dir D] [--record FILE] [--warm FILE]
 //   kiln compile MODEL [--shape NAME=1x784 ...] --emit cuda|ptx|llvm|asm [--target T]
@@ -55,11 +56,13 @@ namespace {
 
 const char kUsage[] =
     "usage:\n"
+    "  kiln --version\n"
     "  kiln run MODEL [--shape NAME=1x784 ...] [--input NAME=FILE.pb ...] [--iters N]\n"
     "           [--warmup N] [--threads N] [--opt-level N] [--disable-pass P] [--cache-dir D]\n"
     "           [--target 'llvm -mcpu=CPU -mattr=+f,-g'] [--config KEY=VALUE]\n"
     "           [--versus 'KEY=VALUE ...'] [--policy eager|tiered|generic_only]\n"
     "           [--print-ir after=PASS|all] [--time-passes] [--stats] [--explain]\n"
+    "           [--trace FILE.json] [--pipeline 'InferType,FoldConstant,FuseOps(...)']\n"
     "  kiln bench MODEL --shapes 'NAME=DIMS ...;NAME=DIMS ...' [--iters N]\n"
     "           [--policy tiered|eager|generic_only] [--threads N] [--compile-nice 0-19]\n"
     "           [--json] [--cache-dir D] [--record SHAPES_FILE] [--warm SHAPES_FILE]\n"
@@ -117,6 +120,13 @@ int PassesCommand(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   using namespace kiln::cli;
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && (args[0] == "--version" || args[0] == "version")) {
+    int major = 0, minor = 0, patch = 0;
+    kiln_version(&major, &minor, &patch);
+    std::printf("kiln %s (C API %d.%d.%d, libkiln.so.%d)\n", kiln_version_string(), major, minor,
+                patch, major);
+    return 0;
+  }
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
     return args.empty() ? kExitUsage : 0;

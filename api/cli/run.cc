@@ -84,6 +84,7 @@ int RunCommand(const std::vector<std::string>& args) {
   std::map<std::string, std::string> input_files;
   int64_t iters = 10, warmup = 2;
   bool stats = false, explain = false;
+  std::string trace_path;
   PassObserver observer;
   auto new_options = [] {
     kiln_options* o = nullptr;
@@ -157,6 +158,14 @@ int RunCommand(const std::vector<std::string>& args) {
       observer.time = true;
     } else if (a == "--stats") {
       stats = true;
+    } else if (a == "--trace") {
+      trace_path = value();
+      Check(kiln_options_set_trace(options.get(), 1), "--trace");  // this engine's only
+    } else if (a == "--pipeline") {
+      set([p = value()](kiln_options* o) {
+        if (kiln_options_set_pipeline(o, p.c_str()))
+          throw UsageError{std::string("--pipeline: ") + kiln_last_error()};
+      });
     } else if (a == "--explain") {
       explain = true;
     } else if (!a.empty() && a[0] == '-') {
@@ -321,6 +330,18 @@ int RunCommand(const std::vector<std::string>& args) {
     for (const std::string& p : observer.order)
       std::printf("  %-32s %5d calls %10.3f ms\n", p.c_str(), observer.totals[p].first,
                   observer.totals[p].second);
+  }
+  if (!trace_path.empty()) {
+    char* json = nullptr;
+    Check(kiln_engine_trace_json(engine.get(), &json), "--trace");
+    std::string text = json;
+    kiln_string_free(json);
+    FILE* f = std::fopen(trace_path.c_str(), "wb");
+    bool written = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (f && std::fclose(f) != 0) written = false;
+    if (!written) throw Failure{"--trace: cannot write '" + trace_path + "'"};
+    std::printf("trace: %zu bytes written to %s (chrome://tracing or ui.perfetto.dev)\n",
+                text.size(), trace_path.c_str());
   }
   if (stats) {
     char* json = nullptr;

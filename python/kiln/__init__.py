@@ -149,13 +149,14 @@ class Engine:
     cache_dir: a directory for the disk kernel cache (a new process starts warm).
     policy: "tiered" (default), "eager" or "generic_only" (see kiln.h).
     target: "llvm" (default, this CPU), "cuda", or a target string.
-    profiling: per-pass and per-kernel times in stats(). pipeline: a pipeline string.
+    profiling: per-pass and per-kernel times in stats(). trace: record a Chrome/Perfetto trace
+    (trace()). pipeline: a pipeline string.
     disabled_passes, required_passes: pass names. config: {key: value} PassContext settings.
     max_specializations, specialize_after, compile_threads, cache_max_bytes: see kiln.h.
     """
 
     def __init__(self, threads=None, opt_level=None, cache_dir=None, policy=None, target=None,
-                 profiling=False, pipeline=None, disabled_passes=(), required_passes=(),
+                 profiling=False, trace=False, pipeline=None, disabled_passes=(), required_passes=(),
                  config=None, max_specializations=None, specialize_after=None,
                  compile_threads=None, cache_max_bytes=None):
         self._handle = None
@@ -199,6 +200,7 @@ class Engine:
                 else:
                     check(lib.kiln_options_set_config_string(o, k, encode(value, key)))
             check(lib.kiln_options_set_profiling(o, int(bool(profiling))))
+            check(lib.kiln_options_set_trace(o, int(bool(trace))))
             engine = ctypes.c_void_p()
             check(lib.kiln_engine_create(o, ctypes.byref(engine)))
             self._handle = engine.value
@@ -235,6 +237,13 @@ class Engine:
         profiling=True, "shapes"[i]["passes"] and "kernels" hold the profile."""
         out = ctypes.c_void_p()
         check(lib.kiln_engine_stats_json(self._live(), ctypes.byref(out)))
+        return json.loads(take_string(out.value))
+
+    def trace(self):
+        """With trace=True: the trace so far as a dict in the Chrome/Perfetto trace format
+        ({"traceEvents": [...]}; json.dump it to a file to open in ui.perfetto.dev)."""
+        out = ctypes.c_void_p()
+        check(lib.kiln_engine_trace_json(self._live(), ctypes.byref(out)))
         return json.loads(take_string(out.value))
 
     def wait_background_compiles(self):

@@ -102,6 +102,7 @@ _PROTOTYPES = {
     "kiln_options_set_compile_threads": (_S, [_P, ctypes.c_int]),
     "kiln_options_set_pipeline": (_S, [_P, _STR]),
     "kiln_options_set_profiling": (_S, [_P, ctypes.c_int]),
+    "kiln_options_set_trace": (_S, [_P, ctypes.c_int]),
     # engines
     "kiln_engine_create": (_S, [_P, c_void_pp]),
     "kiln_engine_destroy": (None, [_P]),
@@ -109,6 +110,7 @@ _PROTOTYPES = {
     "kiln_engine_prepare": (_S, [_P, _P, _SZ, c_char_pp, c_void_pp]),
     "kiln_engine_explain": (_S, [_P, _P, _SZ, c_char_pp, c_void_pp, c_void_pp]),
     "kiln_engine_stats_json": (_S, [_P, c_void_pp]),
+    "kiln_engine_trace_json": (_S, [_P, c_void_pp]),
     "kiln_engine_wait_background_compiles": (_S, [_P]),
     "kiln_engine_save_shapes": (_S, [_P, _P, _STR]),
     "kiln_engine_precompile_shapes": (_S, [_P, _P, _STR]),

@@ -300,6 +300,23 @@ expect_output "test-onnx on broken cases" 1 "PASS test_relu" \
   -- "$KILN" test-onnx --rtol 1e-3 --atol 1e-5 "$NODE/test_relu" "$WORK/test_relu_wrong" \
   "$WORK/test_truncated" "$WORK/test_no_data" "$WORK/does_not_exist"
 
+expect_output "run --trace" 0 "trace: " "bytes written to $WORK/trace.json" \
+  -- "$KILN" run "$MLP" --shape x=3x4 --iters 2 --trace "$WORK/trace.json"
+expect_output "the trace is Chrome trace JSON" 0 "ok" -- /usr/bin/python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))
+cats = {e.get("cat") for e in t["traceEvents"] if e["ph"] == "X"}
+assert {"run", "compile", "pass", "kernel"} <= cats, cats
+print("ok")' "$WORK/trace.json"
+expect_output "run --trace to a folder that does not exist" 1 "--trace: cannot write" \
+  -- "$KILN" run "$MLP" --shape x=3x4 --iters 1 --trace "$WORK/no/such/dir/t.json"
+expect_output "run --pipeline" 0 "probs: f32[3, 3] = [" "// IR after FoldConstant" \
+  -- "$KILN" run "$MLP" --shape x=3x4 --iters 1 --pipeline "InferType,FoldConstant" \
+  --print-ir after=FoldConstant
+expect_output "run --pipeline with an unknown pass" 2 "NoSuchPass" \
+  -- "$KILN" run "$MLP" --shape x=3x4 --pipeline "InferType,NoSuchPass"
+expect_output "--version" 0 "kiln 0." "C API" "libkiln.so." -- "$KILN" --version
+
 expect_output "no command" 2 "usage:" -- "$KILN"
 expect_output "unknown command" 2 "unknown command 'frobnicate'" "usage:" -- "$KILN" frobnicate
 expect_output "run with no model" 2 "no MODEL given" -- "$KILN" run
