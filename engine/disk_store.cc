@@ -54,6 +54,43 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+KernelEntryInfo DescribeKernelEntry(const DiskCacheEntry& entry) {
+  KernelEntryInfo info;
+  std::string object;
+  DecodePayload(entry.payload, &info.kernel, &object);
+  // The key text, a line each (KeyText): a header, kiln=, the identity, target=, ..., group=,
+  // then the group's text, whose first line is its signature.
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < entry.key.size();) {
+    size_t nl = entry.key.find('\n', at);
+    if (nl == std::string::npos) nl = entry.key.size();
+    lines.push_back(entry.key.substr(at, nl - at));
+    at = nl + 1;
+  }
+  bool in_identity = false;  // the identity's lines run from after kiln= to target=
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& l = lines[i];
+    if (l.rfind("kiln=", 0) == 0) {
+      info.kiln = l.substr(5);
+      in_identity = true;
+    } else if (l.rfind("target=", 0) == 0) {
+      info.target = l.substr(7);
+      in_identity = false;
+    } else if (in_identity) {
+      info.identity += (info.identity.empty() ? "" : "; ") + l;
+    } else if (l == "group=" && i + 1 < lines.size()) {
+      // `%0: fn(f32[3, 64], ...) -> f32[3, 128] = fn(%1: ...) {`: the type is the shapes.
+      std::string sig = lines[i + 1];
+      if (size_t colon = sig.find(": "); sig.rfind("%", 0) == 0 && colon != std::string::npos)
+        sig = sig.substr(colon + 2);
+      if (size_t eq = sig.find(" = "); eq != std::string::npos) sig = sig.substr(0, eq);
+      info.signature = sig;
+      break;
+    }
+  }
+  return info;
+}
+
 DiskKernelStore::DiskKernelStore(const std::string& dir, uint64_t max_bytes,
                                  const std::string& build)
     : cache_(dir, max_bytes, build) {}

@@ -33,6 +33,17 @@
 
 namespace kiln {
 
+// What a kernel entry of the cache holds, for `kiln cache ls`: from its key text and payload
+// ("" where the entry does not decode).
+struct KernelEntryInfo {
+  std::string kernel;     // the kernel's symbol, `fused_matmul_add_relu`
+  std::string target;     // the target string, `llvm`
+  std::string kiln;       // the kiln version that wrote it
+  std::string identity;   // the code generator's identity: LLVM version, CPU, features
+  std::string signature;  // the group's parameter and result types: its shapes
+};
+KernelEntryInfo DescribeKernelEntry(const DiskCacheEntry& entry);
+
 class DiskKernelStore final : public KernelStore {
  public:
   // Opens (creating) the cache directory; DiskCache's errors otherwise. `build` is the code

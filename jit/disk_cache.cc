@@ -57,6 +57,24 @@ bool IsEntryName(const std::string& name) {
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
+// The whole of an open entry file into `bytes`, or why it cannot be used.
+std::optional<DiskCacheRejection> ReadEntryFile(int fd, std::string* bytes) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return DiskCacheRejection::kUnreadable;
+  if (static_cast<uint64_t>(st.st_size) > kMaxEntryBytes) return DiskCacheRejection::kBadLength;
+  bytes->assign(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < bytes->size()) {
+    ssize_t n = read(fd, bytes->data() + got, bytes->size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return DiskCacheRejection::kUnreadable;
+    if (n == 0) break;  // shorter than fstat said: decoding calls it truncated
+    got += static_cast<size_t>(n);
+  }
+  bytes->resize(got);
+  return std::nullopt;
+}
+
 // Creates `dir` and its missing parents; each directory made here is owner-only.
 void MakeDirs(const std::string& dir) {
   for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
@@ -201,28 +219,11 @@ DiskCache::Result DiskCache::Load(const std::string& key) {
     }
     return reject(DiskCacheRejection::kUnreadable);
   }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  std::string bytes;
+  if (std::optional<DiskCacheRejection> bad = ReadEntryFile(fd, &bytes)) {
     close(fd);
-    return reject(DiskCacheRejection::kUnreadable);
+    return reject(*bad);
   }
-  if (static_cast<uint64_t>(st.st_size) > kMaxEntryBytes) {
-    close(fd);
-    return reject(DiskCacheRejection::kBadLength);
-  }
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < bytes.size()) {
-    ssize_t n = read(fd, bytes.data() + got, bytes.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      close(fd);
-      return reject(DiskCacheRejection::kUnreadable);
-    }
-    if (n == 0) break;  // shorter than fstat said: decoding calls it truncated
-    got += static_cast<size_t>(n);
-  }
-  bytes.resize(got);
   std::string stored_build, stored_key;
   if (std::optional<DiskCacheRejection> bad =
           DecodeDiskCacheEntry(bytes, &stored_build, &stored_key, &r.payload)) {
@@ -335,6 +336,57 @@ void DiskCache::EvictToBound() {
     }
   }
   closedir(d);
+}
+
+std::vector<DiskCacheEntry> DiskCache::List() const {
+  std::vector<DiskCacheEntry> out;
+  DIR* d = opendir(dir_.c_str());
+  if (!d) Throw(ErrorCode::kInvalidArgument, "cache directory '", dir_, "': ", ErrnoText());
+  while (const dirent* e = readdir(d)) {
+    if (!IsEntryName(e->d_name)) continue;
+    DiskCacheEntry entry;
+    entry.file = e->d_name;
+    int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+      if (errno == ENOENT) continue;  // evicted meanwhile
+      entry.problem = DiskCacheRejection::kUnreadable;
+      out.push_back(std::move(entry));
+      continue;
+    }
+    struct stat st;
+    if (fstat(fd, &st) == 0) {
+      entry.bytes = static_cast<uint64_t>(st.st_size);
+      entry.modified = st.st_mtim.tv_sec;
+    }
+    std::string bytes, payload;
+    entry.problem = ReadEntryFile(fd, &bytes);
+    close(fd);
+    if (!entry.problem) {
+      entry.problem = DecodeDiskCacheEntry(bytes, &entry.build, &entry.key, &payload);
+      entry.payload = std::move(payload);
+    }
+    if (!entry.problem && entry.build != build_) entry.problem = DiskCacheRejection::kOtherBuild;
+    out.push_back(std::move(entry));
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end(),
+            [](const DiskCacheEntry& a, const DiskCacheEntry& b) { return a.file < b.file; });
+  return out;
+}
+
+uint64_t DiskCache::Clear() {
+  std::lock_guard<std::mutex> lock(evict_mu_);
+  DIR* d = opendir(dir_.c_str());
+  if (!d) Throw(ErrorCode::kInvalidArgument, "cache directory '", dir_, "': ", ErrnoText());
+  uint64_t removed = 0;
+  while (const dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    // Only what this cache writes: entries and its temporary files; anything else is left.
+    if (!IsEntryName(name) && name.rfind(kTempPrefix, 0) != 0) continue;
+    if (unlinkat(dirfd(d), name.c_str(), 0) == 0) ++removed;
+  }
+  closedir(d);
+  return removed;
 }
 
 DiskCacheStats DiskCache::stats() const {

@@ -49,6 +49,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln {
 
@@ -91,6 +92,15 @@ std::string EncodeDiskCacheEntry(std::string_view build, std::string_view key,
 std::optional<DiskCacheRejection> DecodeDiskCacheEntry(std::string_view bytes, std::string* build,
                                                        std::string* key, std::string* payload);
 
+// One file of the cache as List finds it, whatever state it is in.
+struct DiskCacheEntry {
+  std::string file;  // its name in the directory
+  uint64_t bytes = 0;
+  int64_t modified = 0;                       // mtime, Unix seconds: the last write or hit
+  std::string build, key, payload;            // when it decodes
+  std::optional<DiskCacheRejection> problem;  // why a Load would reject it (other_build too)
+};
+
 struct DiskCacheStats {
   uint64_t hits = 0;
   uint64_t misses = 0;
@@ -128,6 +138,11 @@ class DiskCache {
   std::string PathFor(const std::string& key) const;
   // The entries' total size now, by a scan of the directory.
   uint64_t TotalBytes() const;
+  // Every entry file, read and checked (nothing is removed), by file name. kInvalidArgument
+  // when the directory cannot be read.
+  std::vector<DiskCacheEntry> List() const;
+  // Removes every entry and temporary file (nothing else in the directory); returns how many.
+  uint64_t Clear();
   const std::string& dir() const { return dir_; }
   const std::string& build() const { return build_; }
   uint64_t max_bytes() const { return max_bytes_; }

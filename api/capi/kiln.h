@@ -484,6 +484,24 @@ kiln_status kiln_engine_stats_json(const kiln_engine* engine, char** out_json);
  * "compile", "pass", "run" or "kernel". KILN_INVALID_ARGUMENT when the engine does not trace. */
 kiln_status kiln_engine_trace_json(const kiln_engine* engine, char** out_json);
 
+/* ---------------------------------------------------------------------------------------- */
+/* The disk kernel cache                                                                     */
+/* ---------------------------------------------------------------------------------------- */
+
+/* The entries of a disk cache directory (kiln_options_set_cache_dir), which must exist, as a
+ * JSON array the caller frees with kiln_string_free, one object per entry by file name:
+ * {"file", "bytes", "modified" (Unix seconds: last write or use), "status" ("ok", or why an
+ * engine of this build would not use it: "other_build", "checksum", ...), "kernel", "target",
+ * "signature" (the fused group's parameter and result types), "kiln" (the version that wrote
+ * it), "identity" (the code generator's: LLVM version, CPU and features)}. Reads only.
+ * KILN_NOT_FOUND when the directory does not exist; KILN_INVALID_ARGUMENT when it is not a
+ * cache kiln may use (another user's, or open to others). */
+kiln_status kiln_cache_list_json(const char* dir, char** out_json);
+/* Removes every entry (and temporary file) of a disk cache directory, nothing else in it;
+ * `*removed` (may be NULL) gets how many. Engines using it meanwhile only recompile. Errors as
+ * kiln_cache_list_json's. */
+kiln_status kiln_cache_clear(const char* dir, uint64_t* removed);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -80,5 +80,6 @@ int TestOnnxCommand(const std::vector<std::string>& args);
 int BenchCommand(const std::vector<std::string>& args);
 int CompileCommand(const std::vector<std::string>& args);
 int ServeCommand(const std::vector<std::string>& args);
+int CacheCommand(const std::vector<std::string>& args);
 
 }  // namespace kiln::cli

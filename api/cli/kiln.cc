@@ -13,6 +13,7 @@
 //   kiln serve MODEL_DIR [--host H] [--port P] [--max-batch ROWS] [--batch-delay-us U]
 //              [--threads N] [--policy P] [--cache-dir D] [--opt-level N] [--http-threads N]
 //              [--max-request-bytes B] [--max-elements N]
+//   kiln cache ls|clear --cache-dir D [--json]
 //   kiln types MODEL
 //   kiln passes
 //   kiln test-onnx [--rtol R] [--atol A] CASE_DIR...
@@ -33,6 +34,9 @@
 // file per kernel, and prints their paths: with --target 'cuda -arch=sm_90', CUDA C (--emit
 // cuda) or PTX (--emit ptx, compiled by NVRTC; no GPU needed); with an llvm target (the
 // default), the optimized LLVM IR (--emit llvm).
+//
+// cache ls lists the entries of a disk cache (file, size, status, kernel, target, the group's
+// signature with its shapes); cache clear removes them.
 //
 // serve answers the Open Inference Protocol v2 over HTTP for every ONNX model in MODEL_DIR
 // (api/serve/server.h), batching concurrent requests per model, until SIGINT or SIGTERM.
@@ -71,6 +75,7 @@ const char kUsage[] =
     "  kiln serve MODEL_DIR [--host 127.0.0.1] [--port 8000 (0: any)] [--max-batch ROWS]\n"
     "           [--batch-delay-us U] [--threads N] [--policy P] [--cache-dir D] [--opt-level N]\n"
     "           [--http-threads N] [--max-request-bytes B] [--max-elements N]\n"
+    "  kiln cache ls|clear --cache-dir D [--json]\n"
     "  kiln types MODEL\n"
     "  kiln passes\n"
     "  kiln test-onnx [--rtol R] [--atol A] CASE_DIR...\n";
@@ -138,6 +143,7 @@ int main(int argc, char** argv) {
     if (command == "bench") return BenchCommand(args);
     if (command == "compile") return CompileCommand(args);
     if (command == "serve") return ServeCommand(args);
+    if (command == "cache") return CacheCommand(args);
     if (command == "types") return TypesCommand(args);
     if (command == "passes") return PassesCommand(args);
     if (command == "test-onnx") return TestOnnxCommand(args);

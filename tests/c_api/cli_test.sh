@@ -315,6 +315,17 @@ expect_output "run --pipeline" 0 "probs: f32[3, 3] = [" "// IR after FoldConstan
   --print-ir after=FoldConstant
 expect_output "run --pipeline with an unknown pass" 2 "NoSuchPass" \
   -- "$KILN" run "$MLP" --shape x=3x4 --pipeline "InferType,NoSuchPass"
+expect_output "cache ls" 0 "fused_" "llvm" "fn(f32[4, 4]" "entries," "bytes in $WORK/cache" \
+  -- "$KILN" cache ls --cache-dir "$WORK/cache"
+expect_output "cache ls --json" 0 '"status":"ok"' '"kernel":"fused_' '"signature":"fn(' \
+  -- "$KILN" cache ls --cache-dir "$WORK/cache" --json
+expect_output "cache clear" 0 "removed " "entries from $WORK/cache" \
+  -- "$KILN" cache clear --cache-dir "$WORK/cache"
+expect_output "cache ls after clear" 0 "0 entries, 0 bytes" \
+  -- "$KILN" cache ls --cache-dir "$WORK/cache"
+expect_output "cache ls of no cache" 1 "there is no cache directory '$WORK/no-cache'" \
+  -- "$KILN" cache ls --cache-dir "$WORK/no-cache"
+expect_output "cache without --cache-dir" 2 "needs --cache-dir" -- "$KILN" cache ls
 expect_output "--version" 0 "kiln 0." "C API" "libkiln.so." -- "$KILN" --version
 
 expect_output "no command" 2 "usage:" -- "$KILN"

@@ -259,6 +259,51 @@ TEST(DiskCache, EvictsLeastRecentlyUsedBeyondTheBound) {
   EXPECT_FALSE(fs::exists(stale));
 }
 
+TEST(DiskCache, ListShowsEveryEntryAsItIsAndRemovesNothing) {
+  TempDir dir;
+  DiskCache cache(dir.path(), 1 << 20, kBuild);
+  cache.Store(kKey, kPayload);
+  cache.Store("second key", "two");
+  DiskCache other(dir.path(), 1 << 20, "another build");
+  other.Store("third key", "three");
+  std::string damaged = ReadFile(cache.PathFor("second key"));
+  damaged.back() ^= 1;
+  WriteFile(cache.PathFor("second key"), damaged);
+  WriteFile(dir.path() + "/notes.txt", "not an entry");
+
+  std::vector<DiskCacheEntry> entries = cache.List();
+  ASSERT_EQ(entries.size(), 3u);
+  std::map<std::string, const DiskCacheEntry*> by_key;
+  for (const DiskCacheEntry& e : entries) {
+    EXPECT_EQ(e.bytes, fs::file_size(dir.path() + "/" + e.file)) << e.file;
+    EXPECT_GT(e.modified, 0);
+    by_key[e.key] = &e;
+  }
+  ASSERT_TRUE(by_key.count(kKey));
+  EXPECT_FALSE(by_key[kKey]->problem);
+  EXPECT_EQ(by_key[kKey]->payload, kPayload);
+  EXPECT_EQ(by_key[kKey]->build, kBuild);
+  ASSERT_TRUE(by_key.count("third key"));
+  EXPECT_EQ(by_key["third key"]->problem, DiskCacheRejection::kOtherBuild);
+  ASSERT_TRUE(by_key.count(""));  // the damaged one does not decode
+  EXPECT_EQ(by_key[""]->problem, DiskCacheRejection::kChecksum);
+  EXPECT_EQ(FileNames(dir.path()).size(), 4u) << "listing removed something";
+  EXPECT_EQ(cache.stats().rejections, 0u);
+}
+
+TEST(DiskCache, ClearRemovesEntriesAndTemporariesOnly) {
+  TempDir dir;
+  DiskCache cache(dir.path(), 1 << 20, kBuild);
+  cache.Store(kKey, kPayload);
+  cache.Store("second key", "two");
+  WriteFile(dir.path() + "/.tmp-abandoned", "half an entry");
+  WriteFile(dir.path() + "/notes.txt", "not an entry");
+  EXPECT_EQ(cache.Clear(), 3u);
+  EXPECT_EQ(FileNames(dir.path()), std::vector<std::string>{"notes.txt"});
+  EXPECT_TRUE(cache.List().empty());
+  EXPECT_EQ(cache.Load(kKey).status, DiskCache::Status::kMiss);
+}
+
 TEST(DiskCache, DirectoryIsOwnerOnly) {
   TempDir dir;
   const std::string nested = dir.path() + "/a/b/kiln";
