@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <mutex>
 #include <new>
 
@@ -191,6 +192,17 @@ std::string TraceInputs(std::span<const Tensor> inputs) {
   return s + "]";
 }
 
+// A run's span in the engine's trace, its input types as arguments; the tracer is current
+// for the run (for the passes of a compile it waits for).
+struct TracedRun {
+  TracerScope scope;
+  TraceSpan span;
+  TracedRun(Tracer* tracer, const std::string& model, std::span<const Tensor> inputs)
+      : scope(tracer), span("run", model) {
+    span.SetArgs(TraceInputs(inputs));
+  }
+};
+
 }  // namespace
 
 Engine::CancelScope::CancelScope(const std::atomic<bool>* flag) : outer_(tls_cancel) {
@@ -202,9 +214,8 @@ Engine::CancelScope::~CancelScope() {
 
 void Engine::Run(const Model& model, std::span<const Tensor> inputs,
                  std::span<const Tensor> outputs) {
-  TracerScope trace_scope(tracer_.get());
-  TraceSpan span("run", model.name());
-  if (span.active()) span.SetArgs(TraceInputs(inputs));
+  std::optional<TracedRun> traced;  // only when tracing: the hit path touches no thread-local
+  if (tracer_) traced.emplace(tracer_.get(), model.name(), inputs);
   ThrowIfCancelled(model);
   if (model.segments()) {
     runs_.fetch_add(1, std::memory_order_relaxed);
@@ -240,9 +251,8 @@ void Engine::Run(const Model& model, std::span<const Tensor> inputs,
 }
 
 std::vector<Tensor> Engine::Run(const Model& model, std::span<const Tensor> inputs) {
-  TracerScope trace_scope(tracer_.get());
-  TraceSpan span("run", model.name());
-  if (span.active()) span.SetArgs(TraceInputs(inputs));
+  std::optional<TracedRun> traced;  // only when tracing: the hit path touches no thread-local
+  if (tracer_) traced.emplace(tracer_.get(), model.name(), inputs);
   ThrowIfCancelled(model);
   runs_.fetch_add(1, std::memory_order_relaxed);
   return RunPart(model, inputs);
