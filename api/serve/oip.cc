@@ -298,7 +298,9 @@ InferRequest ParseInferRequest(std::string_view body, std::optional<size_t> head
       Bad(what + ": shape " + Describe(*shape) + " has more than the limit of " +
           std::to_string(limits.max_elements) + " elements");
     t.nbytes = static_cast<size_t>(elements) * kiln_dtype_size(t.dtype);
-    t.data.reset(new unsigned char[t.nbytes ? t.nbytes : 1]);
+    // Memory is taken only once the request shows it holds that many elements, so a small
+    // request cannot make the server allocate a large tensor.
+    auto allocate = [&] { t.data.reset(new unsigned char[t.nbytes ? t.nbytes : 1]); };
 
     const json* params = Find(in, "parameters");
     const json* size = params && params->is_object() ? Find(*params, "binary_data_size") : nullptr;
@@ -313,12 +315,18 @@ InferRequest ParseInferRequest(std::string_view body, std::optional<size_t> head
             std::to_string(t.nbytes) + " bytes");
       if (binary.size() - binary_used < t.nbytes)
         Bad(what + ": the binary data ends before its " + std::to_string(t.nbytes) + " bytes");
+      allocate();
       if (t.nbytes) std::memcpy(t.data.get(), binary.data() + binary_used, t.nbytes);
       binary_used += t.nbytes;
       if (Find(in, "data")) Bad(what + " has both \"data\" and binary_data_size");
     } else {
       const json* data = Find(in, "data");
       if (!data) Bad(what + " has no \"data\" (nor a binary_data_size parameter)");
+      // Each JSON value takes at least one byte of the header.
+      if (static_cast<uint64_t>(elements) > header.size())
+        Bad(what + ": \"data\" cannot hold the shape's " + std::to_string(elements) +
+            " elements in a " + std::to_string(header.size()) + "-byte request");
+      allocate();
       DecodeJsonData(*data, t, elements);
     }
     out.inputs.push_back(std::move(t));

@@ -138,6 +138,9 @@ TEST(OipRequest, MalformedRequestsNameTheFault) {
           R"({"inputs":[{"name":"x","shape":[4294967296,4294967296,4294967296],"datatype":"FP32","data":[]}]})"),
       "input 'x': shape [4294967296,4294967296,4294967296] has more than the limit of 268435456 "
       "elements");
+  // A small request asking for a large tensor is refused before any memory is taken.
+  EXPECT_EQ(Error(R"({"inputs":[{"name":"x","shape":[100000000],"datatype":"FP64","data":[1]}]})"),
+            "input 'x': \"data\" cannot hold the shape's 100000000 elements in a 74-byte request");
   EXPECT_EQ(Error(R"({"inputs":[],"outputs":[{"name":"y"},{"name":"y"}]})"),
             "output 'y' is asked for twice");
   EXPECT_EQ(Error(R"({"inputs":[],"parameters":{"binary_data_output":1}})"),
