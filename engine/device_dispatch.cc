@@ -1,5 +1,6 @@
 #include "engine/device_dispatch.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -29,7 +30,9 @@ class RunBuffers {
   }
 
   void* Take(size_t bytes) {
-    held_.reserve(held_.size() + 1);  // so that a workspace taken is always given back
+    // Room first, so that a workspace taken is always given back; doubling keeps a run's
+    // takes linear in its buffers.
+    if (held_.size() == held_.capacity()) held_.reserve(std::max<size_t>(8, 2 * held_.capacity()));
     void* p = api_->AllocWorkspace(dev_, static_cast<int64_t>(bytes));
     held_.push_back(p);
     return p;

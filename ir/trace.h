@@ -22,8 +22,8 @@ class Tracer {
  public:
   using Clock = std::chrono::steady_clock;
   // At most `max_events` are kept (later ones are counted as dropped), so a long traced run
-  // has bounded memory: an event is about 100 bytes.
-  explicit Tracer(size_t max_events = size_t{1} << 20);
+  // has bounded memory: an event is 100 to 300 bytes, so about 50 MB at the default.
+  explicit Tracer(size_t max_events = size_t{1} << 18);
 
   // One complete event. `args_json` is a JSON object's members without braces
   // (`"shape": "f32[3, 8]"`), or empty. `tid` is the thread it is drawn on (ThreadId()).

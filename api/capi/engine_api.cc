@@ -340,7 +340,9 @@ void PreparedRun::Execute() const {
     const kiln::Tensor& r = all[index[j]];
     if (!outputs[j]) {
       fresh[j] = std::make_unique<kiln_tensor>();
-      fresh[j]->t = r;
+      // The interpreter may return an input or a constant itself (an Identity): a reference
+      // run's new handle gets a copy, never the caller's buffer or the model's weights.
+      fresh[j]->t = engine ? r : r.Clone();
     } else if (outputs[j]->t.dtype() != r.dtype() || outputs[j]->t.shape() != r.shape()) {
       Throw(ErrorCode::kInvalidArgument, func, ": model '", m.model->name(), "': output '",
             m.outputs[index[j]].name, "': expected ", r.TypeString(), ", given ",

@@ -339,7 +339,8 @@ kiln_status kiln_options_set_profiling(kiln_options* options, int enabled);
  * every compile (its phases, each pass, each kernel's lowering and code generation) and every
  * run and kernel launch, per thread, with shapes in the events' arguments; read it with
  * kiln_engine_trace_json. Off by default. It times every launch (as profiling does, so the
- * statistics' "kernels" fill too) and keeps an event per launch, up to about a million. */
+ * statistics' "kernels" fill too) and keeps an event per launch, up to 262144 events (then
+ * counted in "otherData": {"dropped_events"}). */
 kiln_status kiln_options_set_trace(kiln_options* options, int enabled);
 /* Adds an instrument to every compile of engines made from these options. `before` and/or
  * `after` may be NULL. `with_ir` nonzero passes the module text to the hooks (costly).

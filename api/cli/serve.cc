@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -46,7 +47,9 @@ int ServeCommand(const std::vector<std::string>& args) {
     } else if (a == "--max-request-bytes") {
       so.max_request_bytes = static_cast<size_t>(positive(1));
     } else if (a == "--max-elements") {
-      so.limits.max_elements = static_cast<size_t>(positive(1));
+      int64_t n = positive(1);
+      if (n > (int64_t{1} << 40)) throw UsageError{"--max-elements must be at most 2^40"};
+      so.limits.max_elements = static_cast<size_t>(n);
     } else if (a == "--http-threads") {
       so.http_threads = static_cast<int>(positive(1));
     } else if (a == "--threads") {
@@ -82,14 +85,16 @@ int ServeCommand(const std::vector<std::string>& args) {
   {
     serve::Server server(dir, engine.get(), so);
     port = server.Bind();
+    std::atomic<bool> served{false};
     std::thread signals([&] {
       int sig = 0;
       sigwait(&stop_signals, &sig);
-      server.Stop();
+      if (!served.load()) server.StopWhenServing();
     });
     std::printf("kiln serve: listening on http://%s:%d\n", so.host.c_str(), port);
     std::fflush(stdout);
     server.Serve();
+    served.store(true);
     pthread_kill(signals.native_handle(), SIGTERM);  // wakes it if the server stopped by itself
     signals.join();
   }

@@ -44,17 +44,36 @@ bool Mentions(const std::string& text, const std::string& symbol) {
   return false;
 }
 
-// The symbol every input and output has as dim 0 and uses nowhere else, or "".
+// The symbol every input and output has as dim 0, uses nowhere else, and is named as a batch
+// is (`batch`, `batch_size`, `N`), or "" with the reason in `*why`. The name matters: a
+// sequence-first model (`seq, batch, d`) has the same structure, and concatenating its requests
+// along dim 0 would mix them.
 std::string BatchSymbol(const std::vector<cli::IoType>& inputs,
-                        const std::vector<cli::IoType>& outputs) {
-  if (inputs.empty() || outputs.empty() || inputs[0].symbols.empty()) return "";
+                        const std::vector<cli::IoType>& outputs, std::string* why) {
+  *why = "";
+  if (inputs.empty() || outputs.empty() || inputs[0].symbols.empty() ||
+      inputs[0].symbols[0].empty()) {
+    *why = "input dim 0 is not symbolic";
+    return "";
+  }
   const std::string symbol = inputs[0].symbols[0];
-  if (symbol.empty()) return "";
+  std::string lower = symbol;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.find("batch") == std::string::npos && lower != "n") {
+    *why = "dim 0 is '" + symbol + "', not named as a batch dim ('batch', 'batch_size', 'N')";
+    return "";
+  }
   for (const auto* list : {&inputs, &outputs})
     for (const cli::IoType& t : *list) {
-      if (t.symbols.empty() || t.symbols[0] != symbol) return "";
+      if (t.symbols.empty() || t.symbols[0] != symbol) {
+        *why = "'" + t.name + "' does not have '" + symbol + "' as dim 0";
+        return "";
+      }
       for (size_t d = 1; d < t.symbols.size(); ++d)
-        if (Mentions(t.symbols[d], symbol)) return "";
+        if (Mentions(t.symbols[d], symbol)) {
+          *why = "'" + t.name + "' uses '" + symbol + "' past dim 0";
+          return "";
+        }
     }
   return symbol;
 }
@@ -92,7 +111,10 @@ ModelRunner::ModelRunner(std::string name, kiln_engine* engine, const kiln_model
       observer_(std::move(observer)),
       inputs_(cli::ModelIo(model, true)),
       outputs_(cli::ModelIo(model, false)) {
-  if (options_.max_batch > 1) batch_symbol_ = BatchSymbol(inputs_, outputs_);
+  if (options_.max_batch > 1)
+    batch_symbol_ = BatchSymbol(inputs_, outputs_, &unbatched_why_);
+  else
+    unbatched_why_ = "--max-batch is 1";
   if (!batch_symbol_.empty()) batch_thread_ = std::thread([this] { BatchLoop(); });
 }
 
@@ -230,27 +252,38 @@ std::vector<OutputView> ModelRunner::Infer(std::vector<InputTensor> given,
 
 void ModelRunner::BatchLoop() {
   std::unique_lock<std::mutex> lock(mu_);
+  // The oldest request and those after it that batch with it, within max_batch rows: calls `f`
+  // with each one's queue index. Allocates nothing.
+  auto each_pick = [&](auto&& f) {
+    int64_t rows = queue_[0]->rows;
+    f(size_t{0});
+    for (size_t i = 1; i < queue_.size() && rows < options_.max_batch; ++i)
+      if (rows + queue_[i]->rows <= options_.max_batch && queue_[i]->SameOtherDims(*queue_[0])) {
+        rows += queue_[i]->rows;
+        f(i);
+      }
+    return rows;
+  };
   for (;;) {
     cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (stopping_) return;
-    // The oldest request and those after it that batch with it, within max_batch rows.
-    auto gather = [&] {
-      std::vector<size_t> picked{0};
-      int64_t rows = queue_[0]->rows;
-      for (size_t i = 1; i < queue_.size() && rows < options_.max_batch; ++i)
-        if (rows + queue_[i]->rows <= options_.max_batch && queue_[i]->SameOtherDims(*queue_[0])) {
-          picked.push_back(i);
-          rows += queue_[i]->rows;
-        }
-      return std::make_pair(picked, rows);
-    };
     const auto deadline = queue_[0]->arrival + options_.max_delay;
-    while (!stopping_ && gather().second < options_.max_batch &&
+    while (!stopping_ && each_pick([](size_t) {}) < options_.max_batch &&
            cv_.wait_until(lock, deadline) != std::cv_status::timeout) {
     }
     if (stopping_) return;
-    std::vector<size_t> picked = gather().first;
+    std::vector<size_t> picked;
     std::vector<std::shared_ptr<Pending>> batch;
+    try {
+      each_pick([&](size_t i) { picked.push_back(i); });
+      batch.reserve(picked.size());
+    } catch (...) {  // out of memory choosing: the oldest request fails, alone
+      std::shared_ptr<Pending> p = std::move(queue_.front());
+      queue_.pop_front();
+      p->result.set_exception(std::current_exception());
+      continue;
+    }
+    // From the back, so the indices stay right; moves and erases do not throw.
     for (auto it = picked.rbegin(); it != picked.rend(); ++it) {
       batch.push_back(std::move(queue_[*it]));
       queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(*it));
@@ -263,6 +296,7 @@ void ModelRunner::BatchLoop() {
 }
 
 void ModelRunner::RunBatch(std::vector<std::shared_ptr<Pending>>& batch) {
+  size_t answered = 0;  // requests given their outputs
   try {
     int64_t rows = 0;
     for (const auto& p : batch) rows += p->rows;
@@ -309,12 +343,23 @@ void ModelRunner::RunBatch(std::vector<std::shared_ptr<Pending>>& batch) {
       }
       offset += p->rows;
       p->result.set_value(std::move(mine));
+      ++answered;
     }
   } catch (...) {
-    for (const auto& p : batch) {
+    // A batch that failed before answering anyone runs its requests one by one, so an error
+    // that one request's values cause (an index out of range) reaches that request alone.
+    const std::exception_ptr error = std::current_exception();
+    for (size_t i = answered; i < batch.size(); ++i) {
+      Pending& p = *batch[i];
       try {
-        p->result.set_exception(std::current_exception());
-      } catch (const std::future_error&) {  // this one had its outputs already
+        if (batch.size() == 1 || answered) std::rethrow_exception(error);
+        std::vector<const InputTensor*> ptrs;
+        for (const InputTensor& t : p.inputs) ptrs.push_back(&t);
+        std::vector<OutputView> alone = Run(ptrs);
+        if (observer_) observer_(1, p.rows);
+        p.result.set_value(std::move(alone));
+      } catch (...) {
+        p.result.set_exception(std::current_exception());
       }
     }
   }

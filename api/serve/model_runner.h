@@ -1,12 +1,13 @@
 // One served model: checks a request's inputs against the model, and runs it through the
 // shared engine, with dynamic batching where the model allows it.
 //
-// Batching: a model whose every input and output has the same symbol as dim 0 (`batch`), used
-// nowhere else, can run many requests as one: their inputs are concatenated along dim 0, the
-// engine runs once, and each request gets a view of its rows of every output (no copy; the
-// batch's output tensors live until the last view is gone). A batch thread per such model takes
-// the oldest waiting request and the requests after it with the same other dims, up to
-// max_batch rows, waiting at most max_delay after the oldest arrived for more to come. Other
+// Batching: a model whose every input and output has the same symbol as dim 0, used nowhere
+// else and named as a batch dim is (`batch`, `batch_size`, `N`: a sequence-first model has the
+// same structure, and must not be batched), can run many requests as one: their inputs are
+// concatenated along dim 0, the engine runs once, and each request gets a view of its rows of every
+// output (no copy; the batch's output tensors live until the last view is gone). A batch thread per
+// such model takes the oldest waiting request and the requests after it with the same other dims,
+// up to max_batch rows, waiting at most max_delay after the oldest arrived for more to come. Other
 // models run on the calling thread.
 //
 // Threading: Infer is called from many HTTP threads at once; the engine is thread-safe.
@@ -50,8 +51,9 @@ class ModelRunner {
   const std::string& name() const { return name_; }
   const std::vector<cli::IoType>& inputs() const { return inputs_; }
   const std::vector<cli::IoType>& outputs() const { return outputs_; }
-  // The symbol requests are batched along ("" when the model cannot be batched).
+  // The symbol requests are batched along ("" when the model is not batched, and then why).
   const std::string& batch_symbol() const { return batch_symbol_; }
+  const std::string& unbatched_why() const { return unbatched_why_; }
 
   // Runs one request; blocks until its outputs are ready. Returns the outputs named in
   // `output_names` in that order (all, in model order, when empty). Throws HttpError: 400 for
@@ -74,7 +76,7 @@ class ModelRunner {
   const BatchOptions options_;
   const BatchObserver observer_;
   std::vector<cli::IoType> inputs_, outputs_;
-  std::string batch_symbol_;
+  std::string batch_symbol_, unbatched_why_;
 
   std::mutex mu_;
   std::condition_variable cv_;

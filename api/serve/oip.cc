@@ -36,9 +36,24 @@ std::string Quote(const std::string& s) {
   return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// A value for a message. Containers are named, not printed: nlohmann's dump recurses, and a
+// hostile request can nest arrays deep enough to overflow the stack.
 std::string Describe(const json& v) {
-  std::string s = v.dump();
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
   return s.size() > 40 ? s.substr(0, 40) + "..." : s;
+}
+
+// The shape for a message, when it is a flat array of numbers (else described).
+std::string DescribeShape(const json& shape) {
+  std::string s = "[";
+  for (const json& d : shape) {
+    if (d.is_structured()) return "(not a list of numbers)";
+    if (s.size() > 1) s += ',';
+    s += Describe(d);
+  }
+  return s + "]";
 }
 
 // An integer JSON value into T, range-checked.
@@ -96,7 +111,10 @@ bool PutElement(const json& v, kiln_dtype dtype, unsigned char* out) {
       if (dtype == KILN_F64) {
         std::memcpy(out, &d, 8);
       } else {
-        float f = static_cast<float>(d);
+        // Past f32's range a conversion is undefined: such values become infinities.
+        const float inf = std::numeric_limits<float>::infinity();
+        float f = std::fabs(d) > std::numeric_limits<float>::max() ? (d > 0 ? inf : -inf)
+                                                                   : static_cast<float>(d);
         if (dtype == KILN_F32) {
           std::memcpy(out, &f, 4);
         } else {
@@ -286,16 +304,16 @@ InferRequest ParseInferRequest(std::string_view body, std::optional<size_t> head
     int64_t elements = 1;
     for (const json& d : *shape) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        Bad(what + ": shape " + Describe(*shape) + " must hold integers >= 0");
+        Bad(what + ": shape " + DescribeShape(*shape) + " must hold integers >= 0");
       int64_t v = d.get<int64_t>();
       t.shape.push_back(v);
       if (v && elements > static_cast<int64_t>(limits.max_elements) / v)
-        Bad(what + ": shape " + Describe(*shape) + " has more than the limit of " +
+        Bad(what + ": shape " + DescribeShape(*shape) + " has more than the limit of " +
             std::to_string(limits.max_elements) + " elements");
       elements *= v;
     }
     if (elements > static_cast<int64_t>(limits.max_elements))
-      Bad(what + ": shape " + Describe(*shape) + " has more than the limit of " +
+      Bad(what + ": shape " + DescribeShape(*shape) + " has more than the limit of " +
           std::to_string(limits.max_elements) + " elements");
     t.nbytes = static_cast<size_t>(elements) * kiln_dtype_size(t.dtype);
     // Memory is taken only once the request shows it holds that many elements, so a small

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 namespace kiln::serve {
@@ -85,6 +86,12 @@ Server::Server(const std::string& model_dir, kiln_engine* engine, ServeOptions o
                                                 [metrics, name](int64_t requests, int64_t rows) {
                                                   metrics->Batch(name, requests, rows);
                                                 });
+      if (!s->runner->batch_symbol().empty())
+        std::fprintf(stderr, "kiln serve: model '%s': requests batched along '%s'\n",
+                     s->name.c_str(), s->runner->batch_symbol().c_str());
+      else
+        std::fprintf(stderr, "kiln serve: model '%s': not batched (%s)\n", s->name.c_str(),
+                     s->runner->unbatched_why().c_str());
     }
     models_[s->name] = std::move(s);
   }
@@ -98,8 +105,9 @@ Server::Server(const std::string& model_dir, kiln_engine* engine, ServeOptions o
 }
 
 Server::~Server() {
+  // Serve has returned (the precondition): the HTTP threads are gone, so the runners may stop
+  // now (their batch threads join) and the models go.
   Stop();
-  // The HTTP threads are gone; the runners may stop now (their batch threads join).
   models_.clear();
 }
 
@@ -116,11 +124,23 @@ int Server::Bind() {
 }
 
 void Server::Serve() {
-  http_->listen_after_bind();
+  if (!stop_requested_.load()) http_->listen_after_bind();
+  serving_done_.store(true);
 }
 
 void Server::Stop() {
+  stop_requested_.store(true);
   http_->stop();
+}
+
+void Server::StopWhenServing() {
+  // httplib's stop does nothing before listen_after_bind has started: a stop that comes just
+  // then (a signal while starting) is repeated until Serve returns.
+  Stop();
+  while (!serving_done_.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (http_->is_running()) http_->stop();
+  }
 }
 
 Server::Served* Server::Find(const std::string& model, const std::string& version) const {
@@ -190,19 +210,24 @@ void Server::Route() {
   // default content type) and refuse one over 8 KiB.
   h.Post(ModelRoute("/infer"), [this](const httplib::Request& req, httplib::Response& res,
                                       const httplib::ContentReader& read) {
-    const std::string model = req.matches[1];
-    Served* s = Find(model, req.matches[2]);
+    // The body is read first, whatever the answer: an unread body would be taken for the next
+    // request on the connection. httplib refuses a body over set_payload_max_length before
+    // calling back (the read returns false); a chunked one over it is read to its end here
+    // and dropped.
     std::string body;
-    // httplib stops a body over set_payload_max_length before calling back; a chunked body is
-    // counted here. Either way (or a connection cut short) the read returns false.
+    bool too_big = false;
     const bool whole = read([&](const char* data, size_t n) {
-      if (n > options_.max_request_bytes - body.size()) return false;
-      body.append(data, n);
+      too_big = too_big || n > options_.max_request_bytes - body.size();
+      if (!too_big) body.append(data, n);
       return true;
     });
-    if (!whole)
+    if (!whole || too_big) {
+      res.set_header("Connection", "close");
       throw HttpError{413, "the request body is over the limit of " +
                                std::to_string(options_.max_request_bytes) + " bytes"};
+    }
+    const std::string model = req.matches[1];
+    Served* s = Find(model, req.matches[2]);
     const auto start = std::chrono::steady_clock::now();
     bool ok = false;
     try {
@@ -225,6 +250,10 @@ void Server::Route() {
       ok = true;
     } catch (const HttpError& e) {
       ReplyError(res, e);
+    } catch (const std::bad_alloc&) {
+      ReplyError(res, HttpError{503, "model '" + s->name + "': out of memory"});
+    } catch (const std::exception& e) {
+      ReplyError(res, HttpError{500, "model '" + s->name + "': " + e.what()});
     }
     metrics_->Request(
         s->name, ok,

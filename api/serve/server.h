@@ -15,6 +15,7 @@
 // (model_runner.h); Stop may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -47,6 +48,7 @@ class Server {
   // (the server is then not ready). Throws cli::Failure when the folder cannot be read or holds
   // no .onnx file.
   Server(const std::string& model_dir, kiln_engine* engine, ServeOptions options);
+  // Only once Serve has returned, or was never called.
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -56,7 +58,10 @@ class Server {
   int Bind();
   // Serves until Stop; the requests in flight finish first.
   void Serve();
+  // Stops Serve (or keeps it from starting); returns at once.
   void Stop();
+  // Stop, repeated until Serve has returned: for a stop that may come while Serve starts.
+  void StopWhenServing();
 
  private:
   struct Served;
@@ -68,6 +73,7 @@ class Server {
   std::map<std::string, std::unique_ptr<Served>> models_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<httplib::Server> http_;
+  std::atomic<bool> stop_requested_{false}, serving_done_{false};
 };
 
 }  // namespace kiln::serve

@@ -119,3 +119,23 @@ def test_warm_start_files(mlp, tmp_path):
     fresh = kiln.Engine(threads=1)
     fresh.precompile_shapes(mlp, tmp_path / "shapes.txt")
     assert fresh.stats()["cached_executables"] == 2
+
+
+def test_reference_outputs_never_alias_inputs_or_weights():
+    # y = Identity(x), w = Identity(weight): the interpreter hands back the very tensors.
+    from onnx import TensorProto, helper
+    weight = helper.make_tensor("weight", TensorProto.FLOAT, [2], [5.0, 6.0])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"]), helper.make_node("Identity", ["weight"], ["w"])],
+        "ident", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [2])], [weight])
+    model = kiln.Model.from_onnx(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    x = np.array([1.0, 2.0], np.float32)
+    out = model.run_reference({"x": x})
+    x[:] = -1  # the caller's buffer changes after the run
+    out["w"][:] = 0  # writing an output must not touch the model's weights
+    assert out["y"].tolist() == [1.0, 2.0]
+    assert model.run_reference({"x": x})["w"].tolist() == [5.0, 6.0]
+    assert model.run_reference({"x": [3.0, 4.0]})["y"].tolist() == [3.0, 4.0]  # a temporary input

@@ -12,6 +12,7 @@
 
 #include "api/c_api_util.h"
 #include "capi_internal.h"
+#include "common/cuda_device_run.h"
 #include "common/cuda_host_device.h"
 #include "devices/cuda_device.h"
 #include "jit/nvrtc.h"
@@ -87,13 +88,9 @@ TEST(CApiDevice, RunsOnEachStreamLaunchOnItsOwnDeviceStream) {
 TEST(CApiOnCudaDevice, RunsOnTwoStreams) {
   if (const std::string why = CUDADeviceAPI::UnavailableReason(); !why.empty())
     GTEST_SKIP() << "no CUDA device: " << why;
-  std::string cc = GetDeviceAPI(DeviceType::kCUDA)
-                       ->GetAttr(Device{DeviceType::kCUDA, 0}, DeviceAttr::kComputeCapability)
-                       .AsString();
-  cc.erase(std::remove(cc.begin(), cc.end(), '.'), cc.end());
   kiln_options* o = nullptr;
   KILN_ASSERT_OK(kiln_options_create(&o));
-  KILN_ASSERT_OK(kiln_options_set_target(o, ("cuda -arch=sm_" + cc).c_str()));
+  KILN_ASSERT_OK(kiln_options_set_target(o, ("cuda -arch=" + test::Device0Arch()).c_str()));
   kiln_engine* engine = nullptr;
   KILN_ASSERT_OK(kiln_engine_create(o, &engine));
   kiln_options_destroy(o);

@@ -20,6 +20,16 @@
 
 namespace kiln::test {
 
+// cuda(0)'s architecture for a target string: "sm_90" for compute capability "9.0". Needs a
+// device (CUDADeviceAPI::UnavailableReason() empty).
+inline std::string Device0Arch() {
+  std::string cc = GetDeviceAPI(DeviceType::kCUDA)
+                       ->GetAttr(Device{DeviceType::kCUDA, 0}, DeviceAttr::kComputeCapability)
+                       .AsString();
+  cc.erase(std::remove(cc.begin(), cc.end(), '.'), cc.end());
+  return "sm_" + cc;
+}
+
 // Why the op tests cannot run their kernels on a GPU here; "" when they can.
 inline std::string CudaRunUnavailable() {
   if (!CUDADeviceAPI::UnavailableReason().empty()) return CUDADeviceAPI::UnavailableReason();
@@ -36,10 +46,9 @@ class CudaKernelOnDevice {
   CudaKernelOnDevice(const Function& fn, const std::vector<Tensor>& inputs,
                      const std::vector<std::pair<DType, std::vector<int64_t>>>& out_types,
                      const std::map<std::string, int64_t>& symbols, const std::string& name) {
-    std::string cc = api().GetAttr(dev_, DeviceAttr::kComputeCapability).AsString();  // "9.0"
-    cc.erase(std::remove(cc.begin(), cc.end(), '.'), cc.end());
+    const std::string arch = Device0Arch();
     CudaKernelSource k = LowerKernelToCuda(fn, name);
-    const std::string ptx = CompileCudaToPtx(k.source.code, name, "sm_" + cc).ptx;
+    const std::string ptx = CompileCudaToPtx(k.source.code, name, arch).ptx;
     call_ = BindKernelCall(k.lowered, inputs, out_types, symbols);
     entry_ = k.source.functions.at(0);
     shape_ = ShapeDeviceCall(entry_, call_.scalars.data());

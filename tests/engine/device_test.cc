@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "common/cuda_device_run.h"
 #include "common/cuda_host_device.h"
 #include "common/engine_options.h"
 #include "common/models.h"
@@ -183,11 +184,8 @@ TEST(EngineOnCudaDevice, ModelsMatchTheCpuEngine) {
   if (const std::string why = CUDADeviceAPI::UnavailableReason(); !why.empty())
     GTEST_SKIP() << "no CUDA device: " << why;
   KILN_SKIP_WITHOUT_NVRTC();
-  std::string cc = GetDeviceAPI(DeviceType::kCUDA)
-                       ->GetAttr(Device{DeviceType::kCUDA, 0}, DeviceAttr::kComputeCapability)
-                       .AsString();
-  cc.erase(std::remove(cc.begin(), cc.end(), '.'), cc.end());
-  EngineOptions o = test::Eager([&](EngineOptions& x) { x.target = "cuda -arch=sm_" + cc; });
+  EngineOptions o =
+      test::Eager([&](EngineOptions& x) { x.target = "cuda -arch=" + test::Device0Arch(); });
   Engine engine(o);
   uint64_t seed = 21;
   for (const Case& c : Cases()) {

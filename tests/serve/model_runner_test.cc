@@ -181,6 +181,25 @@ TEST(ModelRunner, InputsThatDoNotFitAreRefusedNamingThem) {
   kiln_engine_destroy(engine);
 }
 
+TEST(ModelRunner, ASequenceFirstModelIsNotBatched) {
+  // [seq, batch]: the structure of a batch dim, but concatenating along it would mix requests.
+  kiln_model* model = UnaryModel("relu", {0, 0}, {"seq", "batch"});
+  kiln_engine* engine = nullptr;
+  KILN_ASSERT_OK(kiln_engine_create(nullptr, &engine));
+  {
+    ModelRunner runner("seq_first", engine, model, {}, nullptr);
+    EXPECT_EQ(runner.batch_symbol(), "");
+    EXPECT_EQ(runner.unbatched_why(),
+              "dim 0 is 'seq', not named as a batch dim ('batch', 'batch_size', 'N')");
+  }
+  {
+    ModelRunner runner("off", engine, model, {1, std::chrono::microseconds(0)}, nullptr);
+    EXPECT_EQ(runner.unbatched_why(), "--max-batch is 1");
+  }
+  kiln_engine_destroy(engine);
+  kiln_model_destroy(model);
+}
+
 TEST(ModelRunner, AModelWithoutABatchSymbolRunsUnbatched) {
   kiln_model* model = UnaryModel("neg", {3}, {nullptr});
   kiln_engine* engine = nullptr;
@@ -189,6 +208,7 @@ TEST(ModelRunner, AModelWithoutABatchSymbolRunsUnbatched) {
   {
     ModelRunner runner("fixed", engine, model, {}, batches.Observer());
     EXPECT_EQ(runner.batch_symbol(), "");
+    EXPECT_EQ(runner.unbatched_why(), "input dim 0 is not symbolic");
     const float x3[3] = {1, -2, 3};
     std::vector<InputTensor> in;
     in.push_back(Input("x", KILN_F32, {3}, x3));

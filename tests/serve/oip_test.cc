@@ -150,6 +150,24 @@ TEST(OipRequest, MalformedRequestsNameTheFault) {
   std::string deep = R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":)" +
                      std::string(200000, '[') + "1" + std::string(200000, ']') + "}]}";
   EXPECT_EQ(ParseInferRequest(deep, std::nullopt, {}).inputs[0].nbytes, 4u);
+  // Deep nesting where a message would show the value is named, not printed (printing
+  // recurses): in a shape, as an element, as binary_data_size.
+  const std::string nest = std::string(200000, '[') + std::string(200000, ']');
+  EXPECT_EQ(Error(R"({"inputs":[{"name":"x","datatype":"FP32","shape":)" + nest + "}]}"),
+            "input 'x': shape (not a list of numbers) must hold integers >= 0");
+  EXPECT_EQ(Error(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[{"a":)" + nest +
+                  "}]}]}"),
+            "input 'x': element 0 (an object) is not a FP32 value");
+  const std::string sized =
+      R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"parameters":{"binary_data_size":)" +
+      nest + "}}]}";
+  EXPECT_EQ(Error(sized, sized.size()),
+            "input 'x': binary_data_size is an array, the shape and datatype make 4 bytes");
+  // Past f32's range a value becomes an infinity (the conversion would be undefined).
+  InferRequest big = ParseInferRequest(
+      R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1e300,-1e300]}]})",
+      std::nullopt, {});
+  EXPECT_EQ(Values<float>(big.inputs[0]), (std::vector<float>{INFINITY, -INFINITY}));
 }
 
 TEST(OipResponse, JsonIsExactAndBinaryFollowsTheHeader) {

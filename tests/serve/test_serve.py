@@ -261,6 +261,20 @@ def test_bad_requests_get_protocol_errors(server):
     assert status == 400 and "past the body" in text, text
     assert c.get("/v2/health/live") == {"live": True}, "the server survives every bad request"
 
+    # On one kept-alive connection, an error answered before the body mattered (an unknown
+    # model) still consumes the body: the next request on the connection is read as sent.
+    import http.client
+    host, port = server.url[len("http://"):].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    body = tensor()
+    conn.request("POST", "/v2/models/nope/infer", body, {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    assert r.status == 404 and b"model 'nope' is not served here" in r.read()
+    conn.request("GET", "/v2/health/live")
+    r = conn.getresponse()
+    assert r.status == 200 and json.loads(r.read()) == {"live": True}
+    conn.close()
+
 
 def test_a_model_that_fails_to_load(models, tmp_path):
     (tmp_path / "mlp.onnx").write_bytes((models / "mlp.onnx").read_bytes())
