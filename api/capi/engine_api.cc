@@ -14,6 +14,7 @@
 #include "api/capi/capi_internal.h"
 #include "ir/interpreter.h"
 #include "ir/text.h"
+#include "ir/trace.h"
 #include "ir/type_infer.h"
 #include "passes/instrument.h"
 #include "passes/pass.h"
@@ -130,35 +131,6 @@ class CInstrument : public kiln::PassInstrument {
 
 // ---- statistics as JSON ------------------------------------------------------------------
 
-void JsonString(std::string& out, const std::string& s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-}
-
 void JsonNumber(std::string& out, double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
@@ -170,7 +142,7 @@ void JsonPasses(std::string& out, const std::vector<kiln::PassTimingInstrument::
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& e = entries[i];
     out += i ? ",{\"name\":" : "{\"name\":";
-    JsonString(out, e.name);
+    out += kiln::JsonQuote(e.name);
     out += ",\"calls\":" + std::to_string(e.calls) + ",\"total_ms\":";
     JsonNumber(out, e.total_ms);
     out += ",\"self_ms\":";
@@ -203,7 +175,7 @@ std::string StatsJson(const kiln::EngineStats& s) {
   out += "\"generic_unavailable_reasons\":[";
   for (size_t i = 0; i < s.generic_unavailable_reasons.size(); ++i) {
     if (i) out += ',';
-    JsonString(out, s.generic_unavailable_reasons[i]);
+    out += kiln::JsonQuote(s.generic_unavailable_reasons[i]);
   }
   out += "],";
   out += "\"disk_rejections_by_reason\":{";
@@ -211,7 +183,7 @@ std::string StatsJson(const kiln::EngineStats& s) {
   for (const auto& [reason, n] : s.disk_rejections_by_reason) {
     if (!first) out += ',';
     first = false;
-    JsonString(out, reason);
+    out += kiln::JsonQuote(reason);
     out += ':' + std::to_string(n);
   }
   out += "},\"compile_ms\":";
@@ -220,7 +192,7 @@ std::string StatsJson(const kiln::EngineStats& s) {
   for (size_t i = 0; i < s.shapes.size(); ++i) {
     const kiln::ShapeKeyStats& k = s.shapes[i];
     out += i ? ",{\"shape_key\":" : "{\"shape_key\":";
-    JsonString(out, k.shape_key);
+    out += kiln::JsonQuote(k.shape_key);
     out += ",\"compile_ms\":";
     JsonNumber(out, k.compile_ms);
     out +=
@@ -233,9 +205,9 @@ std::string StatsJson(const kiln::EngineStats& s) {
   for (size_t i = 0; i < s.kernel_profile.size(); ++i) {
     const kiln::KernelProfileStats& k = s.kernel_profile[i];
     out += i ? ",{\"shape_key\":" : "{\"shape_key\":";
-    JsonString(out, k.shape_key);
+    out += kiln::JsonQuote(k.shape_key);
     out += ",\"kernel\":";
-    JsonString(out, k.kernel);
+    out += kiln::JsonQuote(k.kernel);
     out += ",\"calls\":" + std::to_string(k.calls) + ",\"total_ms\":";
     JsonNumber(out, k.total_ms);
     out += '}';
@@ -627,7 +599,7 @@ kiln_status kiln_engine_emit_kernels(kiln_engine* engine, const kiln_model* mode
     std::string json = "[";
     for (size_t i = 0; i < paths.size(); ++i) {
       if (i) json += ",";
-      JsonString(json, paths[i]);
+      json += kiln::JsonQuote(paths[i]);
     }
     *out_json = NewCString(json + "]");
   }
@@ -644,13 +616,13 @@ kiln_status kiln_engine_explain(kiln_engine* engine, const kiln_model* model, si
   std::vector<kiln::Tensor> in = GatherInputs(*model, num_inputs, input_names, inputs, __func__);
   kiln::Explanation x = engine->engine->Explain(*model->model, in);
   std::string out = "{\"shape_key\":";
-  JsonString(out, x.shape_key);
+  out += kiln::JsonQuote(x.shape_key);
   out += kiln::StrCat(",\"cached\":", x.cached ? "true" : "false", ",\"tier\":\"",
                       kiln::TierName(x.tier), "\",\"reason\":");
-  JsonString(out, x.reason);
+  out += kiln::JsonQuote(x.reason);
   if (!x.segments.empty()) {
     out += ",\"segments\":";
-    JsonString(out, x.segments);
+    out += kiln::JsonQuote(x.segments);
   }
   out += "}";
   *out_json = NewCString(out);
