@@ -160,6 +160,11 @@ std::string LLVMTargetDescription(const CodegenOptions& options = {});
 // not, naming the instruction-set features the CPU model (plus mattr) has and the host lacks,
 // or the unknown CPU name.
 std::string HostCannotRun(const CodegenOptions& options);
+// Whether LLVM can generate x86-64 code for `options` at all: "" when it can, else why not (an
+// unknown CPU or feature, a 32-bit CPU, SSE2 or 64-bit mode turned off, a mode or float-ABI
+// feature). Targets are checked with it when they are parsed, because LLVM aborts the process on
+// some of these rather than returning an error.
+std::string InvalidLLVMTarget(const CodegenOptions& options);
 
 // The widest vector register the code for `options` may use, in bits: 512 with AVX-512F, 256
 // with AVX, else 128. The loop passes size their vectors and register tiles by it (the

@@ -1,8 +1,8 @@
 // Loop IR -> machine code, the JIT half (kernel.h: BuildLLVM, LoadLLVMObject): the module
 // llvm_codegen.cc emits is optimized (LLVM's O0-O3 pipeline for the target, less what
-// LLVMWorkarounds turns off), compiled by ORC LLJIT, and its object file kept for the disk
-// cache; LoadLLVMObject links such an object into a fresh JIT. Every JIT defines the runtime
-// helpers (jit/runtime.h) itself.
+// LLVMWorkarounds turns off), compiled to an object file, which is kept for the disk cache, and
+// linked by ORC LLJIT; LoadLLVMObject links such an object from the cache the same way. Every JIT
+// defines the runtime helpers (jit/runtime.h) itself.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,8 +19,6 @@
 #include "jit/runtime.h"
 #include "llvm/ExecutionEngine/Orc/Core.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
-#include "llvm/ExecutionEngine/Orc/ObjectTransformLayer.h"
-#include "llvm/ExecutionEngine/Orc/ThreadSafeModule.h"
 #include "llvm/IR/DiagnosticHandler.h"
 #include "llvm/IR/DiagnosticInfo.h"
 #include "llvm/IR/DiagnosticPrinter.h"
@@ -287,82 +285,32 @@ OptimizedModule LowerAndOptimize(const std::vector<loop::PrimFunc>& funcs,
 
 }  // namespace
 
-std::string LLVMAssembly(const std::vector<loop::PrimFunc>& funcs, const CodegenOptions& options) {
-  OptimizedModule m = LowerAndOptimize(funcs, options);
-  llvm::SmallString<0> text;
-  llvm::raw_svector_ostream os(text);
+namespace {
+
+// The machine code (an object file, or assembly text) for the optimized module. Code generation
+// runs here, outside ORC, so that an LLVM error in it (a diagnostic, or a fatal error that
+// LLVMFatalErrorsThrow turns into an exception) leaves no JIT half-way through materializing.
+std::string Codegen(OptimizedModule& m, llvm::CodeGenFileType type) {
+  llvm::SmallString<0> out;
+  llvm::raw_svector_ostream os(out);
   llvm::legacy::PassManager codegen;
-  if (m.tm->addPassesToEmitFile(codegen, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
-    Throw(ErrorCode::kCompileError, "LLVM: the target machine cannot emit assembly");
+  if (m.tm->addPassesToEmitFile(codegen, os, nullptr, type))
+    Throw(ErrorCode::kCompileError, "LLVM: the target machine cannot emit ",
+          type == llvm::CodeGenFileType::AssemblyFile ? "assembly" : "object files");
   codegen.run(*m.module);
   if (!m.errors->empty()) Throw(ErrorCode::kCompileError, "LLVM: ", *m.errors);
-  return std::string(text.str());
+  return std::string(out.str());
 }
 
-std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& funcs,
-                                          const CodegenOptions& options) {
-  OptimizedModule m = LowerAndOptimize(funcs, options);
-  auto result = std::make_unique<LLVMCompiledModule>();
-  result->timings_.lower_ms = m.lower_ms;
-  result->timings_.opt_ms = m.opt_ms;
-  {
-    llvm::raw_string_ostream os(result->source_);
-    m.module->print(os, nullptr);
-  }
-  auto module = std::move(m.module);
-  auto context = std::move(m.context);
-  auto llvm_errors = m.errors;
-  auto jtmb = std::move(m.jtmb);
-
-  // ---- codegen: ORC compiles lazily, so look every kernel up to force it ----
-  auto t2 = std::chrono::steady_clock::now();
-  result->jit = CreateJIT(std::move(jtmb));
-  llvm::orc::LLJIT& lljit = *result->jit;
-  // Keep a copy of the object file the module compiles to, for the disk cache. ORC compiles on
-  // the first lookup below, on this thread, so the copy is made before BuildLLVM returns. One
-  // module makes one object; a second would mean the copy no longer covers every kernel.
-  std::string* object = &result->object_;
-  lljit.getObjTransformLayer().setTransform(
-      [object](std::unique_ptr<llvm::MemoryBuffer> buffer)
-          -> llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> {
-        if (!object->empty())
-          return llvm::make_error<llvm::StringError>("kiln: a second object file for one module",
-                                                     llvm::inconvertibleErrorCode());
-        object->assign(buffer->getBufferStart(), buffer->getBufferSize());
-        return buffer;
-      });
-  if (llvm::Error err =
-          lljit.addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(context))))
-    Throw(ErrorCode::kCompileError, "LLVM JIT: ", TakeMessage(std::move(err)));
-  for (const loop::PrimFunc& f : funcs) {
-    auto addr = lljit.lookup(f->name);
-    if (!addr) Throw(ErrorCode::kCompileError, "@", f->name, ": ", TakeMessage(addr.takeError()));
-    KernelEntry& e = result->kernels_[f->name];
-    e.name = f->name;
-    e.cpu = addr->toPtr<KernelFn>();
-    e.num_buffers = static_cast<uint32_t>(f->buffer_params.size());
-    e.scalar_params = f->scalar_params;
-  }
-  if (!llvm_errors->empty()) Throw(ErrorCode::kCompileError, "LLVM: ", *llvm_errors);
-  SetTextSpans(result->object_, &result->kernels_);
-  if (!funcs.empty())
-    AppendPerfMap(result->object_, funcs.front()->name,
-                  reinterpret_cast<uint64_t>(result->kernels_[funcs.front()->name].cpu));
-  result->timings_.codegen_ms = MsSince(t2);
-  return result;
-}
-
-// ---- Object files: the disk cache's way back in ----
-
-std::unique_ptr<CompiledModule> LoadLLVMObject(const std::string& object,
-                                               const CodegenOptions& options) {
-  InitializeLLVM();
-  auto t0 = std::chrono::steady_clock::now();
+// `object` linked into a fresh JIT for `options`' target: every global function it defines,
+// looked up (so linked) now. Errors name `what` ("cached kernels", "LLVM JIT").
+std::unique_ptr<LLVMCompiledModule> LinkObject(const std::string& object,
+                                               const CodegenOptions& options, const char* what) {
   auto result = std::make_unique<LLVMCompiledModule>();
   result->object_ = object;
   // A copy that LLVM owns (and aligns, as the object readers want): the JIT keeps it.
   std::unique_ptr<llvm::MemoryBuffer> buffer =
-      llvm::MemoryBuffer::getMemBufferCopy(object, "kiln-cached-kernels");
+      llvm::MemoryBuffer::getMemBufferCopy(object, "kiln-kernels");
   llvm::orc::JITTargetMachineBuilder jtmb = TargetFor(options);
 
   // Read the symbol table before the JIT sees the bytes, so that what is not an object file for
@@ -372,34 +320,32 @@ std::unique_ptr<CompiledModule> LoadLLVMObject(const std::string& object,
   {
     auto file = llvm::object::ObjectFile::createObjectFile(buffer->getMemBufferRef());
     if (!file)
-      Throw(ErrorCode::kCompileError,
-            "cached kernels: not an object file: ", TakeMessage(file.takeError()));
+      Throw(ErrorCode::kCompileError, what,
+            ": not an object file: ", TakeMessage(file.takeError()));
     llvm::Triple triple = (*file)->makeTriple();
     if (triple.getArch() != jtmb.getTargetTriple().getArch())
-      Throw(ErrorCode::kCompileError, "cached kernels: object file for ",
-            triple.getArchName().str(), ", not ", jtmb.getTargetTriple().getArchName().str());
+      Throw(ErrorCode::kCompileError, what, ": object file for ", triple.getArchName().str(),
+            ", not ", jtmb.getTargetTriple().getArchName().str());
     for (const llvm::object::SymbolRef& sym : (*file)->symbols()) {
       auto flags = sym.getFlags();
-      if (!flags)
-        Throw(ErrorCode::kCompileError, "cached kernels: ", TakeMessage(flags.takeError()));
+      if (!flags) Throw(ErrorCode::kCompileError, what, ": ", TakeMessage(flags.takeError()));
       if (!(*flags & llvm::object::SymbolRef::SF_Global) ||
           (*flags & llvm::object::SymbolRef::SF_Undefined))
         continue;
       auto type = sym.getType();
-      if (!type) Throw(ErrorCode::kCompileError, "cached kernels: ", TakeMessage(type.takeError()));
+      if (!type) Throw(ErrorCode::kCompileError, what, ": ", TakeMessage(type.takeError()));
       if (*type != llvm::object::SymbolRef::ST_Function) continue;
       auto name = sym.getName();
-      if (!name) Throw(ErrorCode::kCompileError, "cached kernels: ", TakeMessage(name.takeError()));
+      if (!name) Throw(ErrorCode::kCompileError, what, ": ", TakeMessage(name.takeError()));
       names.push_back(name->str());
     }
   }
-  if (names.empty())
-    Throw(ErrorCode::kCompileError, "cached kernels: the object file defines no function");
+  if (names.empty()) Throw(ErrorCode::kCompileError, what, ": the object file defines no function");
 
   result->jit = CreateJIT(std::move(jtmb));
   llvm::orc::LLJIT& lljit = *result->jit;
   if (llvm::Error err = lljit.addObjectFile(std::move(buffer)))
-    Throw(ErrorCode::kCompileError, "cached kernels: ", TakeMessage(std::move(err)));
+    Throw(ErrorCode::kCompileError, what, ": ", TakeMessage(std::move(err)));
   // Linking happens here, at the first lookup: a relocation or symbol that cannot be resolved is
   // an error now, not when a kernel is called.
   const char prefix = lljit.getDataLayout().getGlobalPrefix();
@@ -407,19 +353,69 @@ std::unique_ptr<CompiledModule> LoadLLVMObject(const std::string& object,
   for (const std::string& linker_name : names) {
     auto addr = lljit.lookupLinkerMangled(linker_name);
     if (!addr)
-      Throw(ErrorCode::kCompileError, "cached kernels: @", linker_name, ": ",
+      Throw(ErrorCode::kCompileError, what, ": @", linker_name, ": ",
             TakeMessage(addr.takeError()));
     if (!first_addr) first_addr = addr->getValue();
     std::string name = linker_name;
     if (prefix != '\0' && !name.empty() && name[0] == prefix) name.erase(0, 1);
-    // The argument layout is the PrimFunc's, which the object does not record: a loader that
-    // needs it lowers the function again (engine/disk_store.cc).
     KernelEntry& e = result->kernels_[name];
     e.name = name;
     e.cpu = addr->toPtr<KernelFn>();
   }
-  SetTextSpans(object, &result->kernels_);
-  AppendPerfMap(object, names.front(), first_addr);
+  SetTextSpans(result->object_, &result->kernels_);
+  AppendPerfMap(result->object_, names.front(), first_addr);
+  return result;
+}
+
+// The argument layouts, which an object file does not record: the PrimFuncs'. Every PrimFunc
+// must be defined by the module.
+void SetLayouts(LLVMCompiledModule& module, const std::vector<loop::PrimFunc>& funcs,
+                const char* what) {
+  for (const loop::PrimFunc& f : funcs) {
+    auto it = module.kernels_.find(f->name);
+    if (it == module.kernels_.end())
+      Throw(ErrorCode::kCompileError, what, ": the object has no @", f->name);
+    it->second.num_buffers = static_cast<uint32_t>(f->buffer_params.size());
+    it->second.scalar_params = f->scalar_params;
+  }
+}
+
+}  // namespace
+
+std::string LLVMAssembly(const std::vector<loop::PrimFunc>& funcs, const CodegenOptions& options) {
+  LLVMFatalErrorsThrow guard;
+  OptimizedModule m = LowerAndOptimize(funcs, options);
+  return Codegen(m, llvm::CodeGenFileType::AssemblyFile);
+}
+
+std::unique_ptr<CompiledModule> BuildLLVM(const std::vector<loop::PrimFunc>& funcs,
+                                          const CodegenOptions& options) {
+  LLVMFatalErrorsThrow guard;
+  OptimizedModule m = LowerAndOptimize(funcs, options);
+  std::string source;
+  {
+    llvm::raw_string_ostream os(source);
+    m.module->print(os, nullptr);
+  }
+  auto t2 = std::chrono::steady_clock::now();
+  std::string object = Codegen(m, llvm::CodeGenFileType::ObjectFile);
+  std::unique_ptr<LLVMCompiledModule> result = LinkObject(object, options, "LLVM JIT");
+  SetLayouts(*result, funcs, "LLVM JIT");
+  result->source_ = std::move(source);
+  result->timings_.lower_ms = m.lower_ms;
+  result->timings_.opt_ms = m.opt_ms;
+  result->timings_.codegen_ms = MsSince(t2);
+  return result;
+}
+
+// ---- Object files: the disk cache's way back in ----
+
+std::unique_ptr<CompiledModule> LoadLLVMObject(const std::string& object,
+                                               const CodegenOptions& options) {
+  InitializeLLVM();
+  LLVMFatalErrorsThrow guard;
+  auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<LLVMCompiledModule> result = LinkObject(object, options, "cached kernels");
   result->timings_.codegen_ms = MsSince(t0);
   return result;
 }
@@ -436,6 +432,8 @@ CodeGenerator LLVMCodeGenerator() {
     o.mcpu = t.GetString("mcpu");
     for (const std::string& feature : t.GetStrings("mattr"))
       o.mattr += (o.mattr.empty() ? "" : ",") + feature;
+    if (std::string why = InvalidLLVMTarget(o); !why.empty())
+      Throw(ErrorCode::kInvalidArgument, "target '", t.str(), "': ", why);
     return o;
   };
   g.build = [](const std::vector<loop::PrimFunc>& f, const CodegenOptions& o) {
@@ -444,15 +442,7 @@ CodeGenerator LLVMCodeGenerator() {
   g.load = [](const std::string& object, const std::vector<loop::PrimFunc>& funcs,
               const CodegenOptions& o) -> std::unique_ptr<CompiledModule> {
     auto m = LoadLLVMObject(object, o);
-    // The object has the code; the argument layouts are the PrimFuncs'.
-    auto* llvm_module = static_cast<LLVMCompiledModule*>(m.get());
-    for (const loop::PrimFunc& f : funcs) {
-      auto it = llvm_module->kernels_.find(f->name);
-      if (it == llvm_module->kernels_.end())
-        Throw(ErrorCode::kCompileError, "cached kernels: the object has no @", f->name);
-      it->second.num_buffers = static_cast<uint32_t>(f->buffer_params.size());
-      it->second.scalar_params = f->scalar_params;
-    }
+    SetLayouts(static_cast<LLVMCompiledModule&>(*m), funcs, "cached kernels");
     return m;
   };
   g.identity = [](const CodegenOptions& o) {

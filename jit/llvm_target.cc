@@ -3,6 +3,7 @@
 // disk cache and the cross-CPU tests ask do not sit in the emitter.
 #include "jit/llvm_target.h"
 
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
@@ -11,6 +12,9 @@
 #include "ir/error.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Config/llvm-config.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/X86TargetParser.h"
@@ -65,10 +69,37 @@ bool IntrinsicOnly(const std::string& f) {
 
 }  // namespace
 
+namespace {
+
+// How deep the calling thread is in kiln's LLVM work (LLVMFatalErrorsThrow).
+thread_local int t_fatal_errors_throw = 0;
+
+// LLVM's fatal error handler, for the whole process (LLVM has one). LLVM calls it in place of
+// printing "LLVM ERROR" and aborting (or exiting); when it returns, LLVM aborts all the same.
+// On a thread inside kiln's compile or link it throws instead, so the error reaches the caller
+// as a kCompileError: the frames it unwinds are LLVM's codegen or JIT objects for that one
+// module, which kiln owns and drops. LLVM's own locks are not held while it calls the handler.
+// Elsewhere (another library's use of the same libLLVM) it does what LLVM would have done.
+void OnFatalError(void*, const char* reason, bool) {
+  if (t_fatal_errors_throw > 0) Throw(ErrorCode::kCompileError, "LLVM fatal error: ", reason);
+  std::fprintf(stderr, "LLVM ERROR: %s\n", reason);
+}
+
+}  // namespace
+
+LLVMFatalErrorsThrow::LLVMFatalErrorsThrow() {
+  InitializeLLVM();
+  ++t_fatal_errors_throw;
+}
+LLVMFatalErrorsThrow::~LLVMFatalErrorsThrow() {
+  --t_fatal_errors_throw;
+}
+
 void InitializeLLVM() {
   std::call_once(g_llvm_init, [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
+    llvm::install_fatal_error_handler(&OnFatalError, nullptr);
   });
 }
 
@@ -143,31 +174,96 @@ std::set<std::string> NamedFeatures(const CodegenOptions& options) {
   return features;
 }
 
+// Whether each feature is on in the code for `options`, with what each implies: LLVM lists a
+// named CPU's features as it adds them to its base, so x86-64-v3 names avx2 but not avx, and
+// x86-64-v4 avx512bw but not avx512f. A feature mattr removes takes what needs it along ("-sse"
+// removes sse2 and every AVX).
+class EffectiveFeatures {
+ public:
+  explicit EffectiveFeatures(const CodegenOptions& options) : named_(NamedFeatures(options)) {
+    if (options.mcpu.empty()) {
+      // The host's features, then mattr's changes on top (NamedFeatures applied them to none).
+      for (const auto& entry : llvm::sys::getHostCPUFeatures())
+        if (entry.second) named_.insert(entry.first().str());
+      for (const std::string& f : SplitFeatures(options.mattr))
+        if (f.size() >= 2 && f[0] == '-') named_.erase(f.substr(1));
+    }
+    for (const std::string& f : named_) llvm::X86::updateImpliedFeatures(f, true, on_);
+    for (const std::string& f : SplitFeatures(options.mattr))
+      if (f.size() >= 2 && f[0] == '-') llvm::X86::updateImpliedFeatures(f.substr(1), false, on_);
+  }
+  bool has(const char* f) const {
+    auto it = on_.find(f);
+    return it != on_.end() ? it->second : named_.count(f) > 0;
+  }
+
+ private:
+  std::set<std::string> named_;
+  llvm::StringMap<bool> on_;
+};
+
 }  // namespace
 
 int VectorRegisterBits(const CodegenOptions& options) {
-  std::set<std::string> features = NamedFeatures(options);
-  if (options.mcpu.empty()) {
-    // The host's features, then mattr's changes on top (NamedFeatures applied them to none).
-    for (const auto& entry : llvm::sys::getHostCPUFeatures())
-      if (entry.second) features.insert(entry.first().str());
-    for (const std::string& f : SplitFeatures(options.mattr))
-      if (f.size() >= 2 && f[0] == '-') features.erase(f.substr(1));
-  }
-  // With what each feature implies: LLVM lists a named CPU's features as it adds them to its
-  // base, so x86-64-v3 names avx2 but not avx, and x86-64-v4 avx512bw but not avx512f (both were
-  // taken for 128-bit targets). A feature mattr removes takes what needs it along.
-  llvm::StringMap<bool> on;
-  for (const std::string& f : features) llvm::X86::updateImpliedFeatures(f, true, on);
-  for (const std::string& f : SplitFeatures(options.mattr))
-    if (f.size() >= 2 && f[0] == '-') llvm::X86::updateImpliedFeatures(f.substr(1), false, on);
-  auto has = [&on, &features](const char* f) {
-    auto it = on.find(f);
-    return it != on.end() ? it->second : features.count(f) > 0;
-  };
-  if (has("avx512f")) return 512;
-  if (has("avx")) return 256;
+  EffectiveFeatures features(options);
+  if (features.has("avx512f")) return 512;
+  if (features.has("avx")) return 256;
   return 128;
+}
+
+std::string InvalidLLVMTarget(const CodegenOptions& options) {
+  InitializeLLVM();
+  const std::string triple = llvm::sys::getProcessTriple();
+  std::string error;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target) return StrCat("LLVM ", LLVMVersion(), " has no target for ", triple, ": ", error);
+  // Only to ask what LLVM knows: the CPU and feature tables of the host's architecture.
+  std::unique_ptr<llvm::MCSubtargetInfo> info(target->createMCSubtargetInfo(triple, "", ""));
+  if (!info) return StrCat("LLVM ", LLVMVersion(), " cannot describe ", triple);
+  if (!options.mcpu.empty() && !info->isCPUStringValid(options.mcpu))
+    return StrCat("mcpu '", options.mcpu, "' is not a CPU LLVM ", LLVMVersion(),
+                  " knows (`llc -mcpu=help` lists them)");
+  std::set<std::string> known;
+  for (const llvm::SubtargetFeatureKV& kv : info->getAllProcessorFeatures()) known.insert(kv.Key);
+  for (const std::string& f : SplitFeatures(options.mattr)) {
+    if (f.size() < 2 || (f[0] != '+' && f[0] != '-'))
+      return StrCat("mattr '", f, "' is not a feature like +avx2 or -fma");
+    const std::string name = f.substr(1);
+    if (!known.count(name))
+      return StrCat("mattr '", f, "': '", name, "' is not a feature LLVM ", LLVMVersion(),
+                    " knows (`llc -mattr=help` lists them)");
+    // Modes and float ABIs are not instruction sets: the kernels' calling convention, which the
+    // engine calls them by, depends on them (LLVM aborts on some, and soft floats need a
+    // runtime kiln does not link).
+    if (name == "16bit-mode" || name == "32bit-mode" || name == "64bit-mode" ||
+        name == "soft-float")
+      return StrCat("mattr '", f, "': '", name,
+                    "' changes the calling convention, not the instruction set; kiln's kernels "
+                    "are x86-64 functions with hardware floats");
+  }
+  if (llvm::Triple(triple).getArch() != llvm::Triple::x86_64) return "";
+  if (!options.mcpu.empty() &&
+      llvm::X86::parseArchX86(options.mcpu, /*Only64Bit=*/true) == llvm::X86::CK_None)
+    return StrCat("mcpu '", options.mcpu,
+                  "' is not an x86-64 CPU model (x86-64 names the baseline every one has)");
+  // x86-64 passes and returns floats in SSE registers, and every x86-64 CPU (a named one is
+  // one, now) has SSE2: only mattr can take it away, or 64-bit mode, in the order it lists them.
+  // (updateImpliedFeatures sets what a feature implies, and what implies a feature it clears,
+  // but for one it turns on not the feature itself.)
+  llvm::StringMap<bool> on;
+  auto set = [&on](const std::string& f, bool enable) {
+    llvm::X86::updateImpliedFeatures(f, enable, on);
+    on[f] = enable;
+  };
+  set("sse2", true);
+  for (const std::string& f : SplitFeatures(options.mattr)) {
+    if (f == "-64bit") return "mattr '-64bit': kiln generates x86-64 code";
+    set(f.substr(1), f[0] == '+');
+  }
+  if (!on.lookup("sse2"))
+    return StrCat("mattr '", options.mattr,
+                  "' turns off sse2, which every x86-64 CPU has and x86-64 code needs");
+  return "";
 }
 
 std::string HostCannotRun(const CodegenOptions& options) {

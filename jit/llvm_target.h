@@ -11,8 +11,20 @@
 
 namespace kiln {
 
-// Registers the native target with LLVM, once per process. Thread-safe.
+// Registers the native target with LLVM, and kiln's fatal error handler, once per process.
+// Thread-safe.
 void InitializeLLVM();
+
+// While one lives on a thread, an LLVM fatal error on that thread (report_fatal_error, which
+// would abort the process) throws a kCompileError instead. Every entry into LLVM that compiles
+// or links holds one. Nests. Not copyable.
+class LLVMFatalErrorsThrow {
+ public:
+  LLVMFatalErrorsThrow();
+  ~LLVMFatalErrorsThrow();
+  LLVMFatalErrorsThrow(const LLVMFatalErrorsThrow&) = delete;
+  LLVMFatalErrorsThrow& operator=(const LLVMFatalErrorsThrow&) = delete;
+};
 
 // The host (or the requested CPU). A named CPU brings its own feature set plus `mattr`; for
 // the host, `mattr` is appended to the detected features, so "-avx512f" turns one off.
