@@ -1,7 +1,5 @@
 #include "devices/cpu_device.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <condition_variable>
@@ -14,6 +12,7 @@
 #include <utility>
 
 #include "ir/error.h"
+#include "ir/tensor.h"
 
 namespace kiln {
 
@@ -32,20 +31,12 @@ void CheckDevice(Device dev) {
     Throw(ErrorCode::kInvalidArgument, "no device ", dev, ": the only CPU device is cpu(0)");
 }
 
-// Physical memory in bytes, or 0 if the system does not say.
-int64_t TotalMemoryBytes() {
-  long pages = sysconf(_SC_PHYS_PAGES);
-  long page_size = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page_size <= 0) return 0;
-  return static_cast<int64_t>(pages) * page_size;
-}
-
 // `nbytes` (0 allowed) aligned to `alignment` (a power of two >= kAllocAlignment); null when
 // the system has no room.
 void* AlignedAlloc(int64_t nbytes, int64_t alignment) {
   // Linux overcommits: a request beyond physical memory might "succeed" and fail on first
   // touch, and sanitizers abort on huge requests instead of returning null. Refuse it here.
-  int64_t total = TotalMemoryBytes();
+  int64_t total = PhysicalMemoryBytes();
   if ((total > 0 && nbytes > total) || nbytes > std::numeric_limits<int64_t>::max() - alignment)
     return nullptr;
   void* p = nullptr;
@@ -58,7 +49,7 @@ void* AlignedAlloc(int64_t nbytes, int64_t alignment) {
 
 [[noreturn]] void ThrowOutOfMemory(const char* what, int64_t nbytes, int64_t alignment) {
   Throw(ErrorCode::kOutOfMemory, "out of memory: cannot allocate ", what, " of ", nbytes,
-        " bytes (alignment ", alignment, ") on cpu(0), which has ", TotalMemoryBytes(),
+        " bytes (alignment ", alignment, ") on cpu(0), which has ", PhysicalMemoryBytes(),
         " bytes in all");
 }
 
@@ -206,7 +197,7 @@ DeviceAttrValue CPUDeviceAPI::GetAttr(Device dev, DeviceAttr attr) {
     case DeviceAttr::kName:
       return std::string("cpu");
     case DeviceAttr::kTotalMemory: {
-      int64_t total = TotalMemoryBytes();
+      int64_t total = PhysicalMemoryBytes();
       return total > 0 ? DeviceAttrValue(total) : DeviceAttrValue();
     }
     case DeviceAttr::kThreadCount: {

@@ -6,9 +6,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <mutex>
 #include <new>
+#include <optional>
 
 #include "engine/device_dispatch.h"
 #include "engine/engine.h"
@@ -263,10 +263,22 @@ std::vector<Tensor> Engine::RunPart(const Model& model, std::span<const Tensor> 
   bool queue = false;
   std::shared_ptr<const Executable> exe = Acquire(model, inputs, &queue);
   QueueAfterRun after{this, queue ? &model : nullptr, inputs, exe.get()};
+  CheckRunBytes(*exe, /*output_bytes=*/true);
   std::vector<Tensor> outputs;
   for (const TensorSignature& o : exe->outputs) outputs.push_back(Tensor::Empty(o.dtype, o.shape));
   Dispatch(*exe, inputs.data(), outputs.data());
   return outputs;
+}
+
+void Engine::CheckRunBytes(const Executable& exe, bool output_bytes) const {
+  uint64_t outputs = 0;
+  if (output_bytes)
+    for (const TensorSignature& o : exe.outputs) outputs += o.nbytes;
+  const uint64_t total = exe.plan.peak_bytes + outputs;
+  if (total > max_run_bytes_)
+    Throw(ErrorCode::kOutOfMemory, exe.shape_key, ": a run needs ", total, " bytes (",
+          exe.plan.peak_bytes, " of intermediates, ", outputs, " of outputs), over the limit of ",
+          max_run_bytes_, " (EngineOptions.max_run_bytes)");
 }
 
 // dyn.loop's semantics (ir/dynamic.h), run: the body once per iteration while the trip count
@@ -465,6 +477,7 @@ std::vector<Tensor> Engine::RunSegments(const Model& model, std::span<const Tens
 void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor* outputs) {
   // Read here, on the run's thread: run_all may run on one of the arena's.
   const std::atomic<bool>* cancel = tls_cancel;
+  CheckRunBytes(exe, /*output_bytes=*/false);  // the outputs are given
   if (exe.code->device) return DispatchOnDevice(exe, inputs, outputs, cancel);
   ScratchPool::Scratch* scratch =
       exe.plan.peak_bytes ? scratch_.Acquire(exe.plan.peak_bytes) : nullptr;

@@ -37,9 +37,9 @@ EngineOptions Validated(EngineOptions o) {
   if (o.compile_nice < 0 || o.compile_nice > 19)
     Throw(ErrorCode::kInvalidArgument, "EngineOptions.compile_nice must be 0 to 19, got ",
           o.compile_nice);
-  if (o.opt_level < 0)
-    Throw(ErrorCode::kInvalidArgument, "EngineOptions.opt_level must not be negative, got ",
-          o.opt_level);
+  if (o.opt_level < 0 || o.opt_level > kMaxOptLevel)
+    Throw(ErrorCode::kInvalidArgument, "EngineOptions.opt_level must be 0 to ", kMaxOptLevel,
+          ", got ", o.opt_level);
   for (const auto* names : {&o.disabled_passes, &o.required_passes})
     for (const std::string& n : *names)
       if (!PassRegistry::Global().Find(n))
@@ -47,17 +47,10 @@ EngineOptions Validated(EngineOptions o) {
   return o;
 }
 
-// The codegen options for EngineOptions::target, read through Target (devices/target.h), so the
-// engine accepts every spelling Target does (short strings and JSON), and made by the target
-// kind's code generator (jit/kernel.h CodeGenerator::options).
-CodegenOptions ParseTarget(const std::string& text) {
-  Target target;
-  try {
-    target = Target::Parse(text);
-  } catch (const Error& e) {
-    Throw(e.code(), "EngineOptions.target: ", e.what());
-  }
-  return GetCodegen(std::string(TargetKindName(target.kind()))).options(target);
+// Half the machine's physical memory (1 TiB where it cannot be read).
+uint64_t HalfOfMemory() {
+  const int64_t total = PhysicalMemoryBytes();
+  return total > 0 ? static_cast<uint64_t>(total) / 2 : uint64_t{1} << 40;
 }
 
 // The "sm_90" of an arch, or the "9.0" of a compute capability, as 90; -1 if neither.
@@ -89,6 +82,24 @@ std::string Join(const std::vector<std::string>& v) {
 
 }  // namespace
 
+CodegenOptions EngineCodegenOptions(const std::string& text) {
+  // Read through Target, so every spelling Target accepts (short strings and JSON) is accepted,
+  // and made by the target kind's code generator (jit/kernel.h CodeGenerator::options), which
+  // checks what it knows.
+  CodegenOptions codegen;
+  try {
+    Target target = Target::Parse(text);
+    codegen = GetCodegen(std::string(TargetKindName(target.kind()))).options(target);
+  } catch (const Error& e) {
+    Throw(e.code(), "EngineOptions.target: ", e.what());
+  }
+  if (codegen.kind == "llvm")
+    if (std::string why = HostCannotRun(codegen); !why.empty())
+      Throw(ErrorCode::kInvalidArgument, "EngineOptions.target '", text,
+            "': this machine cannot run code for it: ", why);
+  return codegen;
+}
+
 void Engine::UseDevice() {
   const std::string& text = options_.target;
   device_ = Device{DeviceTypeFor(Target::Parse(text)), 0};
@@ -118,7 +129,8 @@ void Engine::UseDevice() {
 Engine::Engine(EngineOptions options)
     : options_(Validated(std::move(options))),
       tracer_(options_.trace ? std::make_shared<Tracer>() : nullptr),
-      codegen_(ParseTarget(options_.target)),
+      codegen_(EngineCodegenOptions(options_.target)),
+      max_run_bytes_(options_.max_run_bytes ? options_.max_run_bytes : HalfOfMemory()),
       vector_bits_(VectorRegisterBits(codegen_)),
       arena_(options_.num_threads > 0 ? options_.num_threads : tbb::task_arena::automatic),
       kernels_(MakeKernelStore(options_)),

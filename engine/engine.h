@@ -61,6 +61,10 @@ const char* CompilePolicyName(CompilePolicy p);  // "eager", "tiered", "generic_
 // The policy named `eager`, `tiered` or `generic_only`; kInvalidArgument otherwise.
 CompilePolicy ParseCompilePolicy(const std::string& name);
 
+// The highest opt level a pass is registered at (passes run at or below the context's level);
+// levels above it would mean nothing, so they are refused rather than taken as 3.
+inline constexpr int kMaxOptLevel = 3;
+
 struct EngineOptions {
   // A Target (devices/target.h) as a short string (`llvm -mcpu=znver3 -mattr=+avx2,+fma`) or
   // JSON. `llvm` alone is the host CPU. `cuda` (`cuda -arch=sm_80`) runs every kernel on
@@ -71,7 +75,7 @@ struct EngineOptions {
   // target's device kind (devices/device_api.h). Not owned: it must outlive the engine. Tests
   // give a host emulation of a CUDA device here.
   DeviceAPI* device_api = nullptr;
-  int opt_level = 2;                             // the PassContext's opt level
+  int opt_level = 2;                             // the PassContext's opt level, 0 to kMaxOptLevel
   std::vector<std::string> disabled_passes;      // never run (FuseOps disabled: one op per kernel)
   std::vector<std::string> required_passes;      // run whatever the opt level
   std::map<std::string, AttrValue> pass_config;  // registered PassContext config keys -> values
@@ -86,6 +90,11 @@ struct EngineOptions {
   std::string cache_dir;
   // The bound on the disk cache's total size; past it the least recently used entries go.
   uint64_t cache_max_bytes = uint64_t{1} << 30;
+  // The most memory one run may take: its arena of intermediates, plus its outputs where the
+  // engine allocates them. A run over it fails with kOutOfMemory naming the limit before any of
+  // it is allocated, so a small model cannot make a server allocate without bound (a
+  // ConstantOfShape to 2^31 elements, say). 0: half the machine's memory.
+  uint64_t max_run_bytes = 0;
   // Consulted on an in-memory kernel cache miss. When set, it is used instead of the disk cache
   // of `cache_dir` (a test double, or a store of the caller's own).
   std::shared_ptr<KernelStore> kernel_store;
@@ -201,6 +210,13 @@ struct SeenShape {
 // wrong; inputs are matched by name against `model`'s.
 std::string FormatShapeLog(const Model& model, const std::vector<SeenShape>& shapes);
 std::vector<SeenShape> ParseShapeLog(const Model& model, const std::string& text);
+
+// The codegen options an engine makes of `target` (EngineOptions::target, in any spelling
+// devices/target.h reads). kInvalidArgument (kParseError for text that is not a target) when it
+// names a CPU or feature the code generator does not know, or asks for CPU code this machine
+// cannot run: a target is refused before any code is generated for it, never by the process
+// dying in the compiler. kiln_options_set_target checks with it too.
+CodegenOptions EngineCodegenOptions(const std::string& target);
 
 class Engine {
  public:
@@ -374,6 +390,9 @@ class Engine {
   std::shared_ptr<const Executable> Find(const Model& model, uint64_t key_hash,
                                          std::span<const Tensor> inputs, bool* queue) const;
   void Dispatch(const Executable& exe, const Tensor* inputs, const Tensor* outputs);
+  // kOutOfMemory when a run of `exe` needs more than max_run_bytes_: its arena, and its
+  // outputs' bytes when the engine allocates them (`output_bytes`).
+  void CheckRunBytes(const Executable& exe, bool output_bytes) const;
   // Run without counting it in stats().runs: a whole run, or a segment of one (its head, a loop
   // body's iteration, its rest), which counts as part of the run that asked for it.
   std::vector<Tensor> RunPart(const Model& model, std::span<const Tensor> inputs);
@@ -416,6 +435,7 @@ class Engine {
   // With options_.trace; shared with the kernel profiles that record launches into it.
   const std::shared_ptr<Tracer> tracer_;
   CodegenOptions codegen_;  // from the target string
+  uint64_t max_run_bytes_;  // options_.max_run_bytes, its default resolved
   // A device target's device and its API (EngineOptions::device_api or the registry's); null
   // for the CPU, whose kernels are called on the host.
   DeviceAPI* device_api_ = nullptr;

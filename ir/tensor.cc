@@ -6,7 +6,15 @@
 #include <cstring>
 #include <limits>
 
+#include <unistd.h>
+
 namespace kiln {
+
+int64_t PhysicalMemoryBytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<int64_t>(pages) * page;
+}
 
 std::string IntsToString(const std::vector<int64_t>& v) {
   std::string s = "[";

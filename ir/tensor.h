@@ -16,6 +16,11 @@
 
 namespace kiln {
 
+// The machine's physical memory in bytes; 0 when the system does not say. Memory limits with
+// machine-tied defaults (an engine's max_run_bytes, the importer's max_weight_bytes) and the CPU
+// allocator's refusal of impossible requests are all measured against it.
+int64_t PhysicalMemoryBytes();
+
 class Tensor {
  public:
   Tensor() = default;

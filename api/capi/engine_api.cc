@@ -19,6 +19,13 @@
 #include "passes/instrument.h"
 #include "passes/pass.h"
 
+kiln_status kiln_options_set_max_run_bytes(kiln_options* options, uint64_t max_bytes) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(options);
+  options->options.max_run_bytes = max_bytes;
+  KILN_API_END
+}
+
 namespace {
 
 using kiln::ErrorCode;
@@ -349,15 +356,19 @@ void kiln_options_destroy(kiln_options* options) {
 kiln_status kiln_options_set_target(kiln_options* options, const char* target) {
   KILN_API_BEGIN
   KILN_REQUIRE(options);
-  options->options.target = Str(target, __func__, "target");
+  std::string text = Str(target, __func__, "target");
+  kiln::EngineCodegenOptions(
+      text);  // refuses what no engine could use, now rather than at its first run
+  options->options.target = std::move(text);
   KILN_API_END
 }
 
 kiln_status kiln_options_set_opt_level(kiln_options* options, int opt_level) {
   KILN_API_BEGIN
   KILN_REQUIRE(options);
-  if (opt_level < 0)
-    Throw(ErrorCode::kInvalidArgument, __func__, ": opt_level ", opt_level, " is negative");
+  if (opt_level < 0 || opt_level > kiln::kMaxOptLevel)
+    Throw(ErrorCode::kInvalidArgument, __func__, ": opt_level must be 0 to ", kiln::kMaxOptLevel,
+          ", got ", opt_level);
   options->options.opt_level = opt_level;
   KILN_API_END
 }

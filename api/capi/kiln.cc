@@ -695,9 +695,9 @@ kiln_status kiln_register_graph_pass(const char* name, int opt_level, size_t num
   std::string n = Str(name, __func__, "name");
   KILN_REQUIRE(fn);
   if (num_required) KILN_REQUIRE(required);
-  if (opt_level < 0)
-    Throw(ErrorCode::kInvalidArgument, __func__, ": pass '", n, "': opt_level ", opt_level,
-          " is negative");
+  if (opt_level < 0 || opt_level > kiln::kMaxOptLevel)
+    Throw(ErrorCode::kInvalidArgument, __func__, ": pass '", n, "': opt_level must be 0 to ",
+          kiln::kMaxOptLevel, ", got ", opt_level);
   kiln::PassInfo info{n, opt_level, {}};
   for (size_t i = 0; i < num_required; ++i)
     info.required.push_back(Str(required[i], __func__, "a required pass name"));

@@ -295,13 +295,17 @@ void kiln_options_destroy(kiln_options* options);
  * kernel on GPU cuda(0), for `-arch=sm_90` unless given), or JSON. kiln_engine_create fails
  * with KILN_UNSUPPORTED, saying why, where the target's device (or NVRTC) is missing. */
 kiln_status kiln_options_set_target(kiln_options* options, const char* target);
-kiln_status kiln_options_set_opt_level(kiln_options* options, int opt_level); /* default 2 */
+kiln_status kiln_options_set_opt_level(kiln_options* options, int opt_level); /* 0-3, default 2 */
 /* Kernel threads; 0 (the default) uses every core. */
 kiln_status kiln_options_set_num_threads(kiln_options* options, int num_threads);
 /* A directory for the disk kernel cache, so a new process starts warm; NULL or "" for none.
  * Created owner-only if missing; an existing one must be the user's, mode 0700. */
 kiln_status kiln_options_set_cache_dir(kiln_options* options, const char* dir);
 kiln_status kiln_options_set_cache_max_bytes(kiln_options* options, uint64_t max_bytes);
+/* The most memory one run may take (its intermediates, plus its outputs where kiln allocates
+ * them); a run over it is KILN_OUT_OF_MEMORY naming the limit, before anything is allocated.
+ * 0 (the default): half the machine's memory. */
+kiln_status kiln_options_set_max_run_bytes(kiln_options* options, uint64_t max_bytes);
 /* Passes never run / always run, by registered name (appended to a list). */
 kiln_status kiln_options_disable_pass(kiln_options* options, const char* pass);
 kiln_status kiln_options_require_pass(kiln_options* options, const char* pass);

@@ -66,3 +66,42 @@ def test_closed_engine(mlp):
     with kiln.Engine(threads=1) as e:
         assert e.stats()["runs"] == 0
     raises(e.stats, "KILN_INVALID_ARGUMENT", "closed")
+
+
+def test_hostile_models_and_options_fail_fast(tmp_path):
+    """Issue 18's cases as a Python user meets them: each a kiln.Error in well under a second."""
+    import time
+
+    def fast(fn, status, text):
+        t0 = time.monotonic()
+        raises(fn, status, text)
+        assert time.monotonic() - t0 < 1.0
+
+    # A file that never ends, and a target that made LLVM abort the process.
+    fast(lambda: kiln.Model.from_onnx("/dev/zero"), "KILN_INVALID_ARGUMENT", "not a regular file")
+    fast(lambda: kiln.Engine(target="llvm -mcpu=i386"), "KILN_INVALID_ARGUMENT",
+         "'i386' is not an x86-64 CPU model")
+    fast(lambda: kiln.Engine(opt_level=1000), "KILN_INVALID_ARGUMENT", "must be 0 to 3")
+
+    # ConstantOfShape to 2^31 floats, summed: 8 GiB of intermediates from a 100-byte model.
+    shape = onnx.numpy_helper.from_array(np.array([2**31], dtype=np.int64), "shape")
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["c"],
+                              value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0])),
+             helper.make_node("ReduceSum", ["c"], ["y"], keepdims=0)]
+    graph = helper.make_graph(nodes, "huge", [],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])], [shape])
+    model = kiln.Model.from_onnx(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    for policy in ("eager", "tiered"):
+        engine = kiln.Engine(threads=1, policy=policy, max_run_bytes=1 << 30)
+        fast(lambda: engine.run(model, {}), "KILN_OUT_OF_MEMORY",
+             "over the limit of 1073741824 (EngineOptions.max_run_bytes)")
+
+    # A model whose output is declared INT64 but computes f32.
+    node = helper.make_node("Relu", ["x"], ["y"])
+    graph = helper.make_graph([node], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, [2])])
+    fast(lambda: kiln.Model.from_onnx(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()),
+        "KILN_INVALID_ARGUMENT", "graph output 'y' is declared INT64 but the graph computes f32")

@@ -185,7 +185,7 @@ static void test_options(void) {
   FAILS(kiln_options_set_target(NULL, "llvm"), KILN_INVALID_ARGUMENT,
         "kiln_options_set_target: options is NULL");
   FAILS(kiln_options_set_target(o, NULL), KILN_INVALID_ARGUMENT, "target is NULL");
-  FAILS(kiln_options_set_opt_level(o, -1), KILN_INVALID_ARGUMENT, "opt_level -1");
+  FAILS(kiln_options_set_opt_level(o, -1), KILN_INVALID_ARGUMENT, "must be 0 to 3, got -1");
   FAILS(kiln_options_set_num_threads(o, -2), KILN_INVALID_ARGUMENT, "num_threads -2");
   FAILS(kiln_options_set_cache_dir(NULL, "/tmp"), KILN_INVALID_ARGUMENT, "options is NULL");
   FAILS(kiln_options_set_cache_max_bytes(o, 0), KILN_INVALID_ARGUMENT, "must be positive");
@@ -898,7 +898,9 @@ static void test_passes(void) {
   FAILS(kiln_register_graph_pass("CTestNoFn", 0, 0, NULL, NULL, NULL), KILN_INVALID_ARGUMENT,
         "fn is NULL");
   FAILS(kiln_register_graph_pass("CTestNeg", -1, 0, NULL, echo_pass, NULL), KILN_INVALID_ARGUMENT,
-        "opt_level -1");
+        "must be 0 to 3, got -1");
+  FAILS(kiln_register_graph_pass("CTestHigh", 4, 0, NULL, echo_pass, NULL), KILN_INVALID_ARGUMENT,
+        "must be 0 to 3, got 4");
   FAILS(kiln_pass_result_set_text(NULL, "x"), KILN_INVALID_ARGUMENT, "result is NULL");
   FAILS(kiln_pass_result_set_error(NULL, "x"), KILN_INVALID_ARGUMENT, "result is NULL");
 
