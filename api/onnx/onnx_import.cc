@@ -21,12 +21,20 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "api/onnx/import_graph.h"
 #include "api/onnx/op_table.h"
 #include "ir/type_infer.h"
 #include "onnx/checker.h"
+
+// After ONNX's headers: their enums use names that these headers define as macros.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace kiln {
 namespace onnx_import {
@@ -36,6 +44,12 @@ static_assert(std::endian::native == std::endian::little,
               "ONNX raw_data is little-endian; a big-endian host needs byte swapping here");
 
 namespace fs = std::filesystem;
+
+// Half the machine's memory: weights beyond that leave no room to run the model.
+uint64_t DefaultMaxWeightBytes() {
+  const int64_t total = PhysicalMemoryBytes();
+  return total > 0 ? static_cast<uint64_t>(total) / 2 : uint64_t{1} << 40;
+}
 
 // Opsets 1-12 import op by op: each converter says the oldest opset whose semantics it
 // implements (op_table.h), and a node older than that is refused naming op, node and opset.
@@ -48,7 +62,7 @@ void ParseMessage(const void* data, size_t size, Message* msg, const std::string
   // Protobuf cannot address more than 2 GiB in one message; bigger models keep their weights
   // in external data files.
   if (size == 0) Throw(ErrorCode::kInvalidArgument, what, " is empty");
-  if (size > static_cast<size_t>(INT_MAX))
+  if (size > kMaxProtobufBytes)
     Throw(ErrorCode::kInvalidArgument, what, ": ", size,
           " bytes is over protobuf's 2 GiB limit (store the weights as external data)");
   google::protobuf::io::CodedInputStream in(static_cast<const uint8_t*>(data),
@@ -59,13 +73,31 @@ void ParseMessage(const void* data, size_t size, Message* msg, const std::string
           ": not a valid ONNX protobuf (truncated or corrupt file)");
 }
 
-std::string ReadWholeFile(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec))
-    Throw(ErrorCode::kInvalidArgument, "'", path, "' is a directory, not an ONNX file");
+// The bytes of the file at `path`, which must be a regular file of at most `max_bytes`
+// (checked with stat before anything is read: a device such as /dev/zero, a FIFO or a huge file
+// is refused at once, never read until memory runs out). `what` names it in errors.
+std::string ReadWholeFile(const std::string& path, uint64_t max_bytes, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    Throw(ErrorCode::kInvalidArgument, "cannot open '", path, "': ", std::strerror(errno));
+  if (S_ISDIR(st.st_mode))
+    Throw(ErrorCode::kInvalidArgument, "'", path, "' is a directory, not ", what);
+  if (!S_ISREG(st.st_mode))
+    Throw(ErrorCode::kInvalidArgument, "'", path, "' is not a regular file (a device, FIFO or ",
+          "socket), so not ", what);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > max_bytes)
+    Throw(ErrorCode::kInvalidArgument, "'", path, "' is ", size, " bytes, over the limit of ",
+          max_bytes, " for ", what,
+          max_bytes == kMaxProtobufBytes ? " (protobuf's 2 GiB; store the weights as external data)"
+                                         : " (max_model_bytes)");
   std::ifstream f(path, std::ios::binary);
   if (!f) Throw(ErrorCode::kInvalidArgument, "cannot open '", path, "'");
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string bytes(static_cast<size_t>(size), '\0');
+  f.read(bytes.data(), static_cast<std::streamsize>(size));
+  // A file that shrank since stat reads short; one that grew is read to its stat size, and the
+  // parser then reports a truncated message if that cut it.
+  bytes.resize(static_cast<size_t>(f.gcount()));
   if (f.bad()) Throw(ErrorCode::kInvalidArgument, "cannot read '", path, "'");
   return bytes;
 }
@@ -141,11 +173,75 @@ ExternalRange ResolveExternalData(const onnx::TensorProto& proto, const std::str
   return ExternalRange{full, location, offset, nbytes};
 }
 
+// The weights the current import (on this thread) may still decode, in bytes; null outside an
+// import (a tensor .pb file, a Constant attribute read on its own). Set by WeightBudgetScope.
+struct WeightBudget {
+  uint64_t limit = 0, left = 0;
+};
+thread_local WeightBudget* t_weight_budget = nullptr;
+
+class WeightBudgetScope {
+ public:
+  explicit WeightBudgetScope(uint64_t limit) : budget_{limit, limit}, saved_(t_weight_budget) {
+    t_weight_budget = &budget_;
+  }
+  ~WeightBudgetScope() { t_weight_budget = saved_; }
+  WeightBudgetScope(const WeightBudgetScope&) = delete;
+  WeightBudgetScope& operator=(const WeightBudgetScope&) = delete;
+
+ private:
+  WeightBudget budget_;
+  WeightBudget* saved_;
+};
+
+// Charges `nbytes` of `what` to the import's weight budget, before they are allocated or mapped.
+void ChargeWeights(size_t nbytes, const std::string& what) {
+  WeightBudget* b = t_weight_budget;
+  if (!b) return;
+  if (nbytes > b->left)
+    Throw(ErrorCode::kInvalidArgument, what, ": its ", nbytes, " bytes bring the model's weights ",
+          "over the limit of ", b->limit, " bytes (max_weight_bytes)");
+  b->left -= nbytes;
+}
+
+// External data this large, at an offset this aligned, is mapped rather than read: its pages
+// stay the file's (shared with the page cache, dropped under memory pressure, never copied
+// unless written), and loading takes no time whatever the size. Smaller tensors are read, as
+// they would waste most of a page. The alignment is what Tensor::Empty gives, which kernels
+// may count on.
+constexpr size_t kMapMinBytes = 64 << 10;
+constexpr int64_t kMapAlignment = 64;
+
+// The range as a tensor over a private (copy-on-write) mapping of the file; nullopt when mmap
+// fails (the caller then reads).
+std::optional<Tensor> MapExternalRange(const ExternalRange& r, DType dtype,
+                                       const std::vector<int64_t>& shape) {
+  const int fd = ::open(r.file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  const int64_t page = ::sysconf(_SC_PAGESIZE);
+  const int64_t start = r.offset / page * page;
+  const size_t length = static_cast<size_t>(r.offset - start) + r.nbytes;
+  void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, start);
+  ::close(fd);  // the mapping keeps the file
+  if (base == MAP_FAILED) return std::nullopt;
+  std::shared_ptr<void> owner(base, [length](void* p) { ::munmap(p, length); });
+  return Tensor::Wrap(dtype, shape, static_cast<char*>(base) + (r.offset - start),
+                      std::move(owner));
+}
+
 void ReadExternalRange(const ExternalRange& r, const std::string& what, void* dst) {
   std::ifstream f(r.file, std::ios::binary);
   f.seekg(r.offset);
   f.read(static_cast<char*>(dst), static_cast<std::streamsize>(r.nbytes));
   if (!f) Throw(ErrorCode::kInvalidArgument, what, ": cannot read '", r.location, "'");
+}
+
+// A bool byte other than 0/1 would be undefined behaviour when read as bool. Only such bytes are
+// written (a mapped tensor's pages stay the file's where they hold none).
+void NormalizeBools(Tensor& t) {
+  auto* b = static_cast<uint8_t*>(t.raw_data());
+  for (size_t i = 0, n = static_cast<size_t>(t.numel()); i < n; ++i)
+    if (b[i] > 1) b[i] = 1;
 }
 
 // Copies a typed repeated field into the tensor, converting each element; the count was
@@ -230,22 +326,26 @@ Tensor TensorFromProto(const onnx::TensorProto& proto, const std::string& base_d
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
     // The location and range are checked against the file before the buffer is allocated.
     ExternalRange range = ResolveExternalData(proto, base_dir, what, nbytes);
-    Tensor t = Tensor::Empty(*dtype, shape);
-    ReadExternalRange(range, what, t.raw_data());
-    return t;
+    ChargeWeights(nbytes, what);
+    std::optional<Tensor> t;
+    if (nbytes >= kMapMinBytes && range.offset % kMapAlignment == 0)
+      t = MapExternalRange(range, *dtype, shape);
+    if (!t) {
+      t = Tensor::Empty(*dtype, shape);
+      ReadExternalRange(range, what, t->raw_data());
+    }
+    if (*dtype == DType::kBool) NormalizeBools(*t);
+    return std::move(*t);
   }
   if (proto.has_raw_data()) {
     const std::string& raw = proto.raw_data();
     if (raw.size() != nbytes)
       Throw(ErrorCode::kInvalidArgument, what, ": raw_data has ", raw.size(), " bytes but shape ",
             IntsToString(shape), " of ", DTypeName(*dtype), " needs ", nbytes);
+    ChargeWeights(nbytes, what);
     Tensor t = Tensor::Empty(*dtype, shape);
     if (nbytes) std::memcpy(t.raw_data(), raw.data(), nbytes);
-    if (*dtype == DType::kBool) {
-      // A bool byte other than 0/1 would be undefined behaviour when read as bool.
-      auto* b = static_cast<uint8_t*>(t.raw_data());
-      for (size_t i = 0; i < nbytes; ++i) b[i] = b[i] != 0;
-    }
+    if (*dtype == DType::kBool) NormalizeBools(t);
     return t;
   }
   switch (proto.data_type()) {
@@ -266,6 +366,7 @@ Tensor TensorFromProto(const onnx::TensorProto& proto, const std::string& base_d
       check_count(proto.int32_data_size(), "int32_data");
       break;
   }
+  ChargeWeights(nbytes, what);
   Tensor t = Tensor::Empty(*dtype, shape);
   switch (proto.data_type()) {
     case onnx::TensorProto::FLOAT:
@@ -338,8 +439,30 @@ Type InputType(const onnx::ValueInfoProto& v, int* unknown_dims) {
 
 // A `Constant` node's value, from whichever attribute it sets.
 
-ImportedModel Import(onnx::ModelProto& model, const std::string& base_dir,
+// A graph output declared with one element type that computes another is a contradiction in the
+// model (a caller reading the declared type would misread the bytes), so it is refused. Shapes
+// are not compared: exporters often leave stale or partly known output shapes.
+void CheckDeclaredOutputTypes(const onnx::GraphProto& graph, const Type& computed) {
+  const TupleTypeNode* tuple = graph.output_size() > 1 ? AsTuple(computed) : nullptr;
+  for (int i = 0; i < graph.output_size(); ++i) {
+    const onnx::ValueInfoProto& out = graph.output(i);
+    if (!out.type().has_tensor_type()) continue;
+    const int32_t declared = out.type().tensor_type().elem_type();
+    if (declared == onnx::TensorProto::UNDEFINED) continue;
+    const TensorTypeNode* t = AsTensor(tuple ? tuple->fields.at(static_cast<size_t>(i)) : computed);
+    if (!t) continue;
+    std::optional<DType> dtype = DTypeFromOnnx(declared);
+    if (!dtype || *dtype != t->dtype)
+      Throw(ErrorCode::kInvalidArgument, "graph output ", Quoted(out.name()), " is declared ",
+            OnnxTypeName(declared), " but the graph computes ", DTypeName(t->dtype), " for it");
+  }
+}
+
+ImportedModel Import(onnx::ModelProto& model, const OnnxImportOptions& options,
                      const std::string& fallback_name) {
+  const std::string& base_dir = options.base_dir;
+  WeightBudgetScope budget(options.max_weight_bytes ? options.max_weight_bytes
+                                                    : DefaultMaxWeightBytes());
   int64_t opset = DefaultOpset(model);
   onnx::GraphProto* graph = model.mutable_graph();
   if (graph->sparse_initializer_size() > 0)
@@ -399,7 +522,11 @@ ImportedModel Import(onnx::ModelProto& model, const std::string& base_dir,
   ConvertGraph(model, *graph, labels, opset, base_dir, &types, values);
 
   std::vector<Expr> outputs;
+  std::set<std::string> output_names;
   for (const onnx::ValueInfoProto& out : graph->output()) {
+    // Outputs are returned by name: two of one name would leave the caller one of them.
+    if (!output_names.insert(out.name()).second)
+      Throw(ErrorCode::kInvalidArgument, "two graph outputs are named ", Quoted(out.name()));
     auto it = values.find(out.name());
     if (it == values.end())
       Throw(ErrorCode::kInvalidArgument, "graph output ", Quoted(out.name()), " is not defined");
@@ -409,6 +536,7 @@ ImportedModel Import(onnx::ModelProto& model, const std::string& base_dir,
   if (outputs.empty()) Throw(ErrorCode::kInvalidArgument, "the graph has no outputs");
   Expr body = outputs.size() == 1 ? outputs[0] : MakeTuple(outputs);
   result.graph = InferTypes(MakeFunction(std::move(params), body));
+  CheckDeclaredOutputTypes(*graph, result.graph->body->type);
   result.name = !graph->name().empty()   ? graph->name()
                 : !fallback_name.empty() ? fallback_name
                                          : "model";
@@ -423,15 +551,17 @@ using onnx_import::Import;
 using onnx_import::ParseMessage;
 using onnx_import::ReadWholeFile;
 
-ImportedModel ImportOnnxFile(const std::string& path) {
-  std::string bytes = ReadWholeFile(path);
+ImportedModel ImportOnnxFile(const std::string& path, const OnnxImportOptions& options) {
+  std::string bytes =
+      ReadWholeFile(path, std::min(options.max_model_bytes, kMaxProtobufBytes), "an ONNX model");
   onnx::ModelProto model;
   ParseMessage(bytes.data(), bytes.size(), &model, StrCat("ONNX model '", path, "'"));
   bytes = std::string();  // the parsed model holds its own copy; free the file early
   std::filesystem::path p(path);
-  std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
+  OnnxImportOptions o = options;
+  if (o.base_dir.empty()) o.base_dir = p.parent_path().empty() ? "." : p.parent_path().string();
   try {
-    return Import(model, dir, p.stem().string());
+    return Import(model, o, p.stem().string());
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kTypeError) throw;
     throw Error(e.code(), StrCat(path, ": ", e.what()));
@@ -440,8 +570,11 @@ ImportedModel ImportOnnxFile(const std::string& path) {
 
 ImportedModel ImportOnnxBuffer(const void* data, size_t size, const OnnxImportOptions& options) {
   onnx::ModelProto model;
+  if (size > options.max_model_bytes)
+    Throw(ErrorCode::kInvalidArgument, "ONNX model buffer: ", size, " bytes, over the limit of ",
+          options.max_model_bytes, " (max_model_bytes)");
   ParseMessage(data, size, &model, "ONNX model buffer");
-  return Import(model, options.base_dir, "");
+  return Import(model, options, "");
 }
 
 Tensor ReadOnnxTensorBuffer(const void* data, size_t size, std::string* name) {
@@ -454,7 +587,7 @@ Tensor ReadOnnxTensorBuffer(const void* data, size_t size, std::string* name) {
 }
 
 Tensor ReadOnnxTensorFile(const std::string& path, std::string* name) {
-  std::string bytes = ReadWholeFile(path);
+  std::string bytes = ReadWholeFile(path, kMaxProtobufBytes, "an ONNX tensor file");
   onnx::TensorProto proto;
   ParseMessage(bytes.data(), bytes.size(), &proto, StrCat("ONNX tensor file '", path, "'"));
   std::filesystem::path p(path);

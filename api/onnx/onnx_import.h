@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -40,16 +41,26 @@ struct ImportedModel {
   int64_t opset = 0;  // of the default ("" / "ai.onnx") domain
 };
 
+// Protobuf cannot address more than 2 GiB in one message: the most an ONNX file can hold.
+inline constexpr uint64_t kMaxProtobufBytes = 0x7fffffff;
+
 struct OnnxImportOptions {
-  // Folder against which external-data locations resolve. Empty: external data is an error.
-  // ImportOnnxFile uses the model file's folder.
+  // Folder against which external-data locations resolve. Empty: external data is an error
+  // (ImportOnnxBuffer); ImportOnnxFile then uses the model file's folder.
   std::string base_dir;
+  // The largest model file (or buffer) accepted, checked before it is read: a file is stat'ed
+  // first, and must be a regular file. At most kMaxProtobufBytes.
+  uint64_t max_model_bytes = kMaxProtobufBytes;
+  // The most bytes of weights (initializers and Constant values, inline or external) the model
+  // may have, checked tensor by tensor before each is allocated; 0: half the machine's memory.
+  // External data of 64 KiB and more (at 64-byte aligned offsets) is memory-mapped, not read.
+  uint64_t max_weight_bytes = 0;
 };
 
 // kInvalidArgument (unreadable, truncated or malformed file, failed checker), kUnsupported
 // (an op or opset kiln does not map: the message names the op type, the node and the opset),
 // kTypeError (the graph does not type-check: the node is named).
-ImportedModel ImportOnnxFile(const std::string& path);
+ImportedModel ImportOnnxFile(const std::string& path, const OnnxImportOptions& options = {});
 ImportedModel ImportOnnxBuffer(const void* data, size_t size,
                                const OnnxImportOptions& options = {});
 

@@ -41,7 +41,8 @@ def WriteTensor(path, array):
 def MakeCase(root, name, op, inputs, expected, constants=None):
     """A case folder `root/name`: one `op` node over graph inputs x0, x1, ... (the arrays of
     `inputs`, also its test data) and initializers c0, c1, ... (`constants`), with output y,
-    typed as `expected` (the output_0.pb written, however wrong)."""
+    shaped as `expected` (the output_0.pb written, however wrong) and of the element type the
+    op computes, the inputs' (kiln refuses a model that declares another)."""
     constants = constants or []
     dir_ = os.path.join(root, name)
     os.makedirs(os.path.join(dir_, "test_data_set_0"), exist_ok=True)
@@ -51,7 +52,8 @@ def MakeCase(root, name, op, inputs, expected, constants=None):
         [helper.make_node(op, in_names + const_names, ["y"])], name,
         [helper.make_tensor_value_info(n, ONNX_TYPES[a.dtype], a.shape)
          for n, a in zip(in_names, inputs)],
-        [helper.make_tensor_value_info("y", ONNX_TYPES[expected.dtype], expected.shape)],
+        [helper.make_tensor_value_info("y", ONNX_TYPES[(inputs + constants)[0].dtype],
+                                       expected.shape)],
         [numpy_helper.from_array(a, n) for n, a in zip(const_names, constants)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     onnx.checker.check_model(model)
