@@ -8,7 +8,7 @@ mode="${1:-run}"
 packages=(cmake g++ ninja-build ccache libgtest-dev libgmock-dev libbenchmark-dev
   libeigen3-dev libtbb-dev llvm-19-dev libonnx-dev libprotobuf-dev protobuf-compiler
   libonnx-testdata python3-onnx python3-numpy python3-pytest pkgconf
-  libcpp-httplib-dev nlohmann-json3-dev curl)
+  libcpp-httplib-dev nlohmann-json3-dev curl clang-19 libclang-rt-19-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -41,7 +41,8 @@ asan_tests() {
     cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_ASAN=ON >/dev/null
   fi
   local targets
-  targets=$(ninja -C "$asan" -t targets all | grep -oE '^onnx_import_[a-z0-9_]+_test' | sort -u || true)
+  targets=$(ninja -C "$asan" -t targets all |
+    grep -oE '^(onnx_import_[a-z0-9_]+_test|fuzz_replay_[a-z0-9_]+)' | sort -u || true)
   if [ -z "$targets" ]; then
     echo "kiln: no ONNX importer tests to run under AddressSanitizer (none in tests/onnx_import/)"
     return 0
@@ -49,7 +50,7 @@ asan_tests() {
   # shellcheck disable=SC2086
   cmake --build "$asan" --target $targets -- -j2
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    ctest --test-dir "$asan" --output-on-failure -j2 -R '^onnx_import/'
+    ctest --test-dir "$asan" --output-on-failure -j2 -R '^(onnx_import|fuzz)/'
 }
 
 # The engine is shared by any number of run threads and its background compile pool, so its
@@ -70,6 +71,38 @@ tsan_tests() {
     -R '^(engine/Engine(Tiers|Concurrency)|api/CApi(Threads|Async)|serve/ModelRunner)\.'
 }
 
+# Every parser of untrusted bytes is fuzzed with libFuzzer under AddressSanitizer and
+# UndefinedBehaviorSanitizer (fuzz/: the ONNX importer, the tensor .pb reader, the text IR
+# parser), built with clang in its own folder: ir/ and the importer only. Here each target runs
+# briefly from its seed corpus (KILN_FUZZ_SECONDS, default 30), so a change that breaks what
+# the corpus reaches shows in CI; scripts/fuzz.sh runs the long campaigns. A finding fails the
+# job, and libFuzzer prints the input that caused it (keep it as a regression test).
+fuzz_tests() {
+  local fuzz="${KILN_FUZZ_BUILD_DIR:-build-fuzz}"
+  if [ ! -f "$fuzz/build.ninja" ]; then
+    CC=clang-19 CXX=clang++-19 cmake -S . -B "$fuzz" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DKILN_FUZZ=ON >/dev/null
+  fi
+  cmake --build "$fuzz" --target onnx_import_fuzz tensor_pb_fuzz text_ir_fuzz -- -j2
+  local seconds="${KILN_FUZZ_SECONDS:-30}" name work
+  for name in onnx_import tensor_pb text_ir; do
+    work=$(mktemp -d)  # new inputs go here, not into the committed seeds
+    echo "kiln: fuzzing $name for ${seconds}s"
+    local status=0
+    "$fuzz/fuzz/${name}_fuzz" -max_total_time="$seconds" -rss_limit_mb=2048 \
+      -artifact_prefix="$work/" -print_final_stats=1 "$work" "fuzz/corpus/$name" \
+      $([ -d "fuzz/findings/$name" ] && echo "fuzz/findings/$name") \
+      >"$work/log" 2>&1 || status=$?
+    grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|#[0-9]+ +DONE)' "$work/log" || true
+    if [ "$status" -ne 0 ]; then
+      tail -n 80 "$work/log" >&2
+      echo "kiln: fuzz target $name found a failure (exit $status); its input is in $work" >&2
+      return 1
+    fi
+    rm -rf "$work"
+  done
+}
+
 # The main job: the kiln CLI on a small ONNX MLP with a symbolic batch, generated once by
 # scripts/make_mlp_onnx.py (Debian's python3-onnx; /usr/bin/python3, which has it).
 main_job() {
@@ -88,6 +121,7 @@ case "$mode" in
     ctest --test-dir "$build" --output-on-failure -j2
     asan_tests
     tsan_tests
+    fuzz_tests
     ;;
   *) echo "usage: $0 run|test" >&2; exit 2 ;;
 esac

@@ -51,6 +51,7 @@ Type PoolRel(bool is_max, TypeRelContext& ctx, bool with_indices = false) {
   else if (!IsFloat(x.dtype) && !IsInteger(x.dtype))
     ctx.Fail(StrCat("input must be a float or integer tensor, got ",
                     TypeToString(TensorType(x.shape, x.dtype))));
+  CheckWindowRank(ctx, x);  // before x.shape[1] is read (a fuzzed model had rank 1)
   Shape out = WindowOutShapeOf(ctx, x, x.shape[1], ctx.attrs().GetInts("kernel_shape"));
   if (!with_indices) return TensorType(std::move(out), x.dtype);
   return TupleType({TensorType(out, x.dtype), TensorType(out, DType::kInt64)});
