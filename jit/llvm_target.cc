@@ -77,8 +77,9 @@ thread_local int t_fatal_errors_throw = 0;
 // LLVM's fatal error handler, for the whole process (LLVM has one). LLVM calls it in place of
 // printing "LLVM ERROR" and aborting (or exiting); when it returns, LLVM aborts all the same.
 // On a thread inside kiln's compile or link it throws instead, so the error reaches the caller
-// as a kCompileError: the frames it unwinds are LLVM's codegen or JIT objects for that one
-// module, which kiln owns and drops. LLVM's own locks are not held while it calls the handler.
+// as a kCompileError and the process lives on. LLVM is built without exceptions, so the LLVM
+// frames the exception crosses run no destructors: what they held for that one module leaks
+// (kiln's own frames release theirs). LLVM releases its handler lock before calling the handler.
 // Elsewhere (another library's use of the same libLLVM) it does what LLVM would have done.
 void OnFatalError(void*, const char* reason, bool) {
   if (t_fatal_errors_throw > 0) Throw(ErrorCode::kCompileError, "LLVM fatal error: ", reason);

@@ -357,8 +357,8 @@ kiln_status kiln_options_set_target(kiln_options* options, const char* target) {
   KILN_API_BEGIN
   KILN_REQUIRE(options);
   std::string text = Str(target, __func__, "target");
-  kiln::EngineCodegenOptions(
-      text);  // refuses what no engine could use, now rather than at its first run
+  // Refuses what no engine could use now, rather than at the engine's creation or first run.
+  kiln::EngineCodegenOptions(text);
   options->options.target = std::move(text);
   KILN_API_END
 }
