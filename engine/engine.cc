@@ -53,6 +53,28 @@ uint64_t HalfOfMemory() {
   return total > 0 ? static_cast<uint64_t>(total) / 2 : uint64_t{1} << 40;
 }
 
+// The default cache budget: a sixteenth of the machine's memory, within [64 MiB, 1 GiB].
+uint64_t DefaultCacheBudget() {
+  const int64_t total = PhysicalMemoryBytes();
+  const uint64_t lo = uint64_t{64} << 20, hi = uint64_t{1} << 30;
+  return total > 0 ? std::clamp(static_cast<uint64_t>(total) / 16, lo, hi) : hi;
+}
+
+// The entry of `cache` (an Engine's) least recently used among those `pick` takes; end() if none.
+// A linear scan, but only at a bound: it reads every entry, each cold on the first request of a
+// new shape (which inserts), where below the bounds only a count is read.
+template <typename Cache, typename Pick>
+typename Cache::iterator LeastRecent(Cache& cache, Pick pick) {
+  auto lru = cache.end();
+  for (auto it = cache.begin(); it != cache.end(); ++it) {
+    if (!pick(*it->second)) continue;
+    if (lru == cache.end() || it->second->last_used.load(std::memory_order_relaxed) <
+                                  lru->second->last_used.load(std::memory_order_relaxed))
+      lru = it;
+  }
+  return lru;
+}
+
 // The "sm_90" of an arch, or the "9.0" of a compute capability, as 90; -1 if neither.
 int ArchNumber(std::string text) {
   if (text.rfind("sm_", 0) == 0) text = text.substr(3);
@@ -131,6 +153,7 @@ Engine::Engine(EngineOptions options)
       tracer_(options_.trace ? std::make_shared<Tracer>() : nullptr),
       codegen_(EngineCodegenOptions(options_.target)),
       max_run_bytes_(options_.max_run_bytes ? options_.max_run_bytes : HalfOfMemory()),
+      max_cache_bytes_(options_.max_cache_bytes ? options_.max_cache_bytes : DefaultCacheBudget()),
       vector_bits_(VectorRegisterBits(codegen_)),
       arena_(options_.num_threads > 0 ? options_.num_threads : tbb::task_arena::automatic),
       kernels_(MakeKernelStore(options_)),
@@ -228,6 +251,8 @@ std::shared_ptr<const Executable> Engine::GetOrBuild(const Model& model, uint64_
       std::shared_ptr<InFlight> compile = f;
       lock.unlock();
       if (std::shared_ptr<const Executable> exe = compile->result.get()) return exe;
+      // Dropped, it left in_flight_ first: this key compiles here, or by a caller met there.
+      if (compile->dropped) return GetOrBuild(model, key_hash, inputs);
       throw Error(compile->error_code, compile->error_message);  // the compiler's error
     }
     mine = std::make_shared<InFlight>();
@@ -267,42 +292,71 @@ std::shared_ptr<const Executable> Engine::GetOrBuild(const Model& model, uint64_
     throw;
   }
   specializations_.fetch_add(1, std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    shape_stats_.push_back(
-        ShapeKeyStats{exe->shape_key, exe->compile_ms, exe->plan.peak_bytes, exe->plan.naive_bytes,
-                      static_cast<int>(exe->launches().size()), exe->pass_timing});
-    for (const KernelLaunch& k : exe->launches())
-      if (k.profile) profiles_.push_back(ProfileRecord{exe->shape_key, k.name, k.profile});
-  }
+  RecordBuilt(*exe, /*with_plan=*/true);
   promise.set_value(exe);
   return exe;
 }
 
-void Engine::InsertLocked(std::shared_ptr<Specialization> spec) {
-  int& count = cached_per_model_[spec->model_id];
-  // Evict the model's least recently used executables until there is room. A linear scan, but
-  // only at the bound: it reads every entry, each cold on the first request of a new shape
-  // (which inserts), where below the bound only the count is read.
-  while (options_.max_specializations > 0 && count >= options_.max_specializations) {
-    auto lru = cache_.end();
-    for (auto it = cache_.begin(); it != cache_.end(); ++it) {
-      if (it->second->model_id != spec->model_id) continue;
-      if (lru == cache_.end() || it->second->last_used.load(std::memory_order_relaxed) <
-                                     lru->second->last_used.load(std::memory_order_relaxed))
-        lru = it;
+void Engine::RecordBuilt(const Executable& exe, bool with_plan) {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  // Bounded: the oldest half goes at twice the bound, so the cost per record stays constant.
+  if (shape_stats_.size() >= 2 * EngineStats::kMaxShapeStats)
+    shape_stats_.erase(shape_stats_.begin(), shape_stats_.end() - EngineStats::kMaxShapeStats);
+  shape_stats_.push_back(ShapeKeyStats{exe.shape_key, exe.compile_ms,
+                                       with_plan ? exe.plan.peak_bytes : 0,
+                                       with_plan ? exe.plan.naive_bytes : 0,
+                                       static_cast<int>(exe.launches().size()), exe.pass_timing});
+  for (const KernelLaunch& k : exe.launches())
+    if (k.profile) profiles_.push_back(ProfileRecord{exe.shape_key, k.name, k.profile});
+}
+
+void Engine::EvictLocked(
+    std::unordered_multimap<uint64_t, std::shared_ptr<Specialization>>::iterator it) {
+  const Specialization& spec = *it->second;
+  cached_bytes_ -= CachedExecutableBytes(*spec.exe);
+  --cached_per_model_[spec.model_id];
+  if (spec.exe->tier == Tier::kSpecialized) {
+    if (evicted_count_ >= kMaxEvictedKeys) {
+      evicted_.clear();
+      evicted_count_ = 0;
     }
+    evicted_count_ += evicted_[spec.model_id].insert(spec.key_hash).second ? 1 : 0;
+  }
+  // Runs in flight keep their executable alive; its memory goes when they finish.
+  cache_.erase(it);
+  evictions_.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool Engine::WasEvictedLocked(uint64_t model_id, uint64_t key_hash) const {
+  auto it = evicted_.find(model_id);
+  return it != evicted_.end() && it->second.count(key_hash);
+}
+
+void Engine::InsertLocked(std::shared_ptr<Specialization> spec) {
+  // Evict the model's least recently used executables until there is room.
+  const uint64_t model_id = spec->model_id;
+  while (options_.max_specializations > 0 &&
+         cached_per_model_[model_id] >= options_.max_specializations) {
+    auto lru = LeastRecent(cache_, [&](const Specialization& s) { return s.model_id == model_id; });
     if (lru == cache_.end()) break;  // the count and the cache disagree: a bug, but no loop
-    // Runs in flight keep their executable alive; its memory goes when they finish.
-    cache_.erase(lru);
-    --count;
-    evictions_.fetch_add(1, std::memory_order_relaxed);
+    EvictLocked(lru);
   }
   spec->last_used.store(clock_.fetch_add(1, std::memory_order_relaxed) + 1,
                         std::memory_order_relaxed);
-  uint64_t key_hash = spec->key_hash;
+  cached_bytes_ += CachedExecutableBytes(*spec->exe);
+  ++cached_per_model_[model_id];
+  const Specialization* kept = spec.get();
+  const uint64_t key_hash = spec->key_hash;
   cache_.emplace(key_hash, std::move(spec));
-  ++count;
+  TrimLocked(kept);
+}
+
+void Engine::TrimLocked(const Specialization* keep) {
+  while (cached_bytes_ > max_cache_bytes_) {
+    auto lru = LeastRecent(cache_, [&](const Specialization& s) { return &s != keep; });
+    if (lru == cache_.end()) break;  // `keep` alone is over the budget: it stays
+    EvictLocked(lru);
+  }
 }
 
 void Engine::Forget(const Model& model) {
@@ -313,9 +367,20 @@ void Engine::Forget(const Model& model) {
   }
   {
     std::unique_lock<std::shared_mutex> lock(mu_);
-    for (auto it = cache_.begin(); it != cache_.end();)
-      it = it->second->model_id == model.id() ? cache_.erase(it) : std::next(it);
+    for (auto it = cache_.begin(); it != cache_.end();) {
+      if (it->second->model_id != model.id()) {
+        ++it;
+        continue;
+      }
+      cached_bytes_ -= CachedExecutableBytes(*it->second->exe);
+      it = cache_.erase(it);
+    }
     cached_per_model_.erase(model.id());
+    // Forgotten, not evicted: its shapes specialize again.
+    if (auto it = evicted_.find(model.id()); it != evicted_.end()) {
+      evicted_count_ -= it->second.size();
+      evicted_.erase(it);
+    }
   }
   std::lock_guard<std::mutex> lock(generic_mu_);
   generic_.erase(model.id());
@@ -336,10 +401,13 @@ EngineStats Engine::stats() const {
   s.specializations = specializations_.load(std::memory_order_relaxed);
   s.compile_errors = compile_errors_.load(std::memory_order_relaxed);
   s.evictions = evictions_.load(std::memory_order_relaxed);
+  s.evicted_served_generic = evicted_served_generic_.load(std::memory_order_relaxed);
+  s.cache_budget_bytes = max_cache_bytes_;
   s.generic_runs = generic_runs_.load(std::memory_order_relaxed);
   s.generic_builds = generic_builds_.load(std::memory_order_relaxed);
   s.generic_unavailable = generic_unavailable_.load(std::memory_order_relaxed);
   s.background_queued = background_queued_.load(std::memory_order_relaxed);
+  s.background_dropped = background_dropped_.load(std::memory_order_relaxed);
   KernelCacheCounters k = kernels_.counters();
   s.kernel_compiles = k.compiles;
   s.kernel_cache_hits = k.hits;
@@ -349,6 +417,7 @@ EngineStats Engine::stats() const {
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
     s.cached_executables = cache_.size();
+    s.cached_bytes = cached_bytes_;
     for (const auto& [hash, spec] : cache_)
       s.planned_peak_bytes = std::max(s.planned_peak_bytes, spec->exe->plan.peak_bytes);
   }

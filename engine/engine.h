@@ -25,6 +25,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <tbb/task_arena.h>
@@ -99,10 +100,18 @@ struct EngineOptions {
   // of `cache_dir` (a test double, or a store of the caller's own).
   std::shared_ptr<KernelStore> kernel_store;
   // The most executables (shapes) kept per model; past it the least recently used is evicted.
-  // 0: unbounded. Bounded by default, so a server fed ever new shapes keeps its memory: an
-  // evicted shape that comes back is served by the generic tier (tiered) while it is
-  // specialized again.
+  // 0: unbounded. Bounded by default, so a server fed ever new shapes keeps its memory.
+  // Tiered, a shape whose specialized executable was evicted is served by the generic tier
+  // from then on, not specialized again: with a bound smaller than the shapes in use, the
+  // engine would otherwise compile in a loop (compiles stay within the distinct shapes seen).
   int max_specializations = 64;
+  // The memory all cached executables of all models may keep, as estimated
+  // (CachedExecutableBytes: their kernels' code and loop IR, constants folded or packed for
+  // their shape, their tables); past it the least recently used of any model are evicted, as
+  // for max_specializations (the one just cached stays, even alone over the budget: a run
+  // needs it). 0: a sixteenth of the machine's memory, at least 64 MiB and at most 1 GiB
+  // (EngineStats::cache_budget_bytes says which).
+  uint64_t max_cache_bytes = 0;
   // Installed in the PassContext of every specialization's graph pipeline, after the engine's
   // own. Compiles of different shapes run on their callers' threads, so hooks may be called
   // from several threads at once: an instrument shared here must be thread-safe.
@@ -169,20 +178,29 @@ struct EngineStats {
   uint64_t generic_builds = 0;
   uint64_t generic_unavailable = 0;
   uint64_t background_queued = 0;
+  uint64_t background_dropped = 0;  // queued, then not compiled: evicted before their turn
   // Per model found to have no generic tier: `model: why` (the build's error, or the reason it
   // was not tried).
   std::vector<std::string> generic_unavailable_reasons;
-  uint64_t evictions = 0;  // executables dropped for max_specializations
+  uint64_t evictions = 0;  // executables dropped for max_specializations or max_cache_bytes
+  // Lookups of a shape whose specialized executable was evicted, served by the generic tier
+  // instead of compiling it again.
+  uint64_t evicted_served_generic = 0;
   uint64_t cached_executables = 0;
+  uint64_t cached_bytes = 0;        // their estimated memory (EngineOptions::max_cache_bytes)
+  uint64_t cache_budget_bytes = 0;  // max_cache_bytes, its default resolved
   uint64_t kernel_compiles = 0;
   uint64_t kernel_cache_hits = 0;
   uint64_t disk_hits = 0;        // kernels loaded from the disk cache (the KernelStore)
   uint64_t disk_rejections = 0;  // entries found unusable there, then rebuilt
   // disk_rejections by reason (`truncated`, `checksum`, `bad_version`, `key_mismatch`, ...).
   std::map<std::string, uint64_t> disk_rejections_by_reason;
-  double compile_ms = 0;              // all specializations
-  size_t planned_peak_bytes = 0;      // the largest arena among cached executables
-  std::vector<ShapeKeyStats> shapes;  // every specialization built, in order (evicted ones too)
+  double compile_ms = 0;          // all specializations
+  size_t planned_peak_bytes = 0;  // the largest arena among cached executables
+  // The specializations built, in order (evicted ones too): the last kMaxShapeStats at least,
+  // so a server that sees ever new shapes keeps no growing list.
+  std::vector<ShapeKeyStats> shapes;
+  static constexpr size_t kMaxShapeStats = 4096;
   std::vector<KernelProfileStats> kernel_profile;  // with profile: every kernel, evicted ones too
 };
 
@@ -343,6 +361,9 @@ class Engine {
     std::shared_future<std::shared_ptr<const Executable>> result;
     ErrorCode error_code = ErrorCode::kInternal;
     std::string error_message;
+    // A background compile dropped before it started (its shape was evicted): no error, and a
+    // waiter compiles the key itself.
+    bool dropped = false;
     // Sets error_code and error_message from the exception being handled.
     void RecordCurrentError();
   };
@@ -429,13 +450,25 @@ class Engine {
   // For a device target: finds its device (device_api_, device_), which must be there, and
   // checks that its kernels can be compiled for it and loaded there.
   void UseDevice();
+  // Caches `spec`, first evicting the least recently used entries its model has past
+  // max_specializations, then those of any model past max_cache_bytes (never `spec` itself).
   void InsertLocked(std::shared_ptr<Specialization> spec);
+  // Evicts least recently used entries of any model but `keep` while cached_bytes_ is over
+  // the budget.
+  void TrimLocked(const Specialization* keep);
+  void EvictLocked(std::unordered_multimap<uint64_t, std::shared_ptr<Specialization>>::iterator it);
+  // Whether the shape key's specialized executable was evicted (then the generic tier serves it
+  // for good); mu_ held.
+  bool WasEvictedLocked(uint64_t model_id, uint64_t key_hash) const;
+  // Adds a built executable to stats().shapes (and its kernels' profiles); stats_mu_ not held.
+  void RecordBuilt(const Executable& exe, bool with_plan);
 
   const EngineOptions options_;
   // With options_.trace; shared with the kernel profiles that record launches into it.
   const std::shared_ptr<Tracer> tracer_;
-  CodegenOptions codegen_;  // from the target string
-  uint64_t max_run_bytes_;  // options_.max_run_bytes, its default resolved
+  CodegenOptions codegen_;    // from the target string
+  uint64_t max_run_bytes_;    // options_.max_run_bytes, its default resolved
+  uint64_t max_cache_bytes_;  // options_.max_cache_bytes, its default resolved
   // A device target's device and its API (EngineOptions::device_api or the registry's); null
   // for the CPU, whose kernels are called on the host.
   DeviceAPI* device_api_ = nullptr;
@@ -458,10 +491,16 @@ class Engine {
   std::unordered_multimap<uint64_t, std::shared_ptr<Specialization>> cache_;
   std::unordered_map<uint64_t, int> cached_per_model_;  // cache_'s entries by model id
   std::vector<std::shared_ptr<InFlight>> in_flight_;    // shape keys being compiled
-  mutable std::atomic<uint64_t> clock_{0};              // LRU time, ticked by every hit
+  uint64_t cached_bytes_ = 0;  // CachedExecutableBytes of cache_'s executables
+  // Shape keys (hashes, by model id) whose specialized executable was evicted. At most
+  // kMaxEvictedKeys in all: past it the record starts over, so each may specialize once more.
+  std::unordered_map<uint64_t, std::unordered_set<uint64_t>> evicted_;
+  size_t evicted_count_ = 0;
+  static constexpr size_t kMaxEvictedKeys = 1 << 16;
+  mutable std::atomic<uint64_t> clock_{0};  // LRU time, ticked by every hit
 
   std::atomic<uint64_t> runs_{0}, hits_{0}, misses_{0}, specializations_{0}, compile_errors_{0},
-      evictions_{0};
+      evictions_{0}, evicted_served_generic_{0};
   mutable std::mutex stats_mu_;
   std::vector<ShapeKeyStats> shape_stats_;
   // With profile: every launch's counters, kept past eviction so the totals stay whole.
@@ -475,7 +514,7 @@ class Engine {
   mutable std::mutex generic_mu_;
   std::unordered_map<uint64_t, std::shared_ptr<GenericEntry>> generic_;  // by model id
   mutable std::atomic<uint64_t> generic_runs_{0}, generic_builds_{0}, generic_unavailable_{0},
-      background_queued_{0};
+      background_queued_{0}, background_dropped_{0};
   // Last, so it is destroyed first: its running jobs use the members above.
   CompilePool compile_pool_;
 };

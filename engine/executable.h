@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -141,6 +142,11 @@ struct Executable {
   MemoryPlan plan;        // offsets of `intermediates` in one arena of plan.peak_bytes
   bool parallel = false;  // some launch is parallel
 
+  // What the kernels and constants of `code` keep in memory, estimated when it was built
+  // (ExecutableCodeBytes). Every shape bound to a generic executable shares its code, and the
+  // generic executable is charged for it.
+  size_t code_bytes = 0;
+
   double compile_ms = 0;  // the whole specialization, kernel cache hits included
   std::vector<PassTimingInstrument::Entry> pass_timing;  // when the engine profiles
 
@@ -151,5 +157,22 @@ struct Executable {
   // placeholders that BindGeneric fills in for one shape.
   std::shared_ptr<const GenericShapes> generic;
 };
+
+// Estimates for the engine's cache budget (EngineOptions::max_cache_bytes), in bytes.
+//
+// What `code` keeps: per kernel its module (CompiledModule::resident_bytes) and loop IR, and
+// every constant whose data `is_shared` does not claim (a model's weights are the model's; what
+// was folded or packed for one shape is the code's). A kernel that several executables share
+// is charged to each, so the estimate errs high.
+size_t ExecutableCodeBytes(const ExecutableCode& code,
+                           const std::function<bool(const void*)>& is_shared);
+// What `exe` keeps besides its code: its tables (buffer references, scalars, intermediates,
+// memory plan, signatures).
+size_t ExecutableTableBytes(const Executable& exe);
+// What a cache entry holding `exe` costs: its tables, plus its code unless it shares the code
+// of the model's generic executable (Tier::kGeneric).
+inline size_t CachedExecutableBytes(const Executable& exe) {
+  return ExecutableTableBytes(exe) + (exe.tier == Tier::kGeneric ? 0 : exe.code_bytes);
+}
 
 }  // namespace kiln

@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine/device_dispatch.h"
 #include "engine/engine.h"
@@ -498,6 +499,12 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
     shapes->binder = GenericBinder::Make(exe->inputs, *shapes, model.constraints());
     exe->generic = std::move(shapes);
   }
+  // The model's weights are the model's: only what this build made is charged to it.
+  std::unordered_set<const void*> model_data;
+  for (const Expr& e : PostOrder(model.graph()->body))
+    if (e->kind == ExprKind::kConstant) model_data.insert(AsConstant(e)->value.raw_data());
+  exe->code_bytes =
+      ExecutableCodeBytes(*exe->code, [&](const void* p) { return model_data.count(p) > 0; });
   exe->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return exe;

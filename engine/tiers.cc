@@ -97,13 +97,8 @@ std::shared_ptr<const Executable> Engine::GenericFor(const Model& model, bool bu
       req.arena = &arena_;
       exe = Build(model, req);
       generic_builds_.fetch_add(1, std::memory_order_relaxed);
-      std::lock_guard<std::mutex> lock(stats_mu_);
-      shape_stats_.push_back(ShapeKeyStats{exe->shape_key, exe->compile_ms, 0, 0,
-                                           static_cast<int>(exe->launches().size()),
-                                           exe->pass_timing});
-      // Every shape bound to it shares these launches' counters.
-      for (const KernelLaunch& k : exe->launches())
-        if (k.profile) profiles_.push_back(ProfileRecord{exe->shape_key, k.name, k.profile});
+      // Every shape bound to it shares these launches' counters; its plan is a placeholder.
+      RecordBuilt(*exe, /*with_plan=*/false);
     } catch (const std::exception& e) {
       why = e.what();
       exe = nullptr;
@@ -154,16 +149,22 @@ std::shared_ptr<const Executable> Engine::ServeGeneric(const Model& model, uint6
   spec->signature = MakeSignature(model, inputs);
   spec->generic_runs.store(1, std::memory_order_relaxed);
   std::shared_ptr<const Executable> exe = spec->exe;
+  bool queue_now = false;
   {
     std::unique_lock<std::shared_mutex> lock(mu_);
     // Another run may have bound (or specialized) this shape meanwhile: use its entry.
     if (Specialization* done = FindLocked(model, key_hash, inputs)) return done->exe;
-    spec->queued.store(options_.policy == CompilePolicy::kTiered && options_.specialize_after <= 1,
-                       std::memory_order_relaxed);
+    // A shape specialized before and evicted stays on the generic tier: `queued` for good, so
+    // no run queues it (a bound smaller than the shapes in use would compile in a loop).
+    const bool evicted = WasEvictedLocked(model.id(), key_hash);
+    if (evicted) evicted_served_generic_.fetch_add(1, std::memory_order_relaxed);
+    queue_now =
+        !evicted && options_.policy == CompilePolicy::kTiered && options_.specialize_after <= 1;
+    spec->queued.store(evicted || queue_now, std::memory_order_relaxed);
     InsertLocked(spec);
   }
   generic_runs_.fetch_add(1, std::memory_order_relaxed);
-  if (spec->queued.load(std::memory_order_relaxed)) {
+  if (queue_now) {
     if (defer_queue)
       *defer_queue = true;
     else
@@ -195,6 +196,23 @@ void Engine::QueueSpecialization(const Model& model, uint64_t key_hash,
   req.arena = &compile_arena_;
   std::shared_ptr<const Model> keep = model.shared_from_this();
   compile_pool_.Submit([this, keep, req = std::move(req), mine, promise] {
+    {
+      // A shape evicted while it waited here is not compiled: under shape churn most queued
+      // shapes are gone before their turn, and compiling them would only evict others.
+      std::unique_lock<std::shared_mutex> lock(mu_);
+      bool cached = false;
+      auto [begin, end] = cache_.equal_range(mine->key_hash);
+      for (auto it = begin; it != end && !cached; ++it)
+        cached = it->second->model_id == mine->model_id && it->second->signature == mine->signature;
+      if (!cached) {
+        in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), mine));
+        mine->dropped = true;  // before the result: a waiter reads it after
+        lock.unlock();
+        background_dropped_.fetch_add(1, std::memory_order_relaxed);
+        promise->set_value(nullptr);
+        return;
+      }
+    }
     std::shared_ptr<const Executable> exe;
     try {
       exe = Build(*keep, req);
@@ -215,8 +233,11 @@ void Engine::QueueSpecialization(const Model& model, uint64_t key_hash,
       for (auto it = begin; it != end && !published; ++it) {
         Specialization& s = *it->second;
         if (s.model_id != mine->model_id || s.signature != mine->signature) continue;
+        cached_bytes_ += CachedExecutableBytes(*exe) - CachedExecutableBytes(*s.exe);
         s.exe = exe;
+        TrimLocked(&s);
         published = true;
+        break;  // `it` may be gone: trimming erases entries
       }
       if (!published) {  // evicted meanwhile: cached anew, it was asked for
         auto spec = std::make_shared<Specialization>();
@@ -229,14 +250,7 @@ void Engine::QueueSpecialization(const Model& model, uint64_t key_hash,
       in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), mine));
     }
     specializations_.fetch_add(1, std::memory_order_relaxed);
-    {
-      std::lock_guard<std::mutex> lock(stats_mu_);
-      shape_stats_.push_back(ShapeKeyStats{
-          exe->shape_key, exe->compile_ms, exe->plan.peak_bytes, exe->plan.naive_bytes,
-          static_cast<int>(exe->launches().size()), exe->pass_timing});
-      for (const KernelLaunch& k : exe->launches())
-        if (k.profile) profiles_.push_back(ProfileRecord{exe->shape_key, k.name, k.profile});
-    }
+    RecordBuilt(*exe, /*with_plan=*/true);
     promise->set_value(exe);
   });
 }

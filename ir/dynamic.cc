@@ -1,6 +1,8 @@
 #include "ir/dynamic.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <functional>
 #include <set>
 #include <unordered_map>
@@ -27,10 +29,26 @@ int64_t IntAt(const Tensor& t, int64_t i) {
       return t.data<int8_t>()[i];
     case DType::kUInt8:
       return t.data<uint8_t>()[i];
+    case DType::kUInt16:
+      return t.data<uint16_t>()[i];
+    case DType::kUInt32:
+      return t.data<uint32_t>()[i];
+    case DType::kUInt64: {
+      // Past int64's range only as "as far as it goes" (a slice end), so it saturates.
+      const uint64_t u = t.data<uint64_t>()[i];
+      return u > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(u);
+    }
     case DType::kBool:
       return t.data<bool>()[i] ? 1 : 0;
-    default:
-      return static_cast<int64_t>(t.GetAsDouble(i));  // a float tensor where an int is wanted
+    default: {
+      // A float tensor where an int is wanted: truncated, saturating (casting a double outside
+      // int64's range is undefined), NaN as 0.
+      const double d = t.GetAsDouble(i);
+      if (std::isnan(d)) return 0;
+      if (d >= 0x1p63) return INT64_MAX;
+      if (d <= -0x1p63) return INT64_MIN;
+      return static_cast<int64_t>(d);
+    }
   }
 }
 

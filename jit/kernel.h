@@ -124,6 +124,10 @@ class CompiledModule {
   // What the code generator's `load` reads back (the disk cache stores it): LLVM's relocatable
   // object file, a device module's PTX; empty where there is none to give.
   virtual const std::string& object() const;
+  // The memory this module keeps (an estimate, for the engine's cache budget): its text and
+  // object, plus what the code generator holds per module (a JIT instance and its code pages
+  // for LLVM).
+  virtual size_t resident_bytes() const;
 };
 
 // entries.at(name) for a CompiledModule::Entry; kNotFound naming it and the module's kernels.

@@ -54,6 +54,12 @@ class LLVMCompiledModule final : public CompiledModule {
   const CompileTimings& timings() const override { return timings_; }
   const std::string& source() const override { return source_; }
   const std::string& object() const override { return object_; }
+  // Each module has a JIT of its own: ~130 KB resident per LLJIT that links a small object
+  // (LLVM 19, measured: 200 loads of one 2 KB object), plus its code and data pages.
+  size_t resident_bytes() const override {
+    constexpr size_t kJitBytes = 128 << 10;
+    return CompiledModule::resident_bytes() + kJitBytes + 2 * object_.size();
+  }
 
   std::unique_ptr<llvm::orc::LLJIT> jit;  // owns the machine code the kernels point into
   std::map<std::string, KernelEntry> kernels_;

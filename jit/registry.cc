@@ -18,6 +18,10 @@ const std::string& CompiledModule::object() const {
   return *kNone;
 }
 
+size_t CompiledModule::resident_bytes() const {
+  return source().capacity() + object().capacity();
+}
+
 KernelFn CompiledModule::Lookup(const std::string& name) const {
   const KernelEntry& e = Entry(name);
   if (e.on_device())

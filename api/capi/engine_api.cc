@@ -19,6 +19,13 @@
 #include "passes/instrument.h"
 #include "passes/pass.h"
 
+kiln_status kiln_options_set_max_cache_bytes(kiln_options* options, uint64_t max_bytes) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(options);
+  options->options.max_cache_bytes = max_bytes;
+  KILN_API_END
+}
+
 kiln_status kiln_options_set_max_run_bytes(kiln_options* options, uint64_t max_bytes) {
   KILN_API_BEGIN
   KILN_REQUIRE(options);
@@ -170,11 +177,15 @@ std::string StatsJson(const kiln::EngineStats& s) {
   field("specializations", s.specializations);
   field("compile_errors", s.compile_errors);
   field("evictions", s.evictions);
+  field("evicted_served_generic", s.evicted_served_generic);
   field("generic_runs", s.generic_runs);
   field("generic_builds", s.generic_builds);
   field("generic_unavailable", s.generic_unavailable);
   field("background_queued", s.background_queued);
+  field("background_dropped", s.background_dropped);
   field("cached_executables", s.cached_executables);
+  field("cached_bytes", s.cached_bytes);
+  field("cache_budget_bytes", s.cache_budget_bytes);
   field("kernel_compiles", s.kernel_compiles);
   field("kernel_cache_hits", s.kernel_cache_hits);
   field("disk_hits", s.disk_hits);

@@ -302,6 +302,11 @@ kiln_status kiln_options_set_num_threads(kiln_options* options, int num_threads)
  * Created owner-only if missing; an existing one must be the user's, mode 0700. */
 kiln_status kiln_options_set_cache_dir(kiln_options* options, const char* dir);
 kiln_status kiln_options_set_cache_max_bytes(kiln_options* options, uint64_t max_bytes);
+/* The memory all cached executables may keep, as the engine estimates it (their kernels' code
+ * and IR, constants made for their shapes, their tables): past it the least recently used of
+ * any model are evicted. 0 (the default): a sixteenth of the machine's memory, at least 64 MiB
+ * and at most 1 GiB. kiln_engine_stats_json reports "cached_bytes" and "cache_budget_bytes". */
+kiln_status kiln_options_set_max_cache_bytes(kiln_options* options, uint64_t max_bytes);
 /* The most memory one run may take (its intermediates, plus its outputs where kiln allocates
  * them); a run over it is KILN_OUT_OF_MEMORY naming the limit, before anything is allocated.
  * 0 (the default): half the machine's memory. */
@@ -472,8 +477,9 @@ kiln_status kiln_engine_wait_background_compiles(kiln_engine* engine);
 
 /* The engine's statistics as a JSON object, the caller's to free with kiln_string_free:
  *   {"runs", "hits", "misses", "specializations", "compile_errors", "evictions",
- *    "generic_runs", "generic_builds", "generic_unavailable", "background_queued",
- *    "cached_executables", "kernel_compiles", "kernel_cache_hits", "disk_hits",
+ *    "evicted_served_generic", "generic_runs", "generic_builds", "generic_unavailable",
+ *    "background_queued", "background_dropped", "cached_executables", "cached_bytes",
+ *    "cache_budget_bytes", "kernel_compiles", "kernel_cache_hits", "disk_hits",
  *    "disk_rejections", "disk_rejections_by_reason": {reason: n}, "compile_ms",
  *    "planned_peak_bytes",
  *    "shapes": [{"shape_key", "compile_ms", "kernels", "planned_peak_bytes", "naive_bytes",

@@ -152,14 +152,15 @@ class Engine:
     profiling: per-pass and per-kernel times in stats(). trace: record a Chrome/Perfetto trace
     (trace()). pipeline: a pipeline string.
     disabled_passes, required_passes: pass names. config: {key: value} PassContext settings.
-    max_specializations, specialize_after, compile_threads, cache_max_bytes, max_run_bytes:
-    see kiln.h.
+    max_specializations, specialize_after, compile_threads, cache_max_bytes, max_run_bytes,
+    max_cache_bytes: see kiln.h.
     """
 
     def __init__(self, threads=None, opt_level=None, cache_dir=None, policy=None, target=None,
                  profiling=False, trace=False, pipeline=None, disabled_passes=(), required_passes=(),
                  config=None, max_specializations=None, specialize_after=None,
-                 compile_threads=None, cache_max_bytes=None, max_run_bytes=None):
+                 compile_threads=None, cache_max_bytes=None, max_run_bytes=None,
+                 max_cache_bytes=None):
         self._handle = None
         self._lib = lib
         opts = ctypes.c_void_p()
@@ -178,6 +179,8 @@ class Engine:
                 check(lib.kiln_options_set_cache_max_bytes(o, int(cache_max_bytes)))
             if max_run_bytes is not None:
                 check(lib.kiln_options_set_max_run_bytes(o, int(max_run_bytes)))
+            if max_cache_bytes is not None:
+                check(lib.kiln_options_set_max_cache_bytes(o, int(max_cache_bytes)))
             if policy is not None:
                 check(lib.kiln_options_set_compile_policy(o, encode(policy, "policy")))
             if specialize_after is not None:

@@ -91,6 +91,7 @@ _PROTOTYPES = {
     "kiln_options_set_cache_dir": (_S, [_P, _STR]),
     "kiln_options_set_cache_max_bytes": (_S, [_P, ctypes.c_uint64]),
     "kiln_options_set_max_run_bytes": (_S, [_P, ctypes.c_uint64]),
+    "kiln_options_set_max_cache_bytes": (_S, [_P, ctypes.c_uint64]),
     "kiln_options_disable_pass": (_S, [_P, _STR]),
     "kiln_options_require_pass": (_S, [_P, _STR]),
     "kiln_options_set_config_int": (_S, [_P, _STR, ctypes.c_int64]),

@@ -111,6 +111,19 @@ def test_profile_stats_and_explain(mlp):
     assert engine.stats()["cached_executables"] == 2
 
 
+def test_cache_budget_bounds_cached_executables(mlp):
+    budget = 8 << 20  # an executable of this MLP is charged ~3.6 MB (its packed weights)
+    engine = kiln.Engine(threads=1, policy="eager", max_cache_bytes=budget)
+    for batch in range(1, 9):
+        x = random((batch, 784), batch)
+        (got,) = engine.run(mlp, {"x": x}).values()
+        close(got, next(iter(mlp.run_reference({"x": x}).values())))
+        stats = engine.stats()
+        assert stats["cache_budget_bytes"] == budget
+        assert 0 < stats["cached_bytes"] <= budget
+    assert engine.stats()["evictions"] > 0
+
+
 def test_warm_start_files(mlp, tmp_path):
     engine = kiln.Engine(threads=1, policy="eager")
     for batch in (2, 6):

@@ -108,5 +108,36 @@ TEST(CApiHardening, RunsOverTheMemoryLimitFailBeforeAllocating) {
   kiln_options_destroy(options);
 }
 
+// The cache budget: set through the options, reported in the statistics, and held while many
+// shapes go through (each a different batch, each compiled: eager).
+TEST(CApiHardening, CacheBudgetHoldsOverManyShapes) {
+  CMlp mlp(8, 16, 4, 7);
+  kiln_options* options = nullptr;
+  KILN_ASSERT_OK(kiln_options_create(&options));
+  KILN_ASSERT_OK(kiln_options_set_max_cache_bytes(options, 2 << 20));
+  KILN_ASSERT_OK(kiln_options_set_compile_policy(options, "eager"));
+  EXPECT_EQ(kiln_options_set_max_cache_bytes(nullptr, 1), KILN_INVALID_ARGUMENT);
+  kiln_engine* engine = nullptr;
+  KILN_ASSERT_OK(kiln_engine_create(options, &engine));
+  std::vector<float> y;
+  for (int64_t b = 1; b <= 10; ++b) {
+    std::vector<float> x = mlp.Input(b, b);
+    KILN_ASSERT_OK(RunInto(engine, mlp.model, x, b, mlp.in, mlp.out, &y));
+    ExpectNear(y, mlp.Reference(x, b), "under a cache budget");
+  }
+  char* json = nullptr;
+  KILN_ASSERT_OK(kiln_engine_stats_json(engine, &json));
+  const std::string stats = json;
+  kiln_string_free(json);
+  EXPECT_THAT(stats, HasSubstr("\"cache_budget_bytes\":2097152,"));
+  // Over 2 MiB, 10 shapes of 3 kernels (each charged at least 128 KiB) cannot all be cached.
+  const size_t at = stats.find("\"cached_bytes\":");
+  ASSERT_NE(at, std::string::npos) << stats;
+  EXPECT_LE(std::stoull(stats.substr(at + 15)), 2u << 20) << stats;
+  EXPECT_THAT(stats, ::testing::Not(HasSubstr("\"evictions\":0,")));
+  kiln_engine_destroy(engine);
+  kiln_options_destroy(options);
+}
+
 }  // namespace
 }  // namespace kiln::test
