@@ -55,9 +55,10 @@ asan_tests() {
 
 # The engine is shared by any number of run threads and its background compile pool, so its
 # concurrency tests (many threads, random shapes, the tiered policy's publishing, single
-# flight), the C API's (runs from two threads, per-thread errors, asynchronous runs on
-# streams and their cancellation) and `kiln serve`'s batching of requests from many threads
-# also run under ThreadSanitizer. Only their targets are built in that configuration.
+# flight, runs mixed with new shapes, evictions and the engine's destruction), the C API's
+# (runs from two threads, per-thread errors, asynchronous runs on streams and their
+# cancellation) and `kiln serve`'s batching of requests from many threads also run under
+# ThreadSanitizer. Only their targets are built in that configuration.
 # oneTBB is not instrumented: reports through its handoffs are suppressed (scripts/tsan.supp).
 tsan_tests() {
   local tsan="${KILN_TSAN_BUILD_DIR:-build-tsan}"
@@ -65,10 +66,10 @@ tsan_tests() {
     cmake -S . -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_TSAN=ON >/dev/null
   fi
   cmake --build "$tsan" --target engine_tiers_test engine_concurrency_test \
-    api_c_api_threads_test api_c_api_async_test serve_model_runner_test -- -j2
+    engine_bounds_test api_c_api_threads_test api_c_api_async_test serve_model_runner_test -- -j2
   TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp halt_on_error=1 history_size=7" \
     ctest --test-dir "$tsan" --output-on-failure -j2 \
-    -R '^(engine/Engine(Tiers|Concurrency)|api/CApi(Threads|Async)|serve/ModelRunner)\.'
+    -R '^(engine/Engine(Tiers|Concurrency)\.|engine/EngineBounds\.(Stress|BoundSmaller)|api/CApi(Threads|Async)\.|serve/ModelRunner\.)'
 }
 
 # Every parser of untrusted bytes is fuzzed with libFuzzer under AddressSanitizer and

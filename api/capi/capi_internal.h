@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,6 +90,17 @@ PreparedRun PrepareRun(kiln_engine* engine, const kiln_model* model, size_t num_
                        const char* const* input_names, const kiln_tensor* const* inputs,
                        size_t num_outputs, const char* const* output_names, kiln_tensor** outputs,
                        const char* fn);
+// Runs `m` on `engine` into caller-given outputs in the model's order; a wrong output type is
+// kInvalidArgument naming the output and `fn`.
+void RunInPlace(kiln::Engine& engine, const kiln_model& m, std::span<const kiln::Tensor> in,
+                std::span<const kiln::Tensor> out, const char* fn);
+// kiln_engine_run where every output is given in place, in the model's order: checks and runs
+// it without allocating (a warm shape allocates nothing at all) and returns true, or returns
+// false having done nothing when the call is not that case or an argument is at fault (the
+// general way, PrepareRun, then reports it). Throws what the run throws.
+bool RunInPlaceFast(kiln_engine* engine, const kiln_model* model, size_t num_inputs,
+                    const char* const* input_names, const kiln_tensor* const* inputs,
+                    size_t num_outputs, const char* const* output_names, kiln_tensor** outputs);
 // PrepareRun's checks and binding for a given engine, or for a reference run (`engine` null).
 PreparedRun BindRun(kiln::Engine* engine, const kiln_model* model, size_t num_inputs,
                     const char* const* input_names, const kiln_tensor* const* inputs,

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <barrier>
 #include <cstdio>
+#include <memory>
+#include <random>
 #include <thread>
 
 #include <unistd.h>
@@ -182,6 +184,70 @@ TEST(EngineBounds, ForgottenShapesSpecializeAgain) {
   engine.WaitForBackgroundCompiles();
   EXPECT_EQ(engine.stats().specializations, 3u);
   EXPECT_EQ(engine.Prepare(*model, Batch(2, 1))->tier, Tier::kSpecialized);
+}
+
+// Runs, new shapes, evictions (by count and by bytes), Forget and statistics from many threads
+// at once, then the engine destroyed with background compiles still queued; three times. Every
+// result is right. Under ThreadSanitizer in CI (scripts/dev.sh tsan_tests).
+TEST(EngineBounds, StressRunsNewShapesEvictionAndDestroy) {
+  ModelPtr models[] = {Model::Create(test::MlpModel(1), "a"),
+                       Model::Create(test::MlpModel(2), "b")};
+  constexpr int kBatches = 40, kThreads = 4, kRunsPerThread = 60;
+  std::vector<Tensor> inputs[kBatches + 1], want[2][kBatches + 1];
+  Engine reference(test::Eager([](EngineOptions& o) { o.num_threads = 1; }));
+  for (int b = 1; b <= kBatches; ++b) {
+    inputs[b] = Batch(b, 100 + b);
+    for (int m = 0; m < 2; ++m) want[m][b] = reference.Run(*models[m], inputs[b]);
+  }
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    auto engine = std::make_unique<Engine>(test::With([&](EngineOptions& o) {
+      o.max_specializations = 3;
+      o.max_cache_bytes = 4 << 20;  // about 5 of these executables: evictions by bytes too
+      o.num_threads = 2;
+    }));
+    std::barrier start(kThreads + 1);
+    std::atomic<int> wrong{0}, errors{0};
+    std::atomic<bool> done{false};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937 rng(round * 100 + t);
+        start.arrive_and_wait();
+        for (int r = 0; r < kRunsPerThread; ++r) {
+          const int m = static_cast<int>(rng() % 2);
+          // Mostly a few hot shapes; now and then one of many others (new to the engine).
+          const int b = rng() % 4 ? 1 + static_cast<int>(rng() % 4)
+                                  : 5 + static_cast<int>(rng() % (kBatches - 4));
+          try {
+            std::vector<Tensor> got = engine->Run(*models[m], inputs[b]);
+            if (!test::TensorsNear(got[0], want[m][b][0])) wrong.fetch_add(1);
+          } catch (const std::exception& e) {
+            errors.fetch_add(1);
+            ADD_FAILURE() << e.what();
+          }
+          if (t == 0 && r % 20 == 19) engine->Forget(*models[rng() % 2]);
+        }
+      });
+    }
+    std::thread observer([&] {
+      start.arrive_and_wait();
+      while (!done.load()) {
+        EngineStats s = engine->stats();
+        EXPECT_LE(s.cached_executables, 6u);
+        engine->Explain(*models[0], inputs[3]);
+        std::this_thread::yield();
+      }
+    });
+    for (std::thread& th : threads) th.join();
+    done.store(true);
+    observer.join();
+    EXPECT_EQ(wrong.load(), 0);
+    EXPECT_EQ(errors.load(), 0);
+    // Queue more background compiles, then destroy the engine under them.
+    for (int b = kBatches - 4; b <= kBatches; ++b) engine->Run(*models[round % 2], inputs[b]);
+    engine.reset();
+  }
 }
 
 }  // namespace
