@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/onnx/onnx_import.h"
 #include "engine/engine.h"
 #include "engine/model.h"
 #include "ir/error.h"
@@ -39,6 +40,10 @@ struct kiln_engine {
 
 struct kiln_options {
   kiln::EngineOptions options;
+};
+
+struct kiln_load_options {
+  kiln::OnnxImportOptions options;
 };
 
 struct kiln_attrs {

@@ -396,18 +396,67 @@ kiln_status kiln_tensor_copy_to_host(const kiln_tensor* tensor, void* dst, size_
 // ---- models ---------------------------------------------------------------------------------
 
 kiln_status kiln_model_load_onnx_file(const char* path, kiln_model** out) {
-  KILN_API_BEGIN
-  KILN_REQUIRE(path);
-  KILN_REQUIRE(out);
-  *out = WrapImported(kiln::ImportOnnxFile(path)).release();
-  KILN_API_END
+  return kiln_model_load_onnx_file_with(path, nullptr, out);
 }
 
 kiln_status kiln_model_load_onnx_buffer(const void* data, size_t size, kiln_model** out) {
+  return kiln_model_load_onnx_buffer_with(data, size, nullptr, out);
+}
+
+kiln_status kiln_load_options_create(kiln_load_options** out) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(out);
+  *out = new kiln_load_options();
+  KILN_API_END
+}
+
+void kiln_load_options_destroy(kiln_load_options* options) {
+  delete options;
+}
+
+kiln_status kiln_load_options_set_max_model_bytes(kiln_load_options* options, uint64_t max_bytes) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(options);
+  if (max_bytes == 0 || max_bytes > kiln::kMaxProtobufBytes)
+    Throw(ErrorCode::kInvalidArgument, __func__, ": max_model_bytes must be 1 to ",
+          kiln::kMaxProtobufBytes, " (protobuf's limit), got ", max_bytes);
+  options->options.max_model_bytes = max_bytes;
+  KILN_API_END
+}
+
+kiln_status kiln_load_options_set_max_weight_bytes(kiln_load_options* options, uint64_t max_bytes) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(options);
+  options->options.max_weight_bytes = max_bytes;
+  KILN_API_END
+}
+
+kiln_status kiln_load_options_set_base_dir(kiln_load_options* options, const char* dir) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(options);
+  options->options.base_dir = dir ? dir : "";
+  KILN_API_END
+}
+
+kiln_status kiln_model_load_onnx_file_with(const char* path, const kiln_load_options* options,
+                                           kiln_model** out) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(path);
+  KILN_REQUIRE(out);
+  *out = WrapImported(
+             kiln::ImportOnnxFile(path, options ? options->options : kiln::OnnxImportOptions{}))
+             .release();
+  KILN_API_END
+}
+
+kiln_status kiln_model_load_onnx_buffer_with(const void* data, size_t size,
+                                             const kiln_load_options* options, kiln_model** out) {
   KILN_API_BEGIN
   KILN_REQUIRE(data);
   KILN_REQUIRE(out);
-  *out = WrapImported(kiln::ImportOnnxBuffer(data, size)).release();
+  *out = WrapImported(kiln::ImportOnnxBuffer(
+                          data, size, options ? options->options : kiln::OnnxImportOptions{}))
+             .release();
   KILN_API_END
 }
 

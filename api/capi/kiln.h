@@ -165,6 +165,28 @@ typedef struct kiln_model kiln_model;
 kiln_status kiln_model_load_onnx_file(const char* path, kiln_model** out);
 /* A model in memory; it cannot use external data (tensors stored in other files). */
 kiln_status kiln_model_load_onnx_buffer(const void* data, size_t size, kiln_model** out);
+
+/* Limits and paths for loading ONNX models, for a server that loads models it did not make.
+ * Threading: one thread at a time; a load copies what it needs. */
+typedef struct kiln_load_options kiln_load_options;
+kiln_status kiln_load_options_create(kiln_load_options** out);
+void kiln_load_options_destroy(kiln_load_options* options);
+/* The largest model file or buffer accepted, checked before anything is read (a file with
+ * stat); 1 to 2^31 - 1 (protobuf's limit, the default). Over it a load is
+ * KILN_INVALID_ARGUMENT naming max_model_bytes. */
+kiln_status kiln_load_options_set_max_model_bytes(kiln_load_options* options, uint64_t max_bytes);
+/* The most bytes of weights (initializers and Constant values, inline or external) a model may
+ * have, checked before each is allocated; 0 (the default): half the machine's memory. Over it
+ * a load is KILN_INVALID_ARGUMENT naming max_weight_bytes. */
+kiln_status kiln_load_options_set_max_weight_bytes(kiln_load_options* options, uint64_t max_bytes);
+/* The folder that external-data locations resolve against; NULL or "" (the default): the model
+ * file's folder, and none for a buffer (which then cannot use external data). */
+kiln_status kiln_load_options_set_base_dir(kiln_load_options* options, const char* dir);
+/* kiln_model_load_onnx_file and _buffer with `options` (NULL: the defaults). */
+kiln_status kiln_model_load_onnx_file_with(const char* path, const kiln_load_options* options,
+                                           kiln_model** out);
+kiln_status kiln_model_load_onnx_buffer_with(const void* data, size_t size,
+                                             const kiln_load_options* options, kiln_model** out);
 void kiln_model_destroy(kiln_model* model);
 
 /* The model's name; lives as long as the model. */

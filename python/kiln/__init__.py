@@ -51,17 +51,35 @@ class Model:
         self.name = name.value.decode()
 
     @classmethod
-    def from_onnx(cls, path_or_bytes):
-        """Imports an ONNX model from a file path (str or os.PathLike) or from its bytes."""
-        handle = ctypes.c_void_p()
-        if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
-            buf = bytes(path_or_bytes)
-            check(lib.kiln_model_load_onnx_buffer(buf, len(buf), ctypes.byref(handle)))
-        elif isinstance(path_or_bytes, (str, os.PathLike)):
-            check(lib.kiln_model_load_onnx_file(os.fsencode(path_or_bytes), ctypes.byref(handle)))
-        else:
+    def from_onnx(cls, path_or_bytes, max_model_bytes=None, max_weight_bytes=None,
+                  base_dir=None):
+        """Imports an ONNX model from a file path (str or os.PathLike) or from its bytes.
+
+        max_model_bytes, max_weight_bytes: limits checked before anything large is read or
+        allocated; base_dir: where external data resolves (see kiln_load_options in kiln.h).
+        """
+        if not isinstance(path_or_bytes, (bytes, bytearray, memoryview, str, os.PathLike)):
             raise TypeError("kiln.Model.from_onnx: wants a path or bytes, got "
                             f"{type(path_or_bytes).__name__}")
+        handle = ctypes.c_void_p()
+        opts = ctypes.c_void_p()
+        check(lib.kiln_load_options_create(ctypes.byref(opts)))
+        try:
+            o = opts.value
+            if max_model_bytes is not None:
+                check(lib.kiln_load_options_set_max_model_bytes(o, int(max_model_bytes)))
+            if max_weight_bytes is not None:
+                check(lib.kiln_load_options_set_max_weight_bytes(o, int(max_weight_bytes)))
+            if base_dir is not None:
+                check(lib.kiln_load_options_set_base_dir(o, os.fsencode(base_dir)))
+            if isinstance(path_or_bytes, (str, os.PathLike)):
+                check(lib.kiln_model_load_onnx_file_with(os.fsencode(path_or_bytes), o,
+                                                         ctypes.byref(handle)))
+            else:
+                buf = bytes(path_or_bytes)
+                check(lib.kiln_model_load_onnx_buffer_with(buf, len(buf), o, ctypes.byref(handle)))
+        finally:
+            lib.kiln_load_options_destroy(opts.value)
         return cls(handle.value)
 
     def _info(self, index, is_input):

@@ -70,6 +70,13 @@ _PROTOTYPES = {
     # models
     "kiln_model_load_onnx_file": (_S, [_STR, c_void_pp]),
     "kiln_model_load_onnx_buffer": (_S, [_P, _SZ, c_void_pp]),
+    "kiln_model_load_onnx_file_with": (_S, [_STR, _P, c_void_pp]),
+    "kiln_model_load_onnx_buffer_with": (_S, [_P, _SZ, _P, c_void_pp]),
+    "kiln_load_options_create": (_S, [c_void_pp]),
+    "kiln_load_options_destroy": (None, [_P]),
+    "kiln_load_options_set_max_model_bytes": (_S, [_P, ctypes.c_uint64]),
+    "kiln_load_options_set_max_weight_bytes": (_S, [_P, ctypes.c_uint64]),
+    "kiln_load_options_set_base_dir": (_S, [_P, _STR]),
     "kiln_model_destroy": (None, [_P]),
     "kiln_model_name": (_S, [_P, c_char_pp]),
     "kiln_model_num_inputs": (_S, [_P, c_size_p]),

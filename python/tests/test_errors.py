@@ -97,6 +97,23 @@ def test_hostile_models_and_options_fail_fast(tmp_path):
         fast(lambda: engine.run(model, {}), "KILN_OUT_OF_MEMORY",
              "over the limit of 1073741824 (EngineOptions.max_run_bytes)")
 
+    # Load limits: the file or buffer's size, and the weights', each named.
+    w = onnx.numpy_helper.from_array(np.arange(64, dtype=np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "addw",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64])], [w])
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    path = tmp_path / "addw.onnx"
+    path.write_bytes(data)
+    for source in (data, path):
+        fast(lambda: kiln.Model.from_onnx(source, max_model_bytes=100), "KILN_INVALID_ARGUMENT",
+             "over the limit of 100")
+        fast(lambda: kiln.Model.from_onnx(source, max_weight_bytes=255), "KILN_INVALID_ARGUMENT",
+             "(max_weight_bytes)")
+        assert kiln.Model.from_onnx(source, max_model_bytes=len(data), max_weight_bytes=256)
+    raises(lambda: kiln.Model.from_onnx(data, max_model_bytes=2**31), "KILN_INVALID_ARGUMENT",
+           "max_model_bytes must be 1 to 2147483647")
+
     # A model whose output is declared INT64 but computes f32.
     node = helper.make_node("Relu", ["x"], ["y"])
     graph = helper.make_graph([node], "g",

@@ -86,6 +86,30 @@ TEST(CApiHardening, FilesThatAreNotModelsFailAtOnce) {
   }
 }
 
+TEST(CApiHardening, LoadLimitsAreCheckedWhenSetAndApplied) {
+  kiln_load_options* options = nullptr;
+  KILN_ASSERT_OK(kiln_load_options_create(&options));
+  for (uint64_t bad : {uint64_t{0}, uint64_t{1} << 31}) {
+    EXPECT_EQ(kiln_load_options_set_max_model_bytes(options, bad), KILN_INVALID_ARGUMENT);
+    EXPECT_THAT(kiln_last_error(), HasSubstr("max_model_bytes must be 1 to 2147483647"));
+  }
+  KILN_EXPECT_OK(kiln_load_options_set_max_model_bytes(options, 16));
+  KILN_EXPECT_OK(kiln_load_options_set_max_weight_bytes(options, 0));
+  KILN_EXPECT_OK(kiln_load_options_set_base_dir(options, nullptr));
+  EXPECT_EQ(kiln_load_options_set_base_dir(nullptr, "/tmp"), KILN_INVALID_ARGUMENT);
+  // 17 bytes of anything: refused for its size before it is parsed.
+  const char bytes[17] = "not an onnx mode";
+  kiln_model* model = nullptr;
+  EXPECT_EQ(kiln_model_load_onnx_buffer_with(bytes, sizeof bytes, options, &model),
+            KILN_INVALID_ARGUMENT);
+  EXPECT_THAT(kiln_last_error(), HasSubstr("17 bytes, over the limit of 16 (max_model_bytes)"));
+  EXPECT_EQ(model, nullptr);
+  // NULL options are the defaults.
+  EXPECT_EQ(kiln_model_load_onnx_file_with("/dev/zero", nullptr, &model), KILN_INVALID_ARGUMENT);
+  EXPECT_THAT(kiln_last_error(), HasSubstr("not a regular file"));
+  kiln_load_options_destroy(options);
+}
+
 TEST(CApiHardening, RunsOverTheMemoryLimitFailBeforeAllocating) {
   CMlp mlp(8, 16, 4, 7);
   kiln_options* options = nullptr;
