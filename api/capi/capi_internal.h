@@ -95,6 +95,12 @@ PreparedRun PrepareRun(kiln_engine* engine, const kiln_model* model, size_t num_
                        const char* const* input_names, const kiln_tensor* const* inputs,
                        size_t num_outputs, const char* const* output_names, kiln_tensor** outputs,
                        const char* fn);
+// `x: f32[batch, 784]` matches a tensor when dtype and rank agree and every constant dim is
+// equal; symbols are bound (and checked for consistency) by the engine.
+bool Matches(const kiln::Type& type, const kiln::Tensor& t);
+// The concrete type of each output of `m` for these inputs, for naming the output in an error.
+std::vector<std::string> ExpectedOutputTypes(const kiln_model& m,
+                                             const std::vector<kiln::Tensor>& inputs);
 // Runs `m` on `engine` into caller-given outputs in the model's order; a wrong output type is
 // kInvalidArgument naming the output and `fn`.
 void RunInPlace(kiln::Engine& engine, const kiln_model& m, std::span<const kiln::Tensor> in,

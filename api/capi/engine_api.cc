@@ -37,21 +37,13 @@ namespace {
 
 using kiln::ErrorCode;
 using kiln::Throw;
+using kiln_capi::ExpectedOutputTypes;
 using kiln_capi::Join;
+using kiln_capi::Matches;
 using kiln_capi::NewCString;
 using kiln_capi::Str;
 
 // ---- runs -------------------------------------------------------------------------------
-
-// `x: f32[batch, 784]` matches a tensor when dtype and rank agree and every constant dim is
-// equal; symbols are bound (and checked for consistency) by the engine.
-bool Matches(const kiln::Type& type, const kiln::Tensor& t) {
-  const kiln::TensorTypeNode* tt = kiln::AsTensor(type);
-  if (!tt || tt->dtype != t.dtype() || tt->ndim() != t.ndim()) return false;
-  for (int i = 0; i < t.ndim(); ++i)
-    if (tt->shape[i].is_const() && tt->shape[i].value() != t.shape()[i]) return false;
-  return true;
-}
 
 // The model-ordered inputs of a run, from the caller's named (or positional) ones.
 std::vector<kiln::Tensor> GatherInputs(const kiln_model& m, size_t n, const char* const* names,
@@ -93,22 +85,6 @@ std::vector<kiln::Tensor> GatherInputs(const kiln_model& m, size_t n, const char
       Throw(ErrorCode::kInvalidArgument, fn, ": model '", model_name, "': input '", io.name,
             "': expected ", kiln::TypeToString(io.type), ", given ", t->t.TypeString());
     out.push_back(t->t);
-  }
-  return out;
-}
-
-// The concrete type of each output for these inputs, for naming the output in an error.
-std::vector<std::string> ExpectedOutputTypes(const kiln_model& m,
-                                             const std::vector<kiln::Tensor>& inputs) {
-  std::vector<kiln::Type> types;
-  for (const kiln::Tensor& t : inputs) types.push_back(kiln::TypeOfTensor(t));
-  std::map<std::string, int64_t> symbols = kiln::BindInputShapes(m.model->graph(), types);
-  std::vector<std::string> out;
-  for (const kiln_model::Io& io : m.outputs) {
-    const kiln::TensorTypeNode* tt = kiln::AsTensor(io.type);
-    std::vector<int64_t> dims;
-    for (const kiln::Dim& d : tt->shape) dims.push_back(d.TryEval(symbols).value_or(-1));
-    out.push_back(kiln::StrCat(kiln::DTypeName(tt->dtype), kiln::IntsToString(dims)));
   }
   return out;
 }
@@ -238,88 +214,27 @@ std::string StatsJson(const kiln::EngineStats& s) {
 
 namespace kiln_capi {
 
-void RunInPlace(kiln::Engine& engine, const kiln_model& m, std::span<const kiln::Tensor> in,
-                std::span<const kiln::Tensor> out, const char* fn) {
-  try {
-    engine.Run(*m.model, in, out);
-  } catch (const kiln::Error& e) {
-    // A model run in segments names the output and the size this run made itself.
-    if (e.code() != ErrorCode::kInvalidArgument || m.model->segments()) throw;
-    // A concrete dim of an output is wrong: name the output (only on this error path).
-    std::vector<kiln::Tensor> inputs(in.begin(), in.end());
-    std::vector<std::string> want = ExpectedOutputTypes(m, inputs);
-    for (size_t j = 0; j < out.size(); ++j)
-      if (want[j] != out[j].TypeString())
-        Throw(ErrorCode::kInvalidArgument, fn, ": model '", m.model->name(), "': output '",
-              m.outputs[j].name, "': expected ", want[j], ", given ", out[j].TypeString());
-    throw;
-  }
-}
-
-namespace {
-
-// The tensors of this thread's kiln_engine_run calls on the way in, kept between calls so that
-// a warm run copies handles' tensors into them without allocating: a copy over a tensor of the
-// same rank reuses its shape's storage. Emptied (keeping that storage) when the call returns, so
-// no caller buffer is kept alive by it.
-struct RunScratch {
-  std::vector<kiln::Tensor> in, out;
-  bool busy = false;  // a kiln_engine_run of this thread is using it (a pass hook's nested run)
-};
-thread_local RunScratch tls_scratch;
-
-// Index of the model input or output that `name` names (by position without names); -1 if none.
-int IoIndex(const std::vector<kiln_model::Io>& ios, const char* const* names, size_t i) {
-  if (!names) return static_cast<int>(i);
-  if (!names[i]) return -1;
-  for (size_t k = 0; k < ios.size(); ++k)
-    if (ios[k].name == names[i]) return static_cast<int>(k);
-  return -1;
-}
-
-}  // namespace
-
-bool RunInPlaceFast(kiln_engine* engine, const kiln_model* model, size_t num_inputs,
-                    const char* const* input_names, const kiln_tensor* const* inputs,
-                    size_t num_outputs, const char* const* output_names, kiln_tensor** outputs) {
-  constexpr size_t kMaxIo = 32;
-  if (!engine || !model || (num_inputs && !inputs) || !outputs) return false;
-  const kiln_model& m = *model;
-  if (num_inputs != m.inputs.size() || num_outputs != m.outputs.size() || num_inputs > kMaxIo ||
-      num_outputs > kMaxIo || !num_outputs || tls_scratch.busy)
-    return false;
-  // Each model input's tensor; every slot named once, every type matching.
-  const kiln_tensor* by_input[kMaxIo] = {};
-  for (size_t i = 0; i < num_inputs; ++i) {
-    const int k = IoIndex(m.inputs, input_names, i);
-    if (k < 0 || by_input[k] || !inputs[i] || !Matches(m.inputs[k].type, inputs[i]->t))
-      return false;
-    by_input[k] = inputs[i];
-  }
-  for (size_t j = 0; j < num_outputs; ++j)
-    if (IoIndex(m.outputs, output_names, j) != static_cast<int>(j) || !outputs[j] ||
-        !Matches(m.outputs[j].type, outputs[j]->t))
-      return false;
-
-  RunScratch& scratch = tls_scratch;
-  if (scratch.in.size() < num_inputs) scratch.in.resize(num_inputs);
-  if (scratch.out.size() < num_outputs) scratch.out.resize(num_outputs);
-  static const kiln::Tensor kNone;
-  struct Release {
-    RunScratch& s;
-    size_t ni, no;
-    ~Release() {
-      for (size_t i = 0; i < ni; ++i) s.in[i] = kNone;  // copy-assigned: keeps shape storage
-      for (size_t j = 0; j < no; ++j) s.out[j] = kNone;
-      s.busy = false;
-    }
-  } release{scratch, num_inputs, num_outputs};
-  scratch.busy = true;
-  for (size_t k = 0; k < num_inputs; ++k) scratch.in[k] = by_input[k]->t;
-  for (size_t j = 0; j < num_outputs; ++j) scratch.out[j] = outputs[j]->t;
-  RunInPlace(*engine->engine, m, std::span<const kiln::Tensor>(scratch.in.data(), num_inputs),
-             std::span<const kiln::Tensor>(scratch.out.data(), num_outputs), "kiln_engine_run");
+bool Matches(const kiln::Type& type, const kiln::Tensor& t) {
+  const kiln::TensorTypeNode* tt = kiln::AsTensor(type);
+  if (!tt || tt->dtype != t.dtype() || tt->ndim() != t.ndim()) return false;
+  for (int i = 0; i < t.ndim(); ++i)
+    if (tt->shape[i].is_const() && tt->shape[i].value() != t.shape()[i]) return false;
   return true;
+}
+
+std::vector<std::string> ExpectedOutputTypes(const kiln_model& m,
+                                             const std::vector<kiln::Tensor>& inputs) {
+  std::vector<kiln::Type> types;
+  for (const kiln::Tensor& t : inputs) types.push_back(kiln::TypeOfTensor(t));
+  std::map<std::string, int64_t> symbols = kiln::BindInputShapes(m.model->graph(), types);
+  std::vector<std::string> out;
+  for (const kiln_model::Io& io : m.outputs) {
+    const kiln::TensorTypeNode* tt = kiln::AsTensor(io.type);
+    std::vector<int64_t> dims;
+    for (const kiln::Dim& d : tt->shape) dims.push_back(d.TryEval(symbols).value_or(-1));
+    out.push_back(kiln::StrCat(kiln::DTypeName(tt->dtype), kiln::IntsToString(dims)));
+  }
+  return out;
 }
 
 PreparedRun PrepareRun(kiln_engine* engine, const kiln_model* model, size_t num_inputs,

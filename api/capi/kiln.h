@@ -403,11 +403,31 @@ void kiln_engine_destroy(kiln_engine* engine);
  *   is written in place and must have the output's dtype and shape.
  * Errors name the input or output with the expected and given types; on failure no slot is
  * written (in-place outputs may hold partial results). When every output is given in place,
- * in model order, the run on a compiled shape writes straight into them. */
+ * in model order (output_names NULL or in that order), the run on a compiled shape writes
+ * straight into them and allocates nothing on the heap. */
 kiln_status kiln_engine_run(kiln_engine* engine, const kiln_model* model, size_t num_inputs,
                             const char* const* input_names, const kiln_tensor* const* inputs,
                             size_t num_outputs, const char* const* output_names,
                             kiln_tensor** outputs);
+
+/* A prepared run of one model on one engine: each input and output bound once by name (the
+ * name looked up and the tensor's type checked then), then run any number of times, with no
+ * name lookup and, on a compiled shape, no heap allocation. The binding holds the bound
+ * tensors (sharing their memory: write new input values into it and run again; a handle may
+ * be destroyed once bound). Binding again replaces a slot's tensor. The engine and model must
+ * outlive the binding. Threading: one thread at a time per binding; any number of bindings
+ * may run on one engine at once. */
+typedef struct kiln_binding kiln_binding;
+kiln_status kiln_binding_create(kiln_engine* engine, const kiln_model* model, kiln_binding** out);
+void kiln_binding_destroy(kiln_binding* binding);
+/* An unknown name is KILN_NOT_FOUND naming the model's; a tensor whose dtype, rank or constant
+ * dims do not fit is KILN_INVALID_ARGUMENT naming the input or output. */
+kiln_status kiln_binding_bind_input(kiln_binding* binding, const char* name,
+                                    const kiln_tensor* tensor);
+kiln_status kiln_binding_bind_output(kiln_binding* binding, const char* name, kiln_tensor* tensor);
+/* Runs the model on the bound inputs into the bound outputs, as kiln_engine_run with every
+ * output in place. A slot not bound is KILN_INVALID_ARGUMENT naming it. */
+kiln_status kiln_binding_run(kiln_binding* binding);
 
 /* Runs `model` with each op's reference kernel, in dataflow order, compiling nothing: slow,
  * and the oracle that compiled kernels are tested against (to check an engine's numbers, or to

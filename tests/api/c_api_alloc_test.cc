@@ -5,6 +5,10 @@
 // once the shape is specialized.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "c_api_util.h"
 #include "common/alloc_counter.h"
 #include "kiln.h"
@@ -54,6 +58,72 @@ TEST(CApiAllocations, WarmRunsIntoGivenOutputsAllocateNothing) {
     kiln_tensor_destroy(xt);
     kiln_tensor_destroy(yt);
   }
+  kiln_engine_destroy(engine);
+}
+
+// A prepared binding: names resolved once, tensors bound by handle; new values written into a
+// bound input's buffer are what the next run reads, and warm runs allocate nothing.
+TEST(CApiAllocations, BindingRunsAllocateNothingAndReadTheBoundBuffers) {
+  CMlp mlp(8, 16, 4, 7);
+  kiln_engine* engine = nullptr;
+  KILN_ASSERT_OK(kiln_engine_create(nullptr, &engine));
+  const char* out_name = nullptr;
+  KILN_ASSERT_OK(kiln_model_output_name(mlp.model, 0, &out_name));
+  const int batch = 6;
+  std::vector<float> x = mlp.Input(batch, 1), y(batch * 4);
+  kiln_tensor* xt = Wrap(x, {batch, mlp.in});
+  kiln_tensor* yt = Wrap(y, {batch, mlp.out});
+  kiln_binding* binding = nullptr;
+  KILN_ASSERT_OK(kiln_binding_create(engine, mlp.model, &binding));
+  EXPECT_EQ(kiln_binding_run(binding), KILN_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("input 'x' is not bound"), std::string::npos)
+      << kiln_last_error();
+  KILN_ASSERT_OK(kiln_binding_bind_input(binding, "x", xt));
+  KILN_ASSERT_OK(kiln_binding_bind_output(binding, out_name, yt));
+  kiln_tensor_destroy(xt);  // the binding holds the tensor (the buffer stays the caller's)
+  kiln_tensor_destroy(yt);
+  KILN_ASSERT_OK(kiln_binding_run(binding));
+  KILN_ASSERT_OK(kiln_engine_wait_background_compiles(engine));
+  KILN_ASSERT_OK(kiln_binding_run(binding));
+  ExpectNear(y, mlp.Reference(x, batch), "first values");
+  std::vector<float> next = mlp.Input(batch, 2);
+  long allocations = CountAllocations([&] {
+    for (int i = 0; i < 100; ++i) kiln_binding_run(binding);
+    std::copy(next.begin(), next.end(), x.begin());
+    kiln_binding_run(binding);
+  });
+  EXPECT_EQ(allocations, 0);
+  ExpectNear(y, mlp.Reference(next, batch), "values written into the bound buffer");
+  kiln_binding_destroy(binding);
+  kiln_engine_destroy(engine);
+}
+
+TEST(CApiAllocations, BindingErrorsNameTheSlot) {
+  CMlp mlp(8, 16, 4, 7);
+  kiln_engine* engine = nullptr;
+  KILN_ASSERT_OK(kiln_engine_create(nullptr, &engine));
+  kiln_binding* binding = nullptr;
+  EXPECT_EQ(kiln_binding_create(engine, nullptr, &binding), KILN_INVALID_ARGUMENT);
+  KILN_ASSERT_OK(kiln_binding_create(engine, mlp.model, &binding));
+  std::vector<float> x(3 * 5), y(3 * 4);
+  kiln_tensor* xt = Wrap(x, {3, 5});
+  kiln_tensor* yt = Wrap(y, {3, 4});
+  EXPECT_EQ(kiln_binding_bind_input(binding, "nope", xt), KILN_NOT_FOUND);
+  EXPECT_NE(std::string(kiln_last_error()).find("has no input 'nope' (its inputs: x)"),
+            std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(kiln_binding_bind_input(binding, "x", xt), KILN_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error())
+                .find("input 'x': expected f32[batch, 8], given "
+                      "f32[3, 5]"),
+            std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(kiln_binding_bind_output(binding, "x", yt), KILN_NOT_FOUND);
+  EXPECT_EQ(kiln_binding_run(nullptr), KILN_INVALID_ARGUMENT);
+  kiln_tensor_destroy(xt);
+  kiln_tensor_destroy(yt);
+  kiln_binding_destroy(binding);
+  kiln_binding_destroy(nullptr);
   kiln_engine_destroy(engine);
 }
 
