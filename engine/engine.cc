@@ -402,6 +402,7 @@ EngineStats Engine::stats() const {
   s.compile_errors = compile_errors_.load(std::memory_order_relaxed);
   s.evictions = evictions_.load(std::memory_order_relaxed);
   s.evicted_served_generic = evicted_served_generic_.load(std::memory_order_relaxed);
+  s.respecializations = respecializations_.load(std::memory_order_relaxed);
   s.cache_budget_bytes = max_cache_bytes_;
   s.generic_runs = generic_runs_.load(std::memory_order_relaxed);
   s.generic_builds = generic_builds_.load(std::memory_order_relaxed);

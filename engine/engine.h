@@ -66,6 +66,10 @@ CompilePolicy ParseCompilePolicy(const std::string& name);
 // levels above it would mean nothing, so they are refused rather than taken as 3.
 inline constexpr int kMaxOptLevel = 3;
 
+// EngineOptions::max_specializations: the runs served by specialized executables that pay for
+// specializing one evicted shape again.
+inline constexpr uint64_t kRunsPerRespecialization = 1024;
+
 struct EngineOptions {
   // A Target (devices/target.h) as a short string (`llvm -mcpu=znver3 -mattr=+avx2,+fma`) or
   // JSON. `llvm` alone is the host CPU. `cuda` (`cuda -arch=sm_80`) runs every kernel on
@@ -102,8 +106,11 @@ struct EngineOptions {
   // The most executables (shapes) kept per model; past it the least recently used is evicted.
   // 0: unbounded. Bounded by default, so a server fed ever new shapes keeps its memory.
   // Tiered, a shape whose specialized executable was evicted is served by the generic tier
-  // from then on, not specialized again: with a bound smaller than the shapes in use, the
-  // engine would otherwise compile in a loop (compiles stay within the distinct shapes seen).
+  // when it comes back, not specialized again: with a bound smaller than the shapes in use,
+  // the engine would otherwise compile in a loop. Only one such shape is specialized again
+  // per kRunsPerRespecialization runs served specialized, so a hot shape that a burst of new
+  // ones pushed out recovers, while compiles stay within the distinct shapes seen plus one
+  // per that many runs.
   int max_specializations = 64;
   // The memory all cached executables of all models may keep, as estimated
   // (CachedExecutableBytes: their kernels' code and loop IR, constants folded or packed for
@@ -184,8 +191,10 @@ struct EngineStats {
   std::vector<std::string> generic_unavailable_reasons;
   uint64_t evictions = 0;  // executables dropped for max_specializations or max_cache_bytes
   // Lookups of a shape whose specialized executable was evicted, served by the generic tier
-  // instead of compiling it again.
+  // instead of compiling it again; and such shapes specialized again all the same
+  // (kRunsPerRespecialization).
   uint64_t evicted_served_generic = 0;
+  uint64_t respecializations = 0;
   uint64_t cached_executables = 0;
   uint64_t cached_bytes = 0;        // their estimated memory (EngineOptions::max_cache_bytes)
   uint64_t cache_budget_bytes = 0;  // max_cache_bytes, its default resolved
@@ -494,13 +503,14 @@ class Engine {
   uint64_t cached_bytes_ = 0;  // CachedExecutableBytes of cache_'s executables
   // Shape keys (hashes, by model id) whose specialized executable was evicted. At most
   // kMaxEvictedKeys in all: past it the record starts over, so each may specialize once more.
+  // By hash alone: a collision only keeps a shape on the generic tier.
   std::unordered_map<uint64_t, std::unordered_set<uint64_t>> evicted_;
   size_t evicted_count_ = 0;
   static constexpr size_t kMaxEvictedKeys = 1 << 16;
   mutable std::atomic<uint64_t> clock_{0};  // LRU time, ticked by every hit
 
   std::atomic<uint64_t> runs_{0}, hits_{0}, misses_{0}, specializations_{0}, compile_errors_{0},
-      evictions_{0}, evicted_served_generic_{0};
+      evictions_{0}, evicted_served_generic_{0}, respecializations_{0};
   mutable std::mutex stats_mu_;
   std::vector<ShapeKeyStats> shape_stats_;
   // With profile: every launch's counters, kept past eviction so the totals stay whole.
@@ -513,8 +523,11 @@ class Engine {
 
   mutable std::mutex generic_mu_;
   std::unordered_map<uint64_t, std::shared_ptr<GenericEntry>> generic_;  // by model id
-  mutable std::atomic<uint64_t> generic_runs_{0}, generic_builds_{0}, generic_unavailable_{0},
-      background_queued_{0}, background_dropped_{0};
+  // generic_binds_: the generic runs that were misses (ServeGeneric), so that hits_ -
+  // (generic_runs_ - generic_binds_) counts the hits served specialized, with no counter of its
+  // own on the hit path.
+  mutable std::atomic<uint64_t> generic_runs_{0}, generic_binds_{0}, generic_builds_{0},
+      generic_unavailable_{0}, background_queued_{0}, background_dropped_{0};
   // Last, so it is destroyed first: its running jobs use the members above.
   CompilePool compile_pool_;
 };

@@ -156,14 +156,28 @@ std::shared_ptr<const Executable> Engine::ServeGeneric(const Model& model, uint6
     if (Specialization* done = FindLocked(model, key_hash, inputs)) return done->exe;
     // A shape specialized before and evicted stays on the generic tier: `queued` for good, so
     // no run queues it (a bound smaller than the shapes in use would compile in a loop).
-    const bool evicted = WasEvictedLocked(model.id(), key_hash);
-    if (evicted) evicted_served_generic_.fetch_add(1, std::memory_order_relaxed);
+    bool evicted = WasEvictedLocked(model.id(), key_hash);
+    if (evicted) {
+      // Unless the runs served specialized since the last one pay for specializing it again.
+      const uint64_t hits = hits_.load(std::memory_order_relaxed);
+      const uint64_t tier0 = generic_runs_.load(std::memory_order_relaxed) -
+                             generic_binds_.load(std::memory_order_relaxed);
+      const uint64_t specialized_hits = hits > tier0 ? hits - tier0 : 0;
+      if (specialized_hits / kRunsPerRespecialization >
+          respecializations_.load(std::memory_order_relaxed)) {
+        respecializations_.fetch_add(1, std::memory_order_relaxed);
+        evicted = false;
+      } else {
+        evicted_served_generic_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
     queue_now =
         !evicted && options_.policy == CompilePolicy::kTiered && options_.specialize_after <= 1;
     spec->queued.store(evicted || queue_now, std::memory_order_relaxed);
     InsertLocked(spec);
   }
   generic_runs_.fetch_add(1, std::memory_order_relaxed);
+  generic_binds_.fetch_add(1, std::memory_order_relaxed);
   if (queue_now) {
     if (defer_queue)
       *defer_queue = true;

@@ -154,6 +154,7 @@ std::string StatsJson(const kiln::EngineStats& s) {
   field("compile_errors", s.compile_errors);
   field("evictions", s.evictions);
   field("evicted_served_generic", s.evicted_served_generic);
+  field("respecializations", s.respecializations);
   field("generic_runs", s.generic_runs);
   field("generic_builds", s.generic_builds);
   field("generic_unavailable", s.generic_unavailable);

@@ -519,9 +519,9 @@ kiln_status kiln_engine_wait_background_compiles(kiln_engine* engine);
 
 /* The engine's statistics as a JSON object, the caller's to free with kiln_string_free:
  *   {"runs", "hits", "misses", "specializations", "compile_errors", "evictions",
- *    "evicted_served_generic", "generic_runs", "generic_builds", "generic_unavailable",
- *    "background_queued", "background_dropped", "cached_executables", "cached_bytes",
- *    "cache_budget_bytes", "kernel_compiles", "kernel_cache_hits", "disk_hits",
+ *    "evicted_served_generic", "respecializations", "generic_runs", "generic_builds",
+ *    "generic_unavailable", "background_queued", "background_dropped", "cached_executables",
+ *    "cached_bytes", "cache_budget_bytes", "kernel_compiles", "kernel_cache_hits", "disk_hits",
  *    "disk_rejections", "disk_rejections_by_reason": {reason: n}, "compile_ms",
  *    "planned_peak_bytes",
  *    "shapes": [{"shape_key", "compile_ms", "kernels", "planned_peak_bytes", "naive_bytes",

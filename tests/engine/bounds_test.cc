@@ -186,6 +186,38 @@ TEST(EngineBounds, ForgottenShapesSpecializeAgain) {
   EXPECT_EQ(engine.Prepare(*model, Batch(2, 1))->tier, Tier::kSpecialized);
 }
 
+// A hot shape pushed out by a burst of new ones is specialized again once enough runs were
+// served specialized (kRunsPerRespecialization), not before.
+TEST(EngineBounds, HotShapeEvictedByABurstRecovers) {
+  ModelPtr model = Model::Create(test::MlpModel(), "mlp");
+  Engine engine(test::With([](EngineOptions& o) { o.max_specializations = 2; }));
+  auto run_settled = [&](int64_t b) {
+    engine.Run(*model, Batch(b, 1));
+    engine.WaitForBackgroundCompiles();
+  };
+  run_settled(5);
+  for (int64_t b : {6, 7}) run_settled(b);  // 5 goes
+  run_settled(5);                           // served generic: nothing paid for it yet
+  EngineStats s = engine.stats();
+  EXPECT_EQ(s.specializations, 3u);
+  EXPECT_EQ(s.respecializations, 0u);
+  EXPECT_EQ(s.evicted_served_generic, 1u);
+  // Runs served specialized pay for one: 7's. 5 goes for 8, then comes back specialized.
+  for (uint64_t i = 0; i < kRunsPerRespecialization; ++i) engine.Run(*model, Batch(7, 1));
+  run_settled(8);
+  run_settled(5);
+  s = engine.stats();
+  EXPECT_EQ(s.respecializations, 1u);
+  EXPECT_EQ(s.specializations, 5u);
+  EXPECT_EQ(engine.Prepare(*model, Batch(5, 1))->tier, Tier::kSpecialized);
+  // Paid for once: 6, evicted long ago, comes back to the generic tier.
+  run_settled(6);
+  s = engine.stats();
+  EXPECT_EQ(s.respecializations, 1u);
+  EXPECT_EQ(s.evicted_served_generic, 2u);
+  EXPECT_EQ(engine.Prepare(*model, Batch(6, 1))->tier, Tier::kGeneric);
+}
+
 // Runs, new shapes, evictions (by count and by bytes), Forget and statistics from many threads
 // at once, then the engine destroyed with background compiles still queued; three times. Every
 // result is right. Under ThreadSanitizer in CI (scripts/dev.sh tsan_tests).
