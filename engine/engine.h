@@ -467,7 +467,7 @@ class Engine {
   void TrimLocked(const Specialization* keep);
   void EvictLocked(std::unordered_multimap<uint64_t, std::shared_ptr<Specialization>>::iterator it);
   // Whether the shape key's specialized executable was evicted (then the generic tier serves it
-  // for good); mu_ held.
+  // unless runs paid for specializing it again: kRunsPerRespecialization); mu_ held.
   bool WasEvictedLocked(uint64_t model_id, uint64_t key_hash) const;
   // Adds a built executable to stats().shapes (and its kernels' profiles); stats_mu_ not held.
   void RecordBuilt(const Executable& exe, bool with_plan);

@@ -143,8 +143,8 @@ struct Executable {
   bool parallel = false;  // some launch is parallel
 
   // What the kernels and constants of `code` keep in memory, estimated when it was built
-  // (ExecutableCodeBytes). Every shape bound to a generic executable shares its code, and the
-  // generic executable is charged for it.
+  // (ExecutableCodeBytes). Every shape bound to a generic executable shares its code, which is
+  // not charged to them (the generic executable, one per model, is outside the cache budget).
   size_t code_bytes = 0;
 
   double compile_ms = 0;  // the whole specialization, kernel cache hits included
