@@ -118,16 +118,36 @@ bool RunInPlaceFast(kiln_engine* engine, const kiln_model* model, size_t num_inp
 
 namespace {
 
-// The index of the model input or output named `name`; kNotFound naming the model's.
-size_t IoNamed(const kiln_model& m, bool input, const char* name, const char* fn) {
+// Binds `t` to the model input (or output) named `name`: the name looked up (kNotFound naming
+// the model's), the type checked (kInvalidArgument naming the slot), the tensor copied into the
+// slot (copy-assigned: it reuses the slot's shape storage).
+void BindSlot(kiln_binding& b, bool input, const char* name, const kiln::Tensor& t,
+              const char* fn) {
+  const kiln_model& m = *b.model;
   const std::vector<kiln_model::Io>& ios = input ? m.inputs : m.outputs;
+  const char* kind = input ? "input" : "output";
+  size_t k = 0;
+  while (k < ios.size() && ios[k].name != name) ++k;
+  if (k == ios.size()) {
+    std::vector<std::string> known;
+    for (const kiln_model::Io& io : ios) known.push_back(io.name);
+    Throw(ErrorCode::kNotFound, fn, ": model '", m.model->name(), "' has no ", kind, " '", name,
+          "' (its ", kind, "s: ", kiln_capi::Join(known, ", "), ")");
+  }
+  if (!Matches(ios[k].type, t))
+    Throw(ErrorCode::kInvalidArgument, fn, ": model '", m.model->name(), "': ", kind, " '", name,
+          "': expected ", kiln::TypeToString(ios[k].type), ", given ", t.TypeString());
+  (input ? b.inputs : b.outputs)[k] = t;
+  (input ? b.input_bound : b.output_bound)[k] = true;
+}
+
+// kInvalidArgument naming the first slot of `ios` not bound.
+void CheckAllBound(const kiln_model& m, const std::vector<kiln_model::Io>& ios,
+                   const std::vector<bool>& bound, const char* kind, const char* fn) {
   for (size_t k = 0; k < ios.size(); ++k)
-    if (ios[k].name == name) return k;
-  std::vector<std::string> known;
-  for (const kiln_model::Io& io : ios) known.push_back(io.name);
-  Throw(ErrorCode::kNotFound, fn, ": model '", m.model->name(), "' has no ",
-        input ? "input" : "output", " '", name, "' (its ", input ? "inputs" : "outputs", ": ",
-        kiln_capi::Join(known, ", "), ")");
+    if (!bound[k])
+      Throw(ErrorCode::kInvalidArgument, fn, ": model '", m.model->name(), "': ", kind, " '",
+            ios[k].name, "' is not bound");
 }
 
 }  // namespace
@@ -160,13 +180,7 @@ kiln_status kiln_binding_bind_input(kiln_binding* binding, const char* name,
   KILN_REQUIRE(binding);
   KILN_REQUIRE(name);
   KILN_REQUIRE(tensor);
-  const kiln_model& m = *binding->model;
-  const size_t k = IoNamed(m, true, name, __func__);
-  if (!Matches(m.inputs[k].type, tensor->t))
-    Throw(ErrorCode::kInvalidArgument, __func__, ": model '", m.model->name(), "': input '", name,
-          "': expected ", kiln::TypeToString(m.inputs[k].type), ", given ", tensor->t.TypeString());
-  binding->inputs[k] = tensor->t;  // copy-assigned: reuses the slot's shape storage
-  binding->input_bound[k] = true;
+  BindSlot(*binding, /*input=*/true, name, tensor->t, __func__);
   KILN_API_END
 }
 
@@ -175,14 +189,7 @@ kiln_status kiln_binding_bind_output(kiln_binding* binding, const char* name, ki
   KILN_REQUIRE(binding);
   KILN_REQUIRE(name);
   KILN_REQUIRE(tensor);
-  const kiln_model& m = *binding->model;
-  const size_t j = IoNamed(m, false, name, __func__);
-  if (!Matches(m.outputs[j].type, tensor->t))
-    Throw(ErrorCode::kInvalidArgument, __func__, ": model '", m.model->name(), "': output '", name,
-          "': expected ", kiln::TypeToString(m.outputs[j].type), ", given ",
-          tensor->t.TypeString());
-  binding->outputs[j] = tensor->t;
-  binding->output_bound[j] = true;
+  BindSlot(*binding, /*input=*/false, name, tensor->t, __func__);
   KILN_API_END
 }
 
@@ -190,14 +197,8 @@ kiln_status kiln_binding_run(kiln_binding* binding) {
   KILN_API_BEGIN
   KILN_REQUIRE(binding);
   const kiln_model& m = *binding->model;
-  for (size_t k = 0; k < m.inputs.size(); ++k)
-    if (!binding->input_bound[k])
-      Throw(ErrorCode::kInvalidArgument, __func__, ": model '", m.model->name(), "': input '",
-            m.inputs[k].name, "' is not bound");
-  for (size_t j = 0; j < m.outputs.size(); ++j)
-    if (!binding->output_bound[j])
-      Throw(ErrorCode::kInvalidArgument, __func__, ": model '", m.model->name(), "': output '",
-            m.outputs[j].name, "' is not bound");
+  CheckAllBound(m, m.inputs, binding->input_bound, "input", __func__);
+  CheckAllBound(m, m.outputs, binding->output_bound, "output", __func__);
   kiln_capi::RunInPlace(*binding->engine, m, binding->inputs, binding->outputs, __func__);
   KILN_API_END
 }
