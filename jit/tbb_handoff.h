@@ -54,10 +54,7 @@ class TbbHandoff {
     return [ this, f = std::move(f) ](
         auto&&... args) requires std::invocable<const F&, decltype(args)...> {
       Acquire();
-      struct AfterBody {  // released however the body ends
-        const TbbHandoff* h;
-        ~AfterBody() { h->Release(); }
-      } after{this};
+      ReleaseOnExit after{this};  // released however the body ends
       return f(std::forward<decltype(args)>(args)...);
     };
   }
@@ -65,6 +62,12 @@ class TbbHandoff {
   void Joined() const { Acquire(); }
 
  private:
+  // A class of its own, not one local to Wrap's lambda: clang 19 does not emit the destructor
+  // of a local class in a constrained generic lambda, and the fuzz build (clang) fails to link.
+  struct ReleaseOnExit {
+    const TbbHandoff* h;
+    ~ReleaseOnExit() { h->Release(); }
+  };
 #ifdef KILN_UNDER_TSAN
   void Acquire() const {
     __tsan_acquire(const_cast<TbbHandoff*>(this));
