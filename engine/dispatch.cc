@@ -306,6 +306,9 @@ std::vector<Tensor> Engine::RunLoop(const Segments& seg, const std::vector<Tenso
     int64_t count = 0;
   };
   std::vector<ScanStack> stacks(static_cast<size_t>(scans));
+  // The stacks grow with the trip count, which the inputs may set: they count against
+  // max_run_bytes, checked before each iteration's values are appended.
+  uint64_t stacked_bytes = 0;
   // The steady state allocates nothing and looks nothing up (malloc/free were half of a
   // 10000-step Scan, the shape-key hash another 6 %): the body's executable is kept while its
   // inputs keep their dtypes and shapes, and its outputs are two sets used in turn, so that
@@ -358,6 +361,11 @@ std::vector<Tensor> Engine::RunLoop(const Segments& seg, const std::vector<Tenso
               v.TypeString(), ", iteration 0 ", TensorSignature{st.dtype, st.shape, 0}.ToString(),
               " (scan values stack)");
       }
+      stacked_bytes += v.nbytes();
+      if (stacked_bytes > max_run_bytes_)
+        Throw(ErrorCode::kOutOfMemory, "iteration ", t, ": the loop's scan outputs would take ",
+              stacked_bytes, " bytes, over the limit of ", max_run_bytes_,
+              " (EngineOptions.max_run_bytes)");
       const char* data = static_cast<const char*>(v.raw_data());
       if (v.nbytes()) st.bytes.insert(st.bytes.end(), data, data + v.nbytes());
       st.count += 1;

@@ -290,6 +290,34 @@ def @main(%x: f32[n], %trips: i64[]) {
   ExpectMatchesInterpreter(engine, *r, in);
 }
 
+// The scan outputs of a loop whose trip count is an input grow with it: past max_run_bytes the
+// run stops with kOutOfMemory naming the limit, at once (2^40 iterations asked for), and the
+// engine serves the next run.
+TEST(Segments, LoopScanOutputsCountAgainstTheRunLimit) {
+  ModelPtr m = Load(R"(
+def @main(%x: f32[n], %trips: i64[]) {
+  %body = fn(%i: i64[], %c: bool[], %v: f32[n]) {
+    (%c, add(%v, const(f32[], 1.0)), %v)
+  }
+  dyn.loop(%body, %x, %trips, const(bool[], true), num_carried=1, num_scans=1).1
+}
+)");
+  ASSERT_TRUE(m->segments());
+  EngineOptions options = test::Eager();
+  options.max_run_bytes = 1 << 20;
+  Engine engine(options);
+  Tensor x = RandomTensor(DType::kFloat32, {1024}, 1);  // 4 KiB an iteration
+  std::vector<Tensor> many{x, Tensor::Scalar<int64_t>(int64_t{1} << 40)};
+  Error e = test::ErrorOf([&] { engine.Run(*m, many); });
+  EXPECT_EQ(e.code(), ErrorCode::kOutOfMemory);
+  EXPECT_THAT(std::string(e.what()),
+              AllOf(HasSubstr("iteration 256"), HasSubstr("scan outputs"),
+                    HasSubstr("limit of 1048576 (EngineOptions.max_run_bytes)")));
+  std::vector<Tensor> fewer{x, Tensor::Scalar<int64_t>(200)};
+  std::vector<Tensor> out = engine.Run(*m, fewer);
+  EXPECT_EQ(out.at(0).shape(), (std::vector<int64_t>{200, 1024}));
+}
+
 // The run-time loop reuses the body's executable and two sets of output buffers in turn: a
 // body that passes a carried value on unchanged and swaps the others (Fibonacci) must still
 // read last iteration's values, and a carried value that grows each iteration (a new shape:
