@@ -19,7 +19,7 @@ import numpy as np
 from ._capi import Error, check, encode, lib, take_string
 from ._tensors import Wrapped, dtype_of, to_array
 
-__all__ = ["Engine", "Error", "Model", "TensorInfo", "__version__"]
+__all__ = ["Binding", "Engine", "Error", "Model", "TensorInfo", "__version__"]
 __version__ = lib.kiln_version_string().decode()
 
 TensorInfo = namedtuple("TensorInfo", ["name", "dtype", "shape"])
@@ -239,6 +239,30 @@ class Engine:
         h = self._live()
         return _run(lambda *a: lib.kiln_engine_run(h, model._handle, *a), model, inputs, outputs)
 
+    def bind(self, model, inputs, outputs=None):
+        """A Binding of `model` on this engine: `inputs` ({name: array}, or arrays in model
+        order) and `outputs` ({name: array}; None: arrays of this run's results, one run made
+        now to learn their shapes) bound once, then run() again and again without name lookups
+        or copies. See Binding."""
+        binding = Binding(self, model)
+        try:
+            names = ([i.name for i in model.inputs] if not isinstance(inputs, dict)
+                     else list(inputs.keys()))
+            values = list(inputs.values()) if isinstance(inputs, dict) else list(inputs)
+            if len(values) != len(names):
+                raise Error("KILN_INVALID_ARGUMENT", f"kiln: model '{model.name}' takes "
+                            f"{len(model.inputs)} inputs, given {len(values)}")
+            for name, value in zip(names, values):
+                binding.bind_input(name, value)
+            if outputs is None:
+                outputs = self.run(model, dict(zip(names, values)))
+            for name, array in outputs.items():
+                binding.bind_output(name, array)
+        except BaseException:
+            binding.close()
+            raise
+        return binding
+
     def prepare(self, model, inputs):
         """Compiles `model` for these inputs' shapes without running it."""
         h = self._live()
@@ -288,6 +312,78 @@ class Engine:
     def _live(self):
         if not self._handle:
             raise Error("KILN_INVALID_ARGUMENT", "kiln: the engine is closed")
+        return self._handle
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
+class Binding:
+    """A prepared run of one model on one engine (kiln_binding): each input and output array
+    bound once by name, then run() any number of times. kiln reads the input arrays' memory and
+    writes the output arrays' memory directly: write new values into the input arrays (x[...] =
+    ...) and run again; read the results from the output arrays. On a compiled shape a run does
+    no name lookup, no copy and no allocation inside kiln. Bound arrays must be C-contiguous
+    NumPy arrays of the input's or output's dtype (a copy would not see later writes, so none is
+    made); the binding keeps them, the engine and the model alive. One thread at a time per
+    binding; any number of bindings may run on one engine at once."""
+
+    def __init__(self, engine, model):
+        self._handle = None
+        self._lib = lib
+        self._engine, self._model = engine, model
+        self._arrays = {}  # (kind, name) -> the bound array, whose memory kiln uses
+        handle = ctypes.c_void_p()
+        check(lib.kiln_binding_create(engine._live(), model._handle, ctypes.byref(handle)))
+        self._handle = handle.value
+
+    def bind_input(self, name, array):
+        self._bind("input", lib.kiln_binding_bind_input, name, array)
+
+    def bind_output(self, name, array):
+        if isinstance(array, np.ndarray) and not array.flags.writeable:
+            raise Error("KILN_INVALID_ARGUMENT",
+                        f"kiln: output '{name}': the array is read-only, and runs write it")
+        self._bind("output", lib.kiln_binding_bind_output, name, array)
+
+    def run(self):
+        """Runs the model on the bound inputs into the bound outputs."""
+        self._engine._live()  # the engine must outlive the binding: a closed one is an error
+        check(lib.kiln_binding_run(self._live()))
+
+    def close(self):
+        if self._handle:
+            self._lib.kiln_binding_destroy(self._handle)
+            self._handle = None
+        self._arrays = {}
+
+    def _bind(self, kind, call, name, array):
+        if not isinstance(array, np.ndarray):
+            got = type(array).__name__
+        elif not array.flags.c_contiguous:
+            got = "a strided array"
+        elif not array.dtype.isnative:
+            got = f"an array of byte order {array.dtype.byteorder!r}"
+        else:
+            got = None
+        if got:
+            raise Error("KILN_INVALID_ARGUMENT",
+                        f"kiln: {kind} '{name}': a binding takes a C-contiguous NumPy array in "
+                        f"the host's byte order (its memory is used, not a copy), got {got}")
+        h = self._live()
+        with Wrapped() as wrapped:  # the binding shares the tensor's memory; the handle can go
+            check(call(h, encode(name, f"an {kind} name"), wrapped.add(array, name)))
+        self._arrays[(kind, name)] = array
+
+    def _live(self):
+        if not self._handle:
+            raise Error("KILN_INVALID_ARGUMENT", "kiln: the binding is closed")
         return self._handle
 
     def __enter__(self):
