@@ -12,9 +12,8 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include "api/onnx/onnx_import.h"
+#include "common/file_util.h"
 #include "common/test_util.h"
 #include "ir/interpreter.h"
 #include "onnx/onnx_pb.h"
@@ -29,18 +28,9 @@ using ::testing::HasSubstr;
 
 class OnnxLimits : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / StrCat("kiln_onnx_limits_",
-                                              ::testing::UnitTest::GetInstance()->random_seed(),
-                                              "_", ::getpid());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::string Write(const std::string& name, const std::string& bytes) {
     fs::path p = dir_ / name;
-    std::ofstream(p, std::ios::binary)
-        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    test::WriteFile(p.string(), bytes);
     return p.string();
   }
 
@@ -48,24 +38,14 @@ class OnnxLimits : public ::testing::Test {
   onnx::ModelProto External(int64_t n, const std::string& file, int64_t offset) {
     onnx::ModelProto m = NewModel();
     AddInput(m, "x", {n});
-    onnx::TensorProto* w = m.mutable_graph()->add_initializer();
-    w->set_name("w");
-    w->set_data_type(onnx::TensorProto::FLOAT);
-    w->add_dims(n);
-    w->set_data_location(onnx::TensorProto::EXTERNAL);
-    for (auto [k, v] : {std::pair<const char*, std::string>{"location", file},
-                        {"offset", std::to_string(offset)},
-                        {"length", std::to_string(n * 4)}}) {
-      onnx::StringStringEntryProto* e = w->add_external_data();
-      e->set_key(k);
-      e->set_value(v);
-    }
+    AddExternalInit(m, "w", n, file, offset, n * 4);
     AddNode(m, "Add", {"x", "w"}, {"y"});
     AddOutput(m, "y");
     return m;
   }
 
-  fs::path dir_;
+  test::TempDir tmp_{"kiln-onnx-limits"};
+  fs::path dir_ = tmp_.path();
 };
 
 // Seconds `f` takes.

@@ -132,6 +132,24 @@ inline void AddInit(onnx::ModelProto& m, const std::string& name, const Tensor& 
   *m.mutable_graph()->add_initializer() = ToProto(name, t);
 }
 
+// An f32[n] initializer `name` whose values are in the file `location` (relative to the
+// model's folder), `length` bytes at `offset`: ONNX external data.
+inline void AddExternalInit(onnx::ModelProto& m, const std::string& name, int64_t n,
+                            const std::string& location, int64_t offset, int64_t length) {
+  onnx::TensorProto* w = m.mutable_graph()->add_initializer();
+  w->set_name(name);
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(n);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  for (auto [k, v] : {std::pair<const char*, std::string>{"location", location},
+                      {"offset", std::to_string(offset)},
+                      {"length", std::to_string(length)}}) {
+    onnx::StringStringEntryProto* e = w->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  }
+}
+
 inline std::string Bytes(const onnx::ModelProto& m) {
   std::string s;
   EXPECT_TRUE(m.SerializeToString(&s));

@@ -17,6 +17,7 @@
 #include <set>
 #include <variant>
 
+#include "common/file_util.h"
 #include "common/test_util.h"
 #include "ir/interpreter.h"
 #include "onnx/onnx_pb.h"
@@ -757,9 +758,6 @@ TEST(OnnxImportErrors, TypeErrorNamesTheNode) {
 class OnnxExternalData : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / StrCat("kiln_onnx_ext_",
-                                               ::testing::UnitTest::GetInstance()->random_seed(),
-                                               "_", ::getpid());
     fs::create_directories(root_ / "model");
     fs::create_directories(root_ / "outside");
     std::vector<float> w = {1, 2, 3, 4};
@@ -769,25 +767,11 @@ class OnnxExternalData : public ::testing::Test {
       f.write(reinterpret_cast<const char*>(w.data()), 16);
     }
   }
-  void TearDown() override { fs::remove_all(root_); }
-
   onnx::ModelProto WithExternal(const std::string& location, int64_t offset = 4,
                                 int64_t length = 16) {
     onnx::ModelProto m = NewModel();
     AddInput(m, "x", {int64_t{4}});
-    onnx::TensorProto* w = m.mutable_graph()->add_initializer();
-    w->set_name("w");
-    w->set_data_type(onnx::TensorProto::FLOAT);
-    w->add_dims(4);
-    w->set_data_location(onnx::TensorProto::EXTERNAL);
-    auto add = [&](const char* k, const std::string& v) {
-      onnx::StringStringEntryProto* e = w->add_external_data();
-      e->set_key(k);
-      e->set_value(v);
-    };
-    add("location", location);
-    add("offset", std::to_string(offset));
-    add("length", std::to_string(length));
+    AddExternalInit(m, "w", 4, location, offset, length);
     AddNode(m, "Add", {"x", "w"}, {"y"});
     AddOutput(m, "y");
     return m;
@@ -799,7 +783,8 @@ class OnnxExternalData : public ::testing::Test {
     return e.what();
   }
 
-  fs::path root_;
+  test::TempDir tmp_{"kiln-onnx-ext"};
+  fs::path root_ = tmp_.path();
 };
 
 TEST_F(OnnxExternalData, ReadsARangeOfAFileInTheModelFolder) {
