@@ -189,16 +189,50 @@ struct DimBuilder {
     return FromAtom(MakeAtom(AtomKind::kMod, "", r, Dim(c)));
   }
 
+  // min and max are associative, commutative and idempotent: a nest of one of them is an
+  // operand set, kept flat, without repeats, and without an operand another dominates by a
+  // constant (max(n, n + 2) is n + 2); then folded right, in Dim::Compare order, so every
+  // nesting and ordering of the same set is one form. Without it a recurrence (an LSTM over T
+  // steps whose gate dims are symbolic) nests max(x, max(y, max(x, ...))) T deep, and typing
+  // it took time quadratic in T.
+  static void CollectOperands(AtomKind kind, const Dim& d, std::vector<Dim>* out) {
+    if (const Atom* at = AsAtom(d); at && at->kind == kind) {
+      CollectOperands(kind, at->a, out);
+      CollectOperands(kind, at->b, out);
+      return;
+    }
+    out->push_back(d);
+  }
+
   static Dim MinMax(AtomKind kind, const Dim& a, const Dim& b) {
     if (a == b) return a;
-    Dim diff = a - b;
-    if (diff.is_const()) {
-      bool a_smaller = diff.value() < 0;
-      return (kind == AtomKind::kMin) == a_smaller ? a : b;
+    std::vector<Dim> ops;
+    CollectOperands(kind, a, &ops);
+    CollectOperands(kind, b, &ops);
+    std::sort(ops.begin(), ops.end(),
+              [](const Dim& x, const Dim& y) { return Dim::Compare(x, y) < 0; });
+    ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
+    // Drop each operand that another bounds by a constant difference.
+    std::vector<bool> gone(ops.size(), false);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      for (size_t j = i + 1; j < ops.size() && !gone[i]; ++j) {
+        if (gone[j]) continue;
+        Dim diff = ops[i] - ops[j];
+        if (!diff.is_const()) continue;
+        const bool i_smaller = diff.value() < 0;
+        if ((kind == AtomKind::kMin) == i_smaller)
+          gone[j] = true;
+        else
+          gone[i] = true;
+      }
     }
-    // Commutative: order the operands so min(a, b) and min(b, a) are one form.
-    if (Dim::Compare(a, b) <= 0) return FromAtom(MakeAtom(kind, "", a, b));
-    return FromAtom(MakeAtom(kind, "", b, a));
+    std::vector<Dim> kept;
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (!gone[i]) kept.push_back(ops[i]);
+    Dim folded = kept.back();
+    for (size_t i = kept.size() - 1; i-- > 0;)
+      folded = FromAtom(MakeAtom(kind, "", kept[i], folded));
+    return folded;
   }
 
   static Dim ApplyAtom(const Atom& at, const Dim& a, const Dim& b) {

@@ -86,6 +86,25 @@ TEST(Dim, MinMax) {
   EXPECT_EQ(Max(n, m).ToString(), "max(m, n)");
 }
 
+// A nest of one of min or max is its operand set: any nesting and order is one form, repeats
+// go, and an operand another bounds by a constant goes. So a recurrence over symbolic dims
+// (an LSTM's state, step after step) stays as long as its distinct operands.
+TEST(Dim, MinMaxNestsAreFlatSets) {
+  Dim n = Dim::Symbol("n"), m = Dim::Symbol("m"), k = Dim::Symbol("k");
+  EXPECT_EQ(Max(n, Max(m, n)), Max(n, m));
+  EXPECT_EQ(Max(Max(n, m), Max(m, k)), Max(k, Max(m, n)));
+  EXPECT_EQ(Min(Min(k, n), m), Min(n, Min(m, k)));
+  EXPECT_EQ(Max(n, Max(m, n + 2)), Max(m, n + 2));
+  EXPECT_EQ(Min(n + 2, Min(m, n)), Min(m, n));
+  EXPECT_EQ(Max(n, Min(n, m)).ToString(), "max(n, min(m, n))");  // no absorption across kinds
+  EXPECT_EQ(Max(Max(n, m), Max(n, m + 1)), Max(n, m + 1));
+  Dim state = Min(n, Dim(3));
+  for (int t = 0; t < 1000; ++t)
+    state = Max(state, Max(Min(n, Dim(3)), Min(m, Dim(6)) - Min(m, Dim(3))));
+  EXPECT_LT(state.ToString().size(), 64u) << state.ToString();
+  EXPECT_EQ(state.TryEval({{"n", 2}, {"m", 10}}), 3);
+}
+
 TEST(Dim, PrintsReadably) {
   Dim seq = S("seq"), batch = S("batch");
   EXPECT_EQ((seq * 2).ToString(), "seq * 2");
