@@ -169,7 +169,8 @@ Type DynLoop(TypeRelContext& ctx) {
                 scans = ctx.attrs().GetInt("num_scans");
   // Arguments: the body, the carried values, the captured ones, the trip count, the condition;
   // the body's parameters: the iteration, the condition, the carried and the captured values.
-  if (carried < 0 || scans < 0 || ctx.num_args() < 3 + carried)
+  // Compared without sums that could overflow: the counts are attributes, any int64.
+  if (carried < 0 || scans < 0 || carried > ctx.num_args() - 3)
     ctx.Fail(StrCat("num_carried = ", carried, " and num_scans = ", scans, " for ", ctx.num_args(),
                     " arguments (the body, the carried values, the captured ones, "
                     "the trip count, the condition)"));
@@ -177,7 +178,7 @@ Type DynLoop(TypeRelContext& ctx) {
     ctx.Fail(StrCat("the body takes ", f->params.size(), " parameters; it needs ",
                     ctx.num_args() - 1, " (the iteration, the condition, ", carried,
                     " carried and ", ctx.num_args() - 3 - carried, " captured values)"));
-  if (!ret || static_cast<int64_t>(ret->fields.size()) != 1 + carried + scans)
+  if (!ret || static_cast<int64_t>(ret->fields.size()) - 1 - carried != scans)
     ctx.Fail(StrCat("the body must be a function returning the condition, ", carried,
                     " carried values and ", scans, " scan values"));
   std::vector<Type> outs;

@@ -386,6 +386,22 @@ def @main(%x: f32[n], %trips: i64[]) {
 )");
               }),
               HasSubstr("num_carried = 2"));
+  // Counts near int64's limits are errors too, not overflowing sums (found by fuzzing the C API).
+  for (const char* counts : {"num_carried=9223372036854775807, num_scans=0",
+                             "num_carried=1, num_scans=9223372036854775807",
+                             "num_carried=1, num_scans=9223372036854775806"}) {
+    EXPECT_THAT(ErrorMessage([&] {
+                  Load(StrCat(R"(
+def @main(%x: f32[n], %trips: i64[]) {
+  %body = fn(%i: i64[], %c: bool[], %v: f32[n]) {
+    (%c, %v, %v)
+  }
+  dyn.loop(%body, %x, %trips, const(bool[], true), )",
+                              counts, ").0\n}\n"));
+                }),
+                AllOf(HasSubstr("dyn.loop"), HasSubstr("922337203685477580")))
+        << counts;
+  }
 }
 
 // A trip count past what kiln unrolls (a constant 10000) runs as a loop too.
