@@ -98,6 +98,8 @@ bool TypeRelContext::IsUnknownDim(const Dim& d) {
   return d.is_symbol() && d.name().size() > 2 && d.name().compare(0, 2, "_v") == 0;
 }
 
+// Rank 0 accepts axis 0 or -1 and returns it as is, for ops that treat a scalar whole: a
+// caller that indexes the shape with the result must refuse rank 0 first.
 int TypeRelContext::NormalizeAxis(int64_t axis, int rank, const std::string& what) const {
   if (axis < -rank || axis >= std::max(rank, 1)) {
     if (!(rank == 0 && (axis == 0 || axis == -1)))

@@ -122,6 +122,7 @@ Type DynRange(TypeRelContext& ctx) {
 
 Type DynSplit(TypeRelContext& ctx) {
   const TensorTypeNode& x = ctx.tensor(0);
+  if (x.ndim() == 0) ctx.Fail("cannot split a scalar (rank 0)");
   int64_t n = ValueLength(ctx, 1, "split");
   int axis = ctx.NormalizeAxis(ctx.attrs().GetInt("axis"), x.ndim());
   std::vector<Type> parts;
@@ -139,6 +140,7 @@ Type DynOneHot(TypeRelContext& ctx) {
 
 Type DynTopK(TypeRelContext& ctx) {
   const TensorTypeNode& x = ctx.tensor(0);
+  if (x.ndim() == 0) ctx.Fail("input must have rank 1 or more, got a scalar");
   int axis = ctx.NormalizeAxis(ctx.attrs().GetInt("axis"), x.ndim());
   Shape s = x.shape;
   s[axis] = TypeRelContext::UnknownDim();

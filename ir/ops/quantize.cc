@@ -34,6 +34,9 @@ void CheckScaleAndZeroPoint(TypeRelContext& ctx, const char* scale_name, const c
     ctx.Fail(StrCat(scale_name, " must be a scalar or 1-D, got ", TypeToString(ctx.arg(1))));
   if (!IsPerTensor(scale.shape)) {
     // The axis only matters per axis: ONNX ignores it for a per-tensor scale.
+    if (x.ndim() == 0)
+      ctx.Fail(StrCat(scale_name, " ", ShapeToString(scale.shape),
+                      " is per axis, but x is a scalar (a scalar scale is per tensor)"));
     int axis = ctx.NormalizeAxis(ctx.attrs().GetInt("axis"), x.ndim());
     ctx.AssertEqual(scale.shape[0], x.shape[axis],
                     StrCat(scale_name, " ", ShapeToString(scale.shape),

@@ -64,6 +64,16 @@ TEST(DynamicOps, RelationsKnowTheRankOnly) {
                 InferOpType("dyn.reshape", {x, sym});
               }),
               HasSubstr("shape has a symbolic length k"));
+  // A scalar has no axis to split or take the top k along (found by fuzzing the C API).
+  Type scalar = F32({});
+  EXPECT_THAT(ErrorMessage([&] {
+                InferOpType("dyn.split", {scalar, two});
+              }),
+              HasSubstr("cannot split a scalar"));
+  EXPECT_THAT(ErrorMessage([&] {
+                InferOpType("dyn.topk", {scalar, TensorType({1}, DType::kInt64)});
+              }),
+              HasSubstr("got a scalar"));
   // The static op's other attributes stay on the variant; the value ones are gone.
   const OpDef& dyn = OpRegistry::Global().Get("dyn.reshape");
   EXPECT_EQ(dyn.static_op, "reshape");

@@ -61,6 +61,8 @@ TEST(QuantizeLinear, Errors) {
                     HasSubstr("2 != 3")));
   EXPECT_THAT(InferError("quantize_linear", {F32({3}), F32({3})}),
               HasSubstr("axis 1 is out of range for rank 1"));
+  EXPECT_THAT(InferError("quantize_linear", {F32({}), F32({3})}, {{"axis", int64_t{0}}}),
+              HasSubstr("y_scale [3] is per axis, but x is a scalar"));
   EXPECT_THAT(InferError("quantize_linear", {F32({2, 3}), F32({3}), T({}, DType::kUInt8)}),
               HasSubstr("y_zero_point [] must have the shape of y_scale [3]"));
   EXPECT_THAT(
