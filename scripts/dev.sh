@@ -74,24 +74,29 @@ tsan_tests() {
 
 # Every parser of untrusted bytes is fuzzed with libFuzzer under AddressSanitizer and
 # UndefinedBehaviorSanitizer (fuzz/: the ONNX importer, the tensor .pb reader, the text IR
-# parser), built with clang in its own folder: ir/ and the importer only. Here each target runs
-# briefly from its seed corpus (KILN_FUZZ_SECONDS, default 30), so a change that breaks what
-# the corpus reaches shows in CI; scripts/fuzz.sh runs the long campaigns. A finding fails the
-# job, and libFuzzer prints the input that caused it (keep it as a regression test).
+# parser), and so is the C API (sequences of its calls chosen by the bytes, engine runs
+# included), built with clang in its own folder. A target's extra libFuzzer flags are in
+# fuzz/<target>.options (capi_seq: no leak check per input, as its engine, shared by all
+# inputs, keeps what it compiles). Here each target runs briefly from its seed corpus
+# (KILN_FUZZ_SECONDS, default 30), so a change that breaks what the corpus reaches shows in
+# CI; scripts/fuzz.sh runs the long campaigns. A finding fails the job, and libFuzzer prints
+# the input that caused it (keep it as a regression test).
 fuzz_tests() {
   local fuzz="${KILN_FUZZ_BUILD_DIR:-build-fuzz}"
   if [ ! -f "$fuzz/build.ninja" ]; then
     CC=clang-19 CXX=clang++-19 cmake -S . -B "$fuzz" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DKILN_FUZZ=ON >/dev/null
   fi
-  cmake --build "$fuzz" --target onnx_import_fuzz tensor_pb_fuzz text_ir_fuzz -- -j2
+  cmake --build "$fuzz" --target onnx_import_fuzz tensor_pb_fuzz text_ir_fuzz capi_seq_fuzz -- -j2
   local seconds="${KILN_FUZZ_SECONDS:-30}" name work
-  for name in onnx_import tensor_pb text_ir; do
+  for name in onnx_import tensor_pb text_ir capi_seq; do
     work=$(mktemp -d)  # new inputs go here, not into the committed seeds
     echo "kiln: fuzzing $name for ${seconds}s"
     local status=0
+    # shellcheck disable=SC2046
     "$fuzz/fuzz/${name}_fuzz" -max_total_time="$seconds" -rss_limit_mb=2048 \
-      -artifact_prefix="$work/" -print_final_stats=1 "$work" "fuzz/corpus/$name" \
+      $(cat "fuzz/$name.options" 2>/dev/null) -artifact_prefix="$work/" -print_final_stats=1 \
+      "$work" "fuzz/corpus/$name" \
       $([ -d "fuzz/findings/$name" ] && echo "fuzz/findings/$name") \
       >"$work/log" 2>&1 || status=$?
     grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|#[0-9]+ +DONE)' "$work/log" || true

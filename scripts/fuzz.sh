@@ -5,13 +5,15 @@
 # finding stops that target; libFuzzer writes the input to build-fuzz/findings/, and it belongs
 # in fuzz/findings/<target>/ once fixed (a regression test in every build: tests/CMakeLists.txt).
 #
-#   bash scripts/fuzz.sh [SECONDS] [TARGET...]     (targets: onnx_import tensor_pb text_ir)
+#   bash scripts/fuzz.sh [SECONDS] [TARGET...]  (targets: onnx_import tensor_pb text_ir capi_seq)
+#
+# A target's extra libFuzzer flags, if any, are in fuzz/<target>.options.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-600}"
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(onnx_import tensor_pb text_ir)
+((${#targets[@]})) || targets=(onnx_import tensor_pb text_ir capi_seq)
 
 fuzz="${KILN_FUZZ_BUILD_DIR:-build-fuzz}"
 if [ ! -f "$fuzz/build.ninja" ]; then
@@ -28,7 +30,9 @@ for name in "${targets[@]}"; do
   log="$fuzz/findings/$name.log"
   echo "kiln: fuzzing $name for ${seconds}s (log: $log)"
   rc=0
+  # shellcheck disable=SC2046
   "$fuzz/fuzz/${name}_fuzz" -max_total_time="$seconds" -rss_limit_mb=2048 \
+    $(cat "fuzz/$name.options" 2>/dev/null) \
     -artifact_prefix="$fuzz/findings/$name-" -print_final_stats=1 "$corpus" \
     "fuzz/corpus/$name" $([ -d "fuzz/findings/$name" ] && echo "fuzz/findings/$name") \
     >"$log" 2>&1 || rc=$?
