@@ -159,7 +159,28 @@ def _run(call, model, inputs, outputs):
     return result
 
 
-class Engine:
+class _Closable:
+    """A handle's wrapper: close() frees it (subclasses define it), _live() is the handle or a
+    kiln.Error saying it is closed, and `with` closes it."""
+
+    _what = "handle"
+
+    def _live(self):
+        if not self._handle:
+            raise Error("KILN_INVALID_ARGUMENT", f"kiln: the {self._what} is closed")
+        return self._handle
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
+class Engine(_Closable):
     """Compiles each model once per set of input shapes and runs it. Thread-safe: many threads
     may run models through one engine at once (the GIL is released during runs).
 
@@ -173,6 +194,8 @@ class Engine:
     max_specializations, specialize_after, compile_threads, cache_max_bytes, max_run_bytes,
     max_cache_bytes: see kiln.h.
     """
+
+    _what = "engine"
 
     def __init__(self, threads=None, opt_level=None, cache_dir=None, policy=None, target=None,
                  profiling=False, trace=False, pipeline=None, disabled_passes=(), required_passes=(),
@@ -309,22 +332,9 @@ class Engine:
             self._lib.kiln_engine_destroy(self._handle)
             self._handle = None
 
-    def _live(self):
-        if not self._handle:
-            raise Error("KILN_INVALID_ARGUMENT", "kiln: the engine is closed")
-        return self._handle
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
 
 
-class Binding:
+class Binding(_Closable):
     """A prepared run of one model on one engine (kiln_binding): each input and output array
     bound once by name, then run() any number of times. kiln reads the input arrays' memory and
     writes the output arrays' memory directly: write new values into the input arrays (x[...] =
@@ -333,6 +343,8 @@ class Binding:
     NumPy arrays of the input's or output's dtype (a copy would not see later writes, so none is
     made); the binding keeps them, the engine and the model alive. One thread at a time per
     binding; any number of bindings may run on one engine at once."""
+
+    _what = "binding"
 
     def __init__(self, engine, model):
         self._handle = None
@@ -381,16 +393,3 @@ class Binding:
             check(call(h, encode(name, f"an {kind} name"), wrapped.add(array, name)))
         self._arrays[(kind, name)] = array
 
-    def _live(self):
-        if not self._handle:
-            raise Error("KILN_INVALID_ARGUMENT", "kiln: the binding is closed")
-        return self._handle
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
