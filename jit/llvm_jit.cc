@@ -1,8 +1,10 @@
 // Loop IR -> machine code, the JIT half (kernel.h: BuildLLVM, LoadLLVMObject): the module
 // llvm_codegen.cc emits is optimized (LLVM's O0-O3 pipeline for the target, less what
 // LLVMWorkarounds turns off), compiled to an object file, which is kept for the disk cache, and
-// linked by ORC LLJIT; LoadLLVMObject links such an object from the cache the same way. Every JIT
-// defines the runtime helpers (jit/runtime.h) itself.
+// linked by ORC LLJIT into a JITDylib of the module's own (SharedJIT); LoadLLVMObject links such
+// an object from the cache the same way. The JIT defines the runtime helpers (jit/runtime.h)
+// itself.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -46,22 +48,53 @@ std::string TakeMessage(llvm::Error err) {
   return llvm::toString(std::move(err));
 }
 
+// The JITs that modules link into: one per target triple, made at the first link and kept for
+// the life of the process. Each module links into a JITDylib of its own there, which its
+// destructor removes, giving back its code and data pages and ORC's records of it. A JIT per
+// module instead cost ~130 KB resident each (LLVM 19; tests/jit/disk_cache_test.cc measures).
+// Leaked on purpose: modules held by statics may be destroyed after any static of this file.
+// Thread-safe: ORC's ExecutionSession serializes what it must, and links run concurrently.
+// A failed link is an llvm::Error that leaves only the failing module's JITDylib to remove; the
+// objects linked are kiln's own or disk cache entries checked whole, which LLVM does not abort on
+// (LLVMObject.BadObjectsAreCompileErrors feeds it truncated ones).
+class SharedJIT {
+ public:
+  // The JIT for `jtmb`'s triple. Only the triple matters: an object file is linked, not
+  // compiled, so the CPU and features of the first caller's target are not the JIT's business.
+  static SharedJIT& For(const llvm::orc::JITTargetMachineBuilder& jtmb);
+
+  // A fresh JITDylib that links against the runtime helpers and the process's symbols (libm).
+  llvm::orc::JITDylib& NewDylib();
+  void Remove(llvm::orc::JITDylib& dylib);
+  llvm::orc::LLJIT& lljit() { return *jit_; }
+
+ private:
+  explicit SharedJIT(std::unique_ptr<llvm::orc::LLJIT> jit) : jit_(std::move(jit)) {}
+  std::unique_ptr<llvm::orc::LLJIT> jit_;  // its main JITDylib holds the runtime helpers
+  std::atomic<uint64_t> next_id_{0};       // names each JITDylib (ORC wants unique names)
+};
+
 class LLVMCompiledModule final : public CompiledModule {
  public:
+  explicit LLVMCompiledModule(SharedJIT& jit) : jit_(jit), dylib_(jit.NewDylib()) {}
+  ~LLVMCompiledModule() override { jit_.Remove(dylib_); }
+
   const KernelEntry& Entry(const std::string& name) const override {
     return EntryNamed(kernels_, name);
   }
   const CompileTimings& timings() const override { return timings_; }
   const std::string& source() const override { return source_; }
   const std::string& object() const override { return object_; }
-  // Each module has a JIT of its own: ~130 KB resident per LLJIT that links a small object
-  // (LLVM 19, measured: 200 loads of one 2 KB object), plus its code and data pages.
+  // A module of a 3.6 KB object costs ~44 KB resident in all: its code and data pages, ORC's
+  // records of its JITDylib, and the object twice (kept here, and LLVM's copy) (LLVM 19,
+  // Zen 5; measured by LLVMObject.LoadedModulesGiveTheirMemoryBack).
   size_t resident_bytes() const override {
-    constexpr size_t kJitBytes = 128 << 10;
+    constexpr size_t kJitBytes = 32 << 10;
     return CompiledModule::resident_bytes() + kJitBytes + 2 * object_.size();
   }
 
-  std::unique_ptr<llvm::orc::LLJIT> jit;  // owns the machine code the kernels point into
+  SharedJIT& jit_;
+  llvm::orc::JITDylib& dylib_;  // owns the machine code the kernels point into
   std::map<std::string, KernelEntry> kernels_;
   CompileTimings timings_;
   std::string source_;
@@ -106,7 +139,7 @@ void Optimize(llvm::Module& module, llvm::TargetMachine* tm, int opt_level, bool
 
 // An LLJIT for `jtmb`'s target with the runtime helpers defined in its main JITDylib: they are
 // defined here rather than found in the process, which may not export them (a static library
-// inside a shared one). BuildLLVM and LoadLLVMObject both link against exactly this.
+// inside a shared one). Every module's JITDylib links against exactly this.
 std::unique_ptr<llvm::orc::LLJIT> CreateJIT(llvm::orc::JITTargetMachineBuilder jtmb) {
   auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create();
   if (!jit) Throw(ErrorCode::kCompileError, "LLVM JIT: ", TakeMessage(jit.takeError()));
@@ -124,6 +157,29 @@ std::unique_ptr<llvm::orc::LLJIT> CreateJIT(llvm::orc::JITTargetMachineBuilder j
           lljit.getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(runtime))))
     Throw(ErrorCode::kCompileError, "LLVM JIT: ", TakeMessage(std::move(err)));
   return std::move(*jit);
+}
+
+SharedJIT& SharedJIT::For(const llvm::orc::JITTargetMachineBuilder& jtmb) {
+  static std::mutex mu;
+  static auto* jits = new std::map<std::string, SharedJIT*>();  // leaked: see SharedJIT
+  std::lock_guard<std::mutex> lock(mu);
+  SharedJIT*& jit = (*jits)[jtmb.getTargetTriple().str()];
+  if (!jit) jit = new SharedJIT(CreateJIT(jtmb));
+  return *jit;
+}
+
+llvm::orc::JITDylib& SharedJIT::NewDylib() {
+  auto dylib = jit_->createJITDylib("kiln.module." + std::to_string(next_id_++));
+  if (!dylib) Throw(ErrorCode::kCompileError, "LLVM JIT: ", TakeMessage(dylib.takeError()));
+  // After its own definitions, a module finds the runtime helpers, then what createJITDylib
+  // linked by default (the process's symbols).
+  dylib->addToLinkOrder(jit_->getMainJITDylib());
+  return *dylib;
+}
+
+void SharedJIT::Remove(llvm::orc::JITDylib& dylib) {
+  // Nothing can be done about a failure here (a destructor): the JITDylib then stays, leaked.
+  llvm::consumeError(jit_->getExecutionSession().removeJITDylib(dylib));
 }
 
 // One function symbol of an ELF relocatable object: its value is its offset in its section.
@@ -312,12 +368,10 @@ std::string Codegen(OptimizedModule& m, llvm::CodeGenFileType type) {
 // looked up (so linked) now. Errors name `what` ("cached kernels", "LLVM JIT").
 std::unique_ptr<LLVMCompiledModule> LinkObject(const std::string& object,
                                                const CodegenOptions& options, const char* what) {
-  auto result = std::make_unique<LLVMCompiledModule>();
-  result->object_ = object;
+  llvm::orc::JITTargetMachineBuilder jtmb = TargetFor(options);
   // A copy that LLVM owns (and aligns, as the object readers want): the JIT keeps it.
   std::unique_ptr<llvm::MemoryBuffer> buffer =
       llvm::MemoryBuffer::getMemBufferCopy(object, "kiln-kernels");
-  llvm::orc::JITTargetMachineBuilder jtmb = TargetFor(options);
 
   // Read the symbol table before the JIT sees the bytes, so that what is not an object file for
   // this machine fails here with LLVM's reason, and so we know which kernels it defines: its
@@ -348,16 +402,18 @@ std::unique_ptr<LLVMCompiledModule> LinkObject(const std::string& object,
   }
   if (names.empty()) Throw(ErrorCode::kCompileError, what, ": the object file defines no function");
 
-  result->jit = CreateJIT(std::move(jtmb));
-  llvm::orc::LLJIT& lljit = *result->jit;
-  if (llvm::Error err = lljit.addObjectFile(std::move(buffer)))
+  // From here on, a failure destroys `result`, which removes what was linked so far.
+  auto result = std::make_unique<LLVMCompiledModule>(SharedJIT::For(jtmb));
+  result->object_ = object;
+  llvm::orc::LLJIT& lljit = result->jit_.lljit();
+  if (llvm::Error err = lljit.addObjectFile(result->dylib_, std::move(buffer)))
     Throw(ErrorCode::kCompileError, what, ": ", TakeMessage(std::move(err)));
   // Linking happens here, at the first lookup: a relocation or symbol that cannot be resolved is
   // an error now, not when a kernel is called.
   const char prefix = lljit.getDataLayout().getGlobalPrefix();
   uint64_t first_addr = 0;  // of names.front(), for AppendPerfMap
   for (const std::string& linker_name : names) {
-    auto addr = lljit.lookupLinkerMangled(linker_name);
+    auto addr = lljit.lookupLinkerMangled(result->dylib_, linker_name);
     if (!addr)
       Throw(ErrorCode::kCompileError, what, ": @", linker_name, ": ",
             TakeMessage(addr.takeError()));

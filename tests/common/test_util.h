@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <random>
 #include <string>
@@ -14,7 +15,19 @@
 #include "ir/op.h"
 #include "ir/tensor.h"
 
+#include <unistd.h>
+
 namespace kiln::test {
+
+// The process's resident memory, from /proc/self/statm; 0 where it cannot be read.
+inline size_t ResidentBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long size = 0, resident = 0;
+  int n = std::fscanf(f, "%lu %lu", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
 
 // Uniform random values in [lo, hi] (integers: whole numbers in that range; bool: 0/1).
 inline Tensor RandomTensor(DType dtype, const std::vector<int64_t>& shape, uint64_t seed = 1,

@@ -4,11 +4,13 @@
 // LoadLLVMObject and run gives the same bits as the kernel it came from.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -421,6 +423,34 @@ TEST(LLVMObject, BadObjectsAreCompileErrors) {
   EXPECT_EQ(code_of(object.substr(0, 64)), ErrorCode::kCompileError);
   EXPECT_EQ(code_of(object.substr(0, object.size() / 2)), ErrorCode::kCompileError);
   EXPECT_THAT(ErrorMessage([] { LoadLLVMObject("garbage"); }), HasSubstr("not an object file"));
+}
+
+// Destroying a module gives back what linking it took (its code and data pages and the JIT's
+// own records of it), and one module costs little more than its pages: a server that churns
+// through shapes loads and drops modules all day.
+TEST(LLVMObject, LoadedModulesGiveTheirMemoryBack) {
+  if (test::ResidentBytes() == 0)
+    GTEST_SKIP() << "/proc/self/statm cannot be read: no resident size to check";
+  const std::string object = BuildLLVM({ExpKernel("k")})->object();
+  LoadLLVMObject(object);  // what the first load sets up for good is not measured
+  malloc_trim(0);
+  const size_t before = test::ResidentBytes();
+  constexpr int kModules = 400;
+  size_t grown = 0;
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::unique_ptr<CompiledModule>> modules;
+    for (int i = 0; i < kModules; ++i) modules.push_back(LoadLLVMObject(object));
+    for (const auto& m : modules) ASSERT_NE(m->Lookup("k"), nullptr);
+    grown = test::ResidentBytes() - std::min(before, test::ResidentBytes());
+    std::printf("%d modules of a %zu-byte object: resident +%.1f KB each\n", kModules,
+                object.size(), grown / 1024.0 / kModules);
+    modules.clear();
+    malloc_trim(0);
+  }
+  const size_t after = test::ResidentBytes();
+  std::printf("resident: %.1f MB before, %.1f MB after %d modules were destroyed\n", before / 1e6,
+              after / 1e6, kModules);
+  EXPECT_LE(after, before + grown / 10);
 }
 
 TEST(LLVMObject, KeyFacts) {
