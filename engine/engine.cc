@@ -299,15 +299,24 @@ std::shared_ptr<const Executable> Engine::GetOrBuild(const Model& model, uint64_
 
 void Engine::RecordBuilt(const Executable& exe, bool with_plan) {
   std::lock_guard<std::mutex> lock(stats_mu_);
-  // Bounded: the oldest half goes at twice the bound, so the cost per record stays constant.
-  if (shape_stats_.size() >= 2 * EngineStats::kMaxShapeStats)
-    shape_stats_.erase(shape_stats_.begin(), shape_stats_.end() - EngineStats::kMaxShapeStats);
+  // Bounded: the oldest half goes at twice the bound, so the cost per record stays constant;
+  // their kernels' profiles go with them.
+  if (shape_stats_.size() >= 2 * EngineStats::kMaxShapeStats) {
+    const size_t drop = shape_stats_.size() - EngineStats::kMaxShapeStats;
+    size_t records = 0;
+    for (size_t i = 0; i < drop; ++i) records += profiles_per_shape_[i];
+    shape_stats_.erase(shape_stats_.begin(), shape_stats_.begin() + drop);
+    profiles_per_shape_.erase(profiles_per_shape_.begin(), profiles_per_shape_.begin() + drop);
+    profiles_.erase(profiles_.begin(), profiles_.begin() + records);
+  }
   shape_stats_.push_back(ShapeKeyStats{exe.shape_key, exe.compile_ms,
                                        with_plan ? exe.plan.peak_bytes : 0,
                                        with_plan ? exe.plan.naive_bytes : 0,
                                        static_cast<int>(exe.launches().size()), exe.pass_timing});
+  const size_t profiled = profiles_.size();
   for (const KernelLaunch& k : exe.launches())
     if (k.profile) profiles_.push_back(ProfileRecord{exe.shape_key, k.name, k.profile});
+  profiles_per_shape_.push_back(static_cast<uint32_t>(profiles_.size() - profiled));
 }
 
 void Engine::EvictLocked(

@@ -210,7 +210,8 @@ struct EngineStats {
   // so a server that sees ever new shapes keeps no growing list.
   std::vector<ShapeKeyStats> shapes;
   static constexpr size_t kMaxShapeStats = 4096;
-  std::vector<KernelProfileStats> kernel_profile;  // with profile: every kernel, evicted ones too
+  // With profile: every kernel of the specializations in `shapes`, evicted ones too.
+  std::vector<KernelProfileStats> kernel_profile;
 };
 
 // What serves a run with given inputs now, and on a miss why (Engine::Explain).
@@ -520,6 +521,9 @@ class Engine {
     std::shared_ptr<const KernelProfile> profile;
   };
   std::vector<ProfileRecord> profiles_;
+  // How many of profiles_ each of shape_stats_ added (in the same order): profiles_ is trimmed
+  // with shape_stats_, so it too stays bounded however many shapes come.
+  std::vector<uint32_t> profiles_per_shape_;
 
   mutable std::mutex generic_mu_;
   std::unordered_map<uint64_t, std::shared_ptr<GenericEntry>> generic_;  // by model id
