@@ -15,6 +15,9 @@ PassPtr DefaultGraphPipeline() {
   // FoldConstant fold them (into the preceding matmul's weights, too).
   p.push_back(r.Create("SimplifyInference"));
   p.push_back(r.Create("FoldConstant"));
+  // After both, which leave a batch_norm as a scale and a shift of constants; at opt level 3
+  // only (it rounds differently from the graph it folds).
+  p.push_back(r.Create("FoldScaleAxis"));
   // After folding: constants folded into ones and zeros become identities to remove.
   p.push_back(r.Create("SimplifyExpr"));
   // After simplification, which makes more expressions look alike.

@@ -32,6 +32,7 @@
 #include <unordered_map>
 
 #include "ir/visitor.h"
+#include "passes/graph/use_count.h"
 #include "passes/pass.h"
 
 namespace kiln {
@@ -46,32 +47,6 @@ const Tensor* ConstantValue(const Expr& e) {
   const ConstantNode* c = AsConstant(e);
   return c ? &c->value : nullptr;
 }
-
-// How many operands refer to each node, nested function bodies included, plus one for the
-// result of the function.
-class UseCounter : public ExprVisitor {
- public:
-  std::unordered_map<const ExprNode*, int> counts;
-
- protected:
-  void VisitCall(const CallNode* n, const Expr& self) override {
-    if (n->fn) ++counts[n->fn.get()];
-    for (const Expr& a : n->args) ++counts[a.get()];
-    ExprVisitor::VisitCall(n, self);
-  }
-  void VisitTuple(const TupleNode* n, const Expr& self) override {
-    for (const Expr& f : n->fields) ++counts[f.get()];
-    ExprVisitor::VisitTuple(n, self);
-  }
-  void VisitTupleGetItem(const TupleGetItemNode* n, const Expr& self) override {
-    ++counts[n->tuple.get()];
-    ExprVisitor::VisitTupleGetItem(n, self);
-  }
-  void VisitFunction(const FunctionNode* n, const Expr& self) override {
-    ++counts[n->body.get()];
-    ExprVisitor::VisitFunction(n, self);
-  }
-};
 
 // The per-channel affine map that a batch_norm with constant statistics computes.
 struct ScaleShift {
@@ -151,10 +126,7 @@ class BatchNormRewriter : public ExprMutator {
   }
 
  private:
-  bool UsedOnce(const Expr& e) const {
-    auto it = counter_.counts.find(e.get());
-    return it != counter_.counts.end() && it->second == 1;
-  }
+  bool UsedOnce(const Expr& e) const { return counter_.UsedOnce(e); }
 
   // matmul(a, W) * s + t, or (matmul(a, W) + b) * s + t, with W' = W * s as the new weights;
   // or the gemm form. nullptr when `x` is none of these.

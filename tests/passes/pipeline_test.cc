@@ -68,6 +68,18 @@ TEST(DefaultPipeline, RunsEveryPassAtTheDefaultOptLevel) {
     EXPECT_TRUE(timing->Ran(p)) << p << "\n" << timing->Render();
 }
 
+// FoldScaleAxis rounds differently from the graph it folds: opt level 3 runs it (TVM's level
+// for it), the default level does not, unless it is required.
+TEST(DefaultPipeline, FoldScaleAxisRunsAtOptLevelThreeOrWhenRequired) {
+  EXPECT_FALSE(TimePipeline(std::make_shared<PassContext>())->Ran("FoldScaleAxis"));
+  auto ctx = std::make_shared<PassContext>();
+  ctx->opt_level = 3;
+  EXPECT_TRUE(TimePipeline(ctx)->Ran("FoldScaleAxis"));
+  ctx = std::make_shared<PassContext>();
+  ctx->required_passes = {"FoldScaleAxis"};
+  EXPECT_TRUE(TimePipeline(ctx)->Ran("FoldScaleAxis"));
+}
+
 TEST(DefaultPipeline, DisabledFuseOpsDoesNotRun) {
   auto ctx = std::make_shared<PassContext>();
   ctx->disabled_passes = {"FuseOps"};
@@ -93,7 +105,8 @@ TEST(DefaultPipeline, OptLevelZeroRunsOnlyLevelZeroPasses) {
 TEST(DefaultPipeline, PrintsAsAPipelineStringThatParsesBack) {
   std::string text = PipelineToString(DefaultGraphPipeline());
   EXPECT_EQ(text,
-            "InferType,SimplifyInference,FoldConstant,SimplifyExpr,CommonSubexprElimination,"
+            "InferType,SimplifyInference,FoldConstant,FoldScaleAxis,SimplifyExpr,"
+            "CommonSubexprElimination,"
             "DeadCodeElimination,ChannelsLastConvs,WinogradConvs,ConvTransposeAsMatmul,"
             "PackConstantWeights,"
             "FuseOps");
