@@ -39,11 +39,14 @@ class BlockAdaptor : public loop::Mutator {
       const std::function<std::vector<loop::Stmt>(const std::vector<loop::Stmt>&)>& fn)
       : fn_(fn) {}
   loop::Expr MutateExpr(const loop::Expr& e) override { return e; }
+  std::function<void()> on_enter, on_leave;  // around the recursion into a Seq's statements
 
  protected:
   loop::Stmt MutateSeq(const loop::SeqNode* n, const loop::Stmt& self) override {
-    // Nested blocks first: the default recursion rewrites the children.
+    // Nested blocks first: the default recursion rewrites the children, one Seq deeper.
+    if (on_enter) on_enter();
     loop::Stmt rebuilt = loop::Mutator::MutateSeq(n, self);
+    if (on_leave) on_leave();
     const loop::SeqNode* seq = loop::AsSeq(rebuilt);
     std::vector<loop::Stmt> stmts = seq ? seq->stmts : std::vector<loop::Stmt>{rebuilt};
     std::vector<loop::Stmt> out = fn_(stmts);
@@ -116,14 +119,36 @@ PassPtr CreateLoopStmtPass(PassInfo info, LoopStmtPassFn fn, Attrs options) {
       std::move(options));
 }
 
-PassPtr CreateLoopBlockPass(PassInfo info, LoopBlockPassFn fn, Attrs options) {
+loop::PrimFunc RunBlockPass(LoopBlockPass& pass, const loop::PrimFunc& f, const PassContext& ctx) {
+  // Blocks around the one being rewritten (BlockAdaptor recurses): a body that is not a Seq is
+  // a block of one around everything in it.
+  int depth = loop::AsSeq(f->body) ? 0 : 1;
+  const std::function<std::vector<loop::Stmt>(const std::vector<loop::Stmt>&)> run =
+      [&](const std::vector<loop::Stmt>& stmts) {
+        return pass.RunOnBlock(stmts, LoopBlockContext{f, depth, ctx});
+      };
+  BlockAdaptor adaptor(run);  // keeps a reference to `run`
+  adaptor.on_enter = [&depth] { ++depth; };
+  adaptor.on_leave = [&depth] { --depth; };
+  loop::Stmt body = adaptor.MutateStmt(f->body);
+  // A body that is one statement is a block of one.
+  if (body && !loop::AsSeq(body)) {
+    std::vector<loop::Stmt> one = {body};
+    std::vector<loop::Stmt> out = pass.RunOnBlock(one, LoopBlockContext{f, 0, ctx});
+    if (out != one) body = loop::Seq(std::move(out));
+  }
+  loop::PrimFunc g = WithNewBody(f, body);
+  pass.Finish(g, ctx);
+  return g;
+}
+
+PassPtr CreateLoopBlockPass(PassInfo info, LoopBlockPassFactory make, Attrs options) {
   return CreateModulePass(
       std::move(info),
-      [fn](const IRModule& m, const PassContext& ctx) {
+      [make](const IRModule& m, const PassContext& ctx) {
         return MapPrimFuncs(m, [&](const loop::PrimFunc& f) {
-          return WithNewBody(f, RewriteBlocks(f->body, [&](const std::vector<loop::Stmt>& b) {
-                               return fn(b, ctx);
-                             }));
+          std::unique_ptr<LoopBlockPass> pass = make();
+          return RunBlockPass(*pass, f, ctx);
         });
       },
       std::move(options));

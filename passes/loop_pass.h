@@ -6,11 +6,15 @@
 // Adaptors (what a pass sees):
 //   expression pass: every expression of every kernel, operands first (post-order);
 //   statement pass:  every statement, children first, with no context about its parents;
-//   block pass:      the statement list of every Seq, nested Seqs first (innermost first);
+//   block pass:      the statement list of every Seq, depth-first and innermost first, left to
+//                    right among siblings, the kernel's body last (a block even when it is a
+//                    single statement); with the kernel and the block's depth (LoopBlockContext),
+//                    by an instance of the pass made for that kernel, told when it is done;
 //   function pass:   each whole kernel.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "ir/loop/loop.h"
@@ -20,13 +24,37 @@ namespace kiln {
 
 using LoopExprPassFn = std::function<loop::Expr(const loop::Expr&, const PassContext&)>;
 using LoopStmtPassFn = std::function<loop::Stmt(const loop::Stmt&, const PassContext&)>;
-using LoopBlockPassFn =
-    std::function<std::vector<loop::Stmt>(const std::vector<loop::Stmt>&, const PassContext&)>;
 using LoopFuncPassFn = std::function<loop::PrimFunc(const loop::PrimFunc&, const PassContext&)>;
 
 PassPtr CreateLoopExprPass(PassInfo info, LoopExprPassFn fn, Attrs options = {});
 PassPtr CreateLoopStmtPass(PassInfo info, LoopStmtPassFn fn, Attrs options = {});
-PassPtr CreateLoopBlockPass(PassInfo info, LoopBlockPassFn fn, Attrs options = {});
+
+// Where a block lies: its kernel (as it was before the pass), and how many blocks enclose it
+// (0: the kernel's body, a block even when it is one statement).
+struct LoopBlockContext {
+  const loop::PrimFunc& func;
+  int depth;
+  const PassContext& pass_context;
+};
+
+// A block pass works on statement lists: what is local to one list (lifetimes, adjacent
+// loops) without walking the kernel itself. One instance is made per kernel, so it may gather
+// what it learns of the kernel's blocks and report it in Finish.
+class LoopBlockPass {
+ public:
+  virtual ~LoopBlockPass() = default;
+  // `stmts` rewritten: the same list where there is nothing to do. Nested blocks in `stmts`
+  // have been rewritten already.
+  virtual std::vector<loop::Stmt> RunOnBlock(const std::vector<loop::Stmt>& stmts,
+                                             const LoopBlockContext& where) = 0;
+  // After the kernel's last block, with the kernel as rewritten.
+  virtual void Finish(const loop::PrimFunc& /*rewritten*/, const PassContext& /*ctx*/) {}
+};
+using LoopBlockPassFactory = std::function<std::unique_ptr<LoopBlockPass>()>;
+
+PassPtr CreateLoopBlockPass(PassInfo info, LoopBlockPassFactory make, Attrs options = {});
+// The block adaptor on one kernel: `pass` sees its blocks in the order above, then Finish.
+loop::PrimFunc RunBlockPass(LoopBlockPass& pass, const loop::PrimFunc& f, const PassContext& ctx);
 PassPtr CreateLoopFuncPass(PassInfo info, LoopFuncPassFn fn, Attrs options = {});
 
 // The adaptors as plain functions, for passes that want to apply a rewrite to one kernel.

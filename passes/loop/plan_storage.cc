@@ -39,10 +39,12 @@
 //     names in a region, or that is allocated twice in the list, is left alone.
 // The bytes saved per kernel are reported as a note in the PassContext's diagnostics.
 //
-// A function pass that works block by block (RewriteBlocks): lifetimes are a property of one
-// statement list, which is what a block pass sees, but the saving is reported per kernel, and a
-// kernel whose body is a single loop (no Seq around it) still gets its allocations hoisted.
+// A block pass (passes/loop_pass.h): lifetimes are a property of one statement list, which is
+// what a block pass sees; the adaptor shows it a kernel whose body is a single loop (no Seq
+// around it) as a block of one, so its allocations are hoisted too, and the saving is reported
+// per kernel when the adaptor is done with it.
 #include <algorithm>
+#include <memory>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -334,17 +336,22 @@ std::vector<Stmt> PlanBlock(const std::vector<Stmt>& stmts, int64_t* saved) {
   return ShareStorage(hoisted, saved);
 }
 
-loop::PrimFunc PlanStorage(const loop::PrimFunc& f, const PassContext& ctx) {
-  int64_t saved = 0;
-  auto plan = [&](const std::vector<Stmt>& stmts) { return PlanBlock(stmts, &saved); };
-  Stmt body = RewriteBlocks(f->body, plan);
-  // The body's own list when it is a single statement (RewriteBlocks sees only Seqs).
-  if (!loop::AsSeq(body)) body = loop::Seq(plan({body}));
-  if (saved > 0)
-    ctx.Report(Diagnostic{Diagnostic::Level::kNote, "PlanStorage",
-                          StrCat("@", f->name, ": sharing local storage saves ", saved, " bytes")});
-  return loop::WithBody(f, body);
-}
+// Plans each block as the adaptor shows it, innermost first, and reports the kernel's saving.
+class StoragePlanner : public LoopBlockPass {
+ public:
+  std::vector<Stmt> RunOnBlock(const std::vector<Stmt>& stmts, const LoopBlockContext&) override {
+    return PlanBlock(stmts, &saved_);
+  }
+  void Finish(const loop::PrimFunc& f, const PassContext& ctx) override {
+    if (saved_ > 0)
+      ctx.Report(
+          Diagnostic{Diagnostic::Level::kNote, "PlanStorage",
+                     StrCat("@", f->name, ": sharing local storage saves ", saved_, " bytes")});
+  }
+
+ private:
+  int64_t saved_ = 0;
+};
 
 }  // namespace
 
@@ -358,7 +365,9 @@ void RegisterPlanStoragePass(PassRegistry& r) {
              "local buffers whose lifetimes do not overlap",
       .create =
           [](const Attrs& o) {
-            return CreateLoopFuncPass(PassInfo{"PlanStorage", 1, {}}, PlanStorage, o);
+            return CreateLoopBlockPass(
+                PassInfo{"PlanStorage", 1, {}}, [] { return std::make_unique<StoragePlanner>(); },
+                o);
           },
   });
 }
