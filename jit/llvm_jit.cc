@@ -171,8 +171,8 @@ SharedJIT& SharedJIT::For(const llvm::orc::JITTargetMachineBuilder& jtmb) {
 llvm::orc::JITDylib& SharedJIT::NewDylib() {
   auto dylib = jit_->createJITDylib("kiln.module." + std::to_string(next_id_++));
   if (!dylib) Throw(ErrorCode::kCompileError, "LLVM JIT: ", TakeMessage(dylib.takeError()));
-  // After its own definitions, a module finds the runtime helpers, then what createJITDylib
-  // linked by default (the process's symbols).
+  // After its own definitions, a module finds what createJITDylib linked by default (the
+  // process's symbols: libm), then the runtime helpers, which the process may not export.
   dylib->addToLinkOrder(jit_->getMainJITDylib());
   return *dylib;
 }

@@ -131,8 +131,9 @@ loop::PrimFunc RunBlockPass(LoopBlockPass& pass, const loop::PrimFunc& f, const 
   adaptor.on_enter = [&depth] { ++depth; };
   adaptor.on_leave = [&depth] { --depth; };
   loop::Stmt body = adaptor.MutateStmt(f->body);
-  // A body that is one statement is a block of one.
-  if (body && !loop::AsSeq(body)) {
+  // A body that is one statement is a block of one (a Seq body was the adaptor's last block,
+  // even where what it became is one statement).
+  if (body && !loop::AsSeq(f->body)) {
     std::vector<loop::Stmt> one = {body};
     std::vector<loop::Stmt> out = pass.RunOnBlock(one, LoopBlockContext{f, 0, ctx});
     if (out != one) body = loop::Seq(std::move(out));
