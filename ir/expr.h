@@ -107,6 +107,16 @@ using Function = std::shared_ptr<const FunctionNode>;
 #include "ir/expr_nodes.def"
 #undef KILN_EXPR_NODE
 const char* ExprKindName(ExprKind k);
+// The call of operator `op` that `e` is, or nullptr.
+inline const CallNode* AsOpCall(const Expr& e, const char* op) {
+  const CallNode* c = AsCall(e);
+  return c && c->op && c->op->name == op ? c : nullptr;
+}
+// The value of the constant `e`, or nullptr where `e` is not a constant.
+inline const Tensor* ConstantValue(const Expr& e) {
+  const ConstantNode* c = AsConstant(e);
+  return c ? &c->value : nullptr;
+}
 
 // Constructors. MakeCall looks the op up, checks the argument count and normalizes the
 // attributes (errors name the op and the node).

@@ -38,16 +38,6 @@
 namespace kiln {
 namespace {
 
-const CallNode* AsOpCall(const Expr& e, const char* op) {
-  const CallNode* c = AsCall(e);
-  return c && c->op && c->op->name == op ? c : nullptr;
-}
-
-const Tensor* ConstantValue(const Expr& e) {
-  const ConstantNode* c = AsConstant(e);
-  return c ? &c->value : nullptr;
-}
-
 // The per-channel values of the constant `e` broadcast against a value of rank `rank` along
 // `axis` with `channels` channels; false where `e` is not such a constant of `dtype`.
 bool PerChannel(const Expr& e, DType dtype, int rank, int axis, int64_t channels,

@@ -58,11 +58,6 @@
 namespace kiln {
 namespace {
 
-const CallNode* AsOpCall(const Expr& e, const char* op) {
-  const CallNode* c = AsCall(e);
-  return c && c->op && c->op->name == op ? c : nullptr;
-}
-
 bool SameType(const Expr& a, const Expr& b) {
   return a->type && b->type && TypeEqual(a->type, b->type);
 }

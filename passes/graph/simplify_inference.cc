@@ -38,16 +38,6 @@
 namespace kiln {
 namespace {
 
-const CallNode* AsOpCall(const Expr& e, const char* op) {
-  const CallNode* c = AsCall(e);
-  return c && c->op && c->op->name == op ? c : nullptr;
-}
-
-const Tensor* ConstantValue(const Expr& e) {
-  const ConstantNode* c = AsConstant(e);
-  return c ? &c->value : nullptr;
-}
-
 // The per-channel affine map that a batch_norm with constant statistics computes.
 struct ScaleShift {
   std::vector<double> scale, shift;  // s and t, one per channel
