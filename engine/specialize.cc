@@ -305,6 +305,12 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
         }
         case ExprKind::kFunction:
           break;  // a fused group: compiled where it is called
+        case ExprKind::kGlobalVar:
+        case ExprKind::kConstructor:
+        case ExprKind::kMatch:
+          Throw(ErrorCode::kUnsupported, DescribeNode(e),
+                ": the engine does not run module function calls, ADTs or matches yet; the "
+                "interpreter does (kiln::Interpret on the module)");
         case ExprKind::kTuple: {
           std::vector<Leaf> all;
           for (const Expr& f : AsTuple(e)->fields) {

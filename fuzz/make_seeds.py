@@ -111,6 +111,48 @@ def @other(%b: bool[3]) -> bool[3] {
   logical_not(%b)
 }
 """,
+    # The type language: type parameters of each kind, explicit and inferred instantiation,
+    # a constraint, ADTs (the built-in List, a user type), match and recursion.
+    "poly": """def @plus<s : Shape, d : BaseType>(%a: Tensor[s, d], %b: Tensor[s, d]) {
+  add(%a, %b)
+}
+def @id<t : Type>(%x: t) -> t {
+  %x
+}
+def @scale<t1 : Type, t2 : Type>(%a: t1, %b: t2) -> t1 where t1 = mul(t1, t2) {
+  mul(%a, %b)
+}
+def @twice<n : ShapeVar>(%x: f32[n, 2]) -> f32[n * 2, 2] {
+  concat(%x, %x, axis=0)
+}
+def @main(%x: f32[3, 2], %s: f32[]) {
+  (@plus<(3, 2), f32>(%x, %x), @id((%x, %s)), @scale(%x, %s), @twice<3>(%x))
+}
+""",
+    "adt": """type Tree[a] { Leaf, Node(a, Tree[a], Tree[a]) }
+def @length<a : Type>(%l: List[a]) -> i64[] {
+  match (%l) {
+    Cons(_, %t) => {
+      add(@length(%t), const(i64[], 1))
+    }
+    Nil => {
+      const(i64[], 0)
+    }
+  }
+}
+def @main(%x: f32[2], %y: f32[2]) {
+  %t = Node(%x, Leaf, Node(%y, Leaf, Leaf))
+  %n = match (%t) {
+    Node(%v, _, %w) => {
+      %v
+    }
+    Leaf => {
+      %y
+    }
+  }
+  (@length(Cons(%x, Cons(%y, Nil))), %n)
+}
+""",
 }
 
 

@@ -409,6 +409,11 @@ Function ResolveDynamic(const Function& fn, const std::vector<Tensor>& inputs) {
         case ExprKind::kFunction:
           remember(e, e, e->type);  // nested functions (fused groups) hold no dynamic ops here
           break;
+        case ExprKind::kGlobalVar:
+        case ExprKind::kConstructor:
+        case ExprKind::kMatch:
+          Throw(ErrorCode::kUnsupported, DescribeNode(e),
+                ": dynamic ops are resolved in graphs without module calls, ADTs or matches");
         case ExprKind::kTuple: {
           std::vector<Expr> fields;
           std::vector<Type> types;

@@ -119,6 +119,84 @@ Function MakeFunction(std::vector<Var> params, Expr body, Type ret_type, Attrs a
   return f;
 }
 
+Function MakePolyFunction(std::vector<Type> type_params, std::vector<Var> params, Expr body,
+                          Type ret_type, std::vector<TypeConstraint> constraints) {
+  for (const Type& t : type_params)
+    if (!AsTypeVar(t))
+      Throw(ErrorCode::kInvalidArgument, "a function's type parameter is ", TypeToString(t),
+            ", not a type variable");
+  auto f = std::make_shared<FunctionNode>();
+  f->type_params = std::move(type_params);
+  f->params = std::move(params);
+  f->body = std::move(body);
+  f->ret_type = std::move(ret_type);
+  f->type_constraints = std::move(constraints);
+  return f;
+}
+
+Expr MakeGlobalVar(const std::string& name) {
+  auto g = std::make_shared<GlobalVarNode>();
+  g->name = name;
+  return g;
+}
+
+Expr MakeConstructor(const Adt& adt, const std::string& constructor) {
+  if (!adt) Throw(ErrorCode::kInvalidArgument, "constructor '", constructor, "': no ADT given");
+  const int tag = adt->Find(constructor);
+  if (tag < 0)
+    Throw(ErrorCode::kNotFound, "ADT ", adt->name, " has no constructor '", constructor, "'");
+  auto c = std::make_shared<ConstructorNode>();
+  c->adt = adt;
+  c->tag = tag;
+  c->name = constructor;
+  return c;
+}
+
+Expr MakeMatch(Expr data, std::vector<MatchClause> clauses) {
+  if (!data) Throw(ErrorCode::kInvalidArgument, "match: the data is null");
+  for (const MatchClause& c : clauses)
+    if (!c.pattern || !c.body)
+      Throw(ErrorCode::kInvalidArgument, "match: a clause has no pattern or no body");
+  auto m = std::make_shared<MatchNode>();
+  m->data = std::move(data);
+  m->clauses = std::move(clauses);
+  return m;
+}
+
+Pattern WildcardPattern() {
+  return std::make_shared<const PatternNode>();
+}
+Pattern VarPattern(Var v) {
+  auto p = std::make_shared<PatternNode>();
+  p->kind = PatternKind::kVar;
+  p->var = std::move(v);
+  return p;
+}
+Pattern ConstructorPattern(Adt adt, int tag, std::vector<Pattern> fields) {
+  if (!adt || tag < 0 || tag >= static_cast<int>(adt->constructors.size()))
+    Throw(ErrorCode::kInvalidArgument, "constructor pattern: no such constructor");
+  const size_t want = adt->constructors[tag].fields.size();
+  if (fields.size() != want)
+    Throw(ErrorCode::kTypeError, "pattern ", adt->constructors[tag].name, ": ", fields.size(),
+          " field patterns for a constructor of ", want, " fields");
+  auto p = std::make_shared<PatternNode>();
+  p->kind = PatternKind::kConstructor;
+  p->adt = std::move(adt);
+  p->tag = tag;
+  p->fields = std::move(fields);
+  return p;
+}
+Pattern TuplePattern(std::vector<Pattern> fields) {
+  auto p = std::make_shared<PatternNode>();
+  p->kind = PatternKind::kTuple;
+  p->fields = std::move(fields);
+  return p;
+}
+void PatternVars(const Pattern& p, std::vector<Var>* out) {
+  if (p->kind == PatternKind::kVar) out->push_back(p->var);
+  for (const Pattern& f : p->fields) PatternVars(f, out);
+}
+
 Expr WithType(const Expr& e, Type type) {
   switch (e->kind) {
 #define KILN_EXPR_NODE(N)                                                      \
@@ -151,6 +229,21 @@ IRModule IRModule::WithPrimFunc(const std::string& name, loop::PrimFunc f) const
   return m;
 }
 
+IRModule IRModule::WithAdt(Adt adt) const {
+  if (!adt) Throw(ErrorCode::kInvalidArgument, "WithAdt: the ADT is null");
+  if (adt->name == ListAdt()->name)
+    Throw(ErrorCode::kInvalidArgument, "ADT ", adt->name, " is built in and cannot be redefined");
+  IRModule m = *this;
+  m.adts_[adt->name] = std::move(adt);
+  return m;
+}
+
+Adt IRModule::FindAdt(const std::string& name) const {
+  if (name == ListAdt()->name) return ListAdt();
+  auto it = adts_.find(name);
+  return it == adts_.end() ? nullptr : it->second;
+}
+
 IRModule IRModule::Without(const std::string& name) const {
   IRModule m = *this;
   m.functions_.erase(name);
@@ -171,6 +264,9 @@ void PushOperands(const Expr& e, std::vector<const Expr*>& out) {
       break;
     case ExprKind::kTupleGetItem:
       out.push_back(&AsTupleGetItem(e)->tuple);
+      break;
+    case ExprKind::kMatch:
+      out.push_back(&AsMatch(e)->data);  // clause bodies are scopes of their own
       break;
     default:
       break;

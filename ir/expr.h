@@ -52,6 +52,9 @@ struct ConstantNode : ExprNode {
 struct FunctionNode;
 
 // A call of an operator (`op` set) or of a function value (`fn` set): exactly one is set.
+// `fn` may be a GlobalVar (a module function), a Constructor (building an ADT value), or any
+// function-typed expression. `type_args` instantiate a polymorphic global's type parameters
+// explicitly, in order (`@plus<(10, 10)>(%a, %b)`); those left out are inferred.
 struct CallNode : ExprNode {
   CallNode() : ExprNode(ExprKind::kCall) {}
   CallNode(const CallNode&) = default;
@@ -63,6 +66,7 @@ struct CallNode : ExprNode {
   Expr fn;
   std::vector<Expr> args;
   Attrs attrs;  // normalized against the op's schema; empty for function calls
+  std::vector<TypeArg> type_args;
 };
 
 struct TupleNode : ExprNode {
@@ -96,8 +100,64 @@ struct FunctionNode : ExprNode {
   Expr body;
   Type ret_type;  // annotation; may be null
   Attrs attrs;
+  // A polymorphic function's type parameters (TypeVars, which the annotations may use) and the
+  // relations every call must satisfy; both empty for a monomorphic function.
+  std::vector<Type> type_params;
+  std::vector<TypeConstraint> type_constraints;
 };
 using Function = std::shared_ptr<const FunctionNode>;
+
+// A reference to the module function `name` (the node's `name`, without the '@'). Calls of it
+// are resolved against the module at inference (ir/type_infer.h); it may call itself.
+struct GlobalVarNode : ExprNode {
+  GlobalVarNode() : ExprNode(ExprKind::kGlobalVar) {}
+};
+
+// Constructor `tag` of `adt`; called, it builds a value of the ADT. `name` is the constructor's.
+struct ConstructorNode : ExprNode {
+  ConstructorNode() : ExprNode(ExprKind::kConstructor) {}
+  Adt adt;
+  int tag = 0;
+};
+
+// What a match clause tests its data against: `_`, a variable that binds the value, a
+// constructor with patterns for its fields, or a tuple of patterns.
+enum class PatternKind { kWildcard, kVar, kConstructor, kTuple };
+struct PatternNode;
+using Pattern = std::shared_ptr<const PatternNode>;
+struct PatternNode {
+  PatternKind kind = PatternKind::kWildcard;
+  Var var;                      // kVar
+  Adt adt;                      // kConstructor
+  int tag = 0;                  // kConstructor
+  std::vector<Pattern> fields;  // kConstructor, kTuple
+};
+Pattern WildcardPattern();
+Pattern VarPattern(Var v);
+Pattern ConstructorPattern(Adt adt, int tag, std::vector<Pattern> fields);
+Pattern TuplePattern(std::vector<Pattern> fields);
+// The variables `p` binds, left to right.
+void PatternVars(const Pattern& p, std::vector<Var>* out);
+
+// `match (data) { pattern => body, ... }`: the body of the first clause whose pattern matches
+// is the value, with the pattern's variables bound. Clause bodies are scopes of their own, like
+// function bodies: PostOrder does not enter them, and only the chosen one is evaluated. No
+// clause matching at run time is an error naming the match.
+struct MatchClause {
+  Pattern pattern;
+  Expr body;
+};
+struct MatchNode : ExprNode {
+  MatchNode() : ExprNode(ExprKind::kMatch) {}
+  MatchNode(const MatchNode&) = default;
+  ~MatchNode() override {
+    std::vector<std::shared_ptr<const ExprNode>> ops{std::move(data)};
+    for (MatchClause& c : clauses) ops.push_back(std::move(c.body));
+    ReleaseOperands(ops);
+  }
+  Expr data;
+  std::vector<MatchClause> clauses;
+};
 
 // Checked downcasts: nullptr when `e` is of another kind.
 #define KILN_EXPR_NODE(N)                                                                   \
@@ -131,6 +191,13 @@ Expr MakeTuple(std::vector<Expr> fields);
 Expr MakeTupleGetItem(Expr tuple, int index);
 Function MakeFunction(std::vector<Var> params, Expr body, Type ret_type = nullptr,
                       Attrs attrs = {});
+// A polymorphic function: `type_params` are TypeVars its annotations may use.
+Function MakePolyFunction(std::vector<Type> type_params, std::vector<Var> params, Expr body,
+                          Type ret_type = nullptr, std::vector<TypeConstraint> constraints = {});
+Expr MakeGlobalVar(const std::string& name);
+// Throws kNotFound naming the constructor when `adt` has none of that name.
+Expr MakeConstructor(const Adt& adt, const std::string& constructor);
+Expr MakeMatch(Expr data, std::vector<MatchClause> clauses);
 
 // A copy of `e` with its type set (for Vars: a new variable, so use it only while rebuilding
 // every use as well).
@@ -146,6 +213,10 @@ class IRModule {
   const std::map<std::string, loop::PrimFunc>& prim_funcs() const { return prim_funcs_; }
   // Returns a module with the kernel `name` added or replaced.
   IRModule WithPrimFunc(const std::string& name, loop::PrimFunc f) const;
+  // The module's own ADTs by name; the built-in List is not among them but Find knows it.
+  const std::map<std::string, Adt>& adts() const { return adts_; }
+  IRModule WithAdt(Adt adt) const;
+  Adt FindAdt(const std::string& name) const;  // nullptr when unknown
   const std::map<std::string, Function>& functions() const { return functions_; }
   Function Lookup(const std::string& name) const;  // kNotFound naming the function
   bool Contains(const std::string& name) const { return functions_.count(name) != 0; }
@@ -156,10 +227,12 @@ class IRModule {
  private:
   std::map<std::string, Function> functions_;
   std::map<std::string, loop::PrimFunc> prim_funcs_;
+  std::map<std::string, Adt> adts_;
 };
 
 // The nodes reachable from `root`, each once, operands before users, without recursing on the
-// C++ stack (graphs from files can be deep). Does not enter nested function bodies.
+// C++ stack (graphs from files can be deep). Does not enter nested function bodies or match
+// clause bodies.
 std::vector<Expr> PostOrder(const Expr& root);
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 // kernel is checked against.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "ir/expr.h"
@@ -14,5 +15,10 @@ namespace kiln {
 // error is reported before any kernel runs. Returns the result's tensors (a tuple result is
 // flattened in order). Errors name the input or node at fault.
 std::vector<Tensor> Interpret(const Function& fn, const std::vector<Tensor>& inputs);
+// Runs `entry` of `module`, whose functions it may call (recursion included: each call of a
+// module function runs that function inferred for the call's argument types) and whose ADTs it
+// may build and match. The inputs and results are tensors; ADT values live inside.
+std::vector<Tensor> Interpret(const IRModule& module, const std::vector<Tensor>& inputs,
+                              const std::string& entry = "main");
 
 }  // namespace kiln

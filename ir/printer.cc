@@ -74,6 +74,20 @@ std::string TypeText(const Type& t) {
   switch (t->kind) {
     case TypeKind::kTensor: {
       const TensorTypeNode* tt = AsTensor(t);
+      if (tt->shape_var || tt->dtype_var) {
+        std::string s = "Tensor[";
+        if (tt->shape_var) {
+          s += AsTypeVar(tt->shape_var)->name;
+        } else {
+          s += "(";
+          for (size_t i = 0; i < tt->shape.size(); ++i)
+            s += (i ? ", " : "") + DimText(tt->shape[i]);
+          s += ")";
+        }
+        s += ", ";
+        s += tt->dtype_var ? AsTypeVar(tt->dtype_var)->name : std::string(DTypeName(tt->dtype));
+        return s + "]";
+      }
       std::string s = std::string(DTypeName(tt->dtype)) + "[";
       for (size_t i = 0; i < tt->shape.size(); ++i) s += (i ? ", " : "") + DimText(tt->shape[i]);
       return s + "]";
@@ -92,8 +106,53 @@ std::string TypeText(const Type& t) {
     }
     case TypeKind::kIncomplete:
       return "?";
+    case TypeKind::kTypeVar:
+      return AsTypeVar(t)->name;
+    case TypeKind::kTypeCall: {
+      const TypeCallNode* c = AsTypeCall(t);
+      std::string s = c->adt;
+      for (size_t i = 0; i < c->args.size(); ++i) s += (i ? ", " : "[") + TypeText(c->args[i]);
+      return c->args.empty() ? s : s + "]";
+    }
   }
   return "?";
+}
+
+std::string TypeArgText(const TypeArg& a) {
+  if (a.kind == ParamKind::kType) return TypeText(a.type);
+  if (a.kind == ParamKind::kShape) {
+    std::string s = "(";
+    for (size_t i = 0; i < a.shape.size(); ++i) s += (i ? ", " : "") + DimText(a.shape[i]);
+    return s + ")";
+  }
+  if (a.kind == ParamKind::kShapeVar) return DimText(a.dim);
+  return TypeArgToString(a);
+}
+
+// `<s : Shape, t : Type>`, or "" for none.
+std::string TypeParamsText(const std::vector<Type>& params) {
+  std::string s;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const TypeVarNode* v = AsTypeVar(params[i]);
+    s += (i ? ", " : "<") + v->name + " : " + ParamKindName(v->param_kind);
+  }
+  return params.empty() ? s : s + ">";
+}
+
+// `type Tree[a] { Leaf, Node(a, Tree[a], Tree[a]) }`
+std::string AdtText(const AdtDef& adt) {
+  std::string s = "type " + adt.name;
+  for (size_t i = 0; i < adt.type_params.size(); ++i)
+    s += (i ? ", " : "[") + AsTypeVar(adt.type_params[i])->name;
+  if (!adt.type_params.empty()) s += "]";
+  s += " {";
+  for (size_t i = 0; i < adt.constructors.size(); ++i) {
+    const AdtConstructor& c = adt.constructors[i];
+    s += (i ? ", " : " ") + c.name;
+    for (size_t j = 0; j < c.fields.size(); ++j) s += (j ? ", " : "(") + TypeText(c.fields[j]);
+    if (!c.fields.empty()) s += ")";
+  }
+  return s + " }\n";
 }
 
 // The shortest %g spelling for which `same` holds, i.e. that reads back to the same bits.
@@ -183,10 +242,22 @@ class Printer {
       case ExprKind::kFunction:
         out.push_back(static_cast<const FunctionNode*>(n)->body.get());
         break;
+      case ExprKind::kMatch: {
+        const MatchNode* m = static_cast<const MatchNode*>(n);
+        out.push_back(m->data.get());
+        for (const MatchClause& c : m->clauses) out.push_back(c.body.get());
+        break;
+      }
       default:
         break;
     }
     std::erase(out, nullptr);
+  }
+
+  // The scope of clause `i` of match `m`: a key of its own beside the nodes' (clause bodies
+  // are scopes like function bodies).
+  static const ExprNode* ClauseScope(const MatchNode* m, size_t i) {
+    return reinterpret_cast<const ExprNode*>(&m->clauses[i]);
   }
 
   // Counts uses, computes each node's home scope (see the file comment) and the binding order.
@@ -230,6 +301,25 @@ class Printer {
         depth_[user] = depth_.at(use_scope) + 1;
         use_scope = user;
       }
+      if (user->kind == ExprKind::kMatch) {
+        const MatchNode* m = static_cast<const MatchNode*>(user);
+        auto place = [&](const ExprNode* c, const ExprNode* where) {
+          auto it = home_.find(c);
+          if (it == home_.end()) {
+            home_[c] = where;
+          } else {
+            it->second = CommonScope(it->second, where);
+          }
+        };
+        place(m->data.get(), use_scope);
+        for (size_t k = 0; k < m->clauses.size(); ++k) {
+          const ExprNode* scope_k = ClauseScope(m, k);
+          depth_[scope_k] = depth_.at(use_scope) + 1;
+          home_[scope_k] = use_scope;
+          place(m->clauses[k].body.get(), scope_k);
+        }
+        continue;
+      }
       Children(user, children);
       for (const ExprNode* c : children) {
         auto it = home_.find(c);
@@ -241,7 +331,9 @@ class Printer {
       }
     }
     for (const ExprNode* n : order) {
-      if (n->kind == ExprKind::kVar) continue;
+      if (n->kind == ExprKind::kVar || n->kind == ExprKind::kGlobalVar ||
+          n->kind == ExprKind::kConstructor)
+        continue;
       if (n->kind == ExprKind::kConstant && uses_.at(n) < 2) continue;
       members_[home_.at(n)].push_back(n);
     }
@@ -268,6 +360,7 @@ class Printer {
   // A scope's result is written in place of a reference when no name is needed for it.
   bool InlineResult(const ExprNode* n) const {
     if (n->kind == ExprKind::kVar || n->kind == ExprKind::kConstant) return false;
+    if (n->kind == ExprKind::kGlobalVar || n->kind == ExprKind::kConstructor) return true;
     return uses_.at(n) == 1 && Unnamed(n) && !ShowType(n);
   }
 
@@ -311,6 +404,8 @@ class Printer {
     auto it = refs_.find(n);
     if (it != refs_.end()) return it->second;
     if (n->kind == ExprKind::kVar) return AssignName(n);  // a free variable
+    if (n->kind == ExprKind::kGlobalVar) return "@" + NameSpelling(n->name, false);
+    if (n->kind == ExprKind::kConstructor) return n->name;
     return Rhs(n, "");
   }
 
@@ -323,6 +418,9 @@ class Printer {
       case ExprKind::kCall: {
         const CallNode* c = static_cast<const CallNode*>(n);
         std::string s = c->op ? c->op->name : Ref(c->fn.get());
+        for (size_t i = 0; i < c->type_args.size(); ++i)
+          s += (i ? ", " : "<") + TypeArgText(c->type_args[i]);
+        if (!c->type_args.empty()) s += ">";
         s += "(";
         bool first = true;
         for (const Expr& a : c->args) {
@@ -354,13 +452,46 @@ class Printer {
       }
       case ExprKind::kFunction:
         return "fn" + FunctionTail(static_cast<const FunctionNode*>(n), indent);
+      case ExprKind::kGlobalVar:
+      case ExprKind::kConstructor:
+        return Ref(n);
+      case ExprKind::kMatch: {
+        const MatchNode* m = static_cast<const MatchNode*>(n);
+        std::string s = "match (" + Ref(m->data.get()) + ") {\n";
+        for (size_t k = 0; k < m->clauses.size(); ++k) {
+          s += indent + "  " + PatternText(m->clauses[k].pattern) + " => {\n";
+          PrintScope(ClauseScope(m, k), m->clauses[k].body.get(), indent + "    ", s);
+          s += indent + "  }\n";
+        }
+        return s + indent + "}";
+      }
     }
     return "<?>";
   }
 
+  std::string PatternText(const Pattern& p) {
+    switch (p->kind) {
+      case PatternKind::kWildcard:
+        return "_";
+      case PatternKind::kVar:
+        return AssignName(p->var.get());
+      case PatternKind::kConstructor:
+      case PatternKind::kTuple: {
+        std::string s =
+            p->kind == PatternKind::kConstructor ? p->adt->constructors[p->tag].name : "";
+        if (p->kind == PatternKind::kConstructor && p->fields.empty()) return s;
+        s += "(";
+        for (size_t i = 0; i < p->fields.size(); ++i)
+          s += (i ? ", " : "") + PatternText(p->fields[i]);
+        return s + (p->kind == PatternKind::kTuple && p->fields.size() == 1 ? ",)" : ")");
+      }
+    }
+    return "_";
+  }
+
   // `(params) -> ret attrs{...} {\n body }` for a def or a nested function.
   std::string FunctionTail(const FunctionNode* fn, const std::string& indent) {
-    std::string s = "(";
+    std::string s = TypeParamsText(fn->type_params) + "(";
     for (size_t i = 0; i < fn->params.size(); ++i) {
       const Var& p = fn->params[i];
       if (i) s += ", ";
@@ -373,6 +504,12 @@ class Printer {
     }
     s += ")";
     if (fn->ret_type) s += " -> " + TypeText(fn->ret_type);
+    for (size_t i = 0; i < fn->type_constraints.size(); ++i) {
+      const TypeConstraint& k = fn->type_constraints[i];
+      s += (i ? ", " : " where ") + TypeText(k.result) + " = " + k.op + "(";
+      for (size_t j = 0; j < k.args.size(); ++j) s += (j ? ", " : "") + TypeText(k.args[j]);
+      s += ")";
+    }
     if (!fn->attrs.empty()) {
       s += " attrs{";
       bool first = true;
@@ -432,6 +569,7 @@ class Printer {
 
 std::string Print(const IRModule& module, const PrintOptions& options, std::vector<Tensor>* meta) {
   std::string out;
+  for (const auto& [name, adt] : module.adts()) out += AdtText(*adt);
   for (const auto& [name, fn] : module.functions()) {
     if (!out.empty()) out += "\n";
     out += Printer(options, meta).PrintDef(name, fn);

@@ -37,9 +37,50 @@ void Operands(const ExprNode* n, std::vector<const ExprNode*>& out) {
       out.push_back(f->body.get());
       break;
     }
+    case ExprKind::kMatch: {
+      const MatchNode* m = static_cast<const MatchNode*>(n);
+      out.push_back(m->data.get());
+      for (const MatchClause& c : m->clauses) {
+        std::vector<Var> vars;
+        PatternVars(c.pattern, &vars);
+        for (const Var& v : vars) out.push_back(v.get());
+        out.push_back(c.body.get());
+      }
+      break;
+    }
     default:
       break;
   }
+}
+
+// The shape of a pattern, its variables aside (they are operands).
+bool SamePattern(const Pattern& a, const Pattern& b) {
+  if (a->kind != b->kind || a->fields.size() != b->fields.size()) return false;
+  if (a->kind == PatternKind::kConstructor && (a->adt->name != b->adt->name || a->tag != b->tag))
+    return false;
+  for (size_t i = 0; i < a->fields.size(); ++i)
+    if (!SamePattern(a->fields[i], b->fields[i])) return false;
+  return true;
+}
+
+size_t HashPattern(const Pattern& p) {
+  size_t h = Mix(0x9a7, static_cast<size_t>(p->kind));
+  if (p->kind == PatternKind::kConstructor)
+    h = Mix(Mix(h, std::hash<std::string>()(p->adt->name)), static_cast<size_t>(p->tag));
+  for (const Pattern& f : p->fields) h = Mix(h, HashPattern(f));
+  return h;
+}
+
+bool TypeArgsEqual(const std::vector<TypeArg>& a, const std::vector<TypeArg>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!TypeArgEqual(a[i], b[i])) return false;
+  return true;
+}
+
+bool ConstraintsEqual(const std::vector<TypeConstraint>& a, const std::vector<TypeConstraint>& b) {
+  // Compared as function types carrying them, which TypeEqual covers.
+  return TypeEqual(PolyFuncType({}, {}, nullptr, a), PolyFuncType({}, {}, nullptr, b));
 }
 
 bool SameConstant(const Tensor& a, const Tensor& b) {
@@ -117,7 +158,23 @@ class Comparer {
       case ExprKind::kCall: {
         const CallNode* c = static_cast<const CallNode*>(x);
         const CallNode* d = static_cast<const CallNode*>(y);
-        return c->op == d->op && AttrsEqual(c->attrs, d->attrs);
+        return c->op == d->op && AttrsEqual(c->attrs, d->attrs) &&
+               TypeArgsEqual(c->type_args, d->type_args);
+      }
+      case ExprKind::kGlobalVar:
+        return x->name == y->name;
+      case ExprKind::kConstructor: {
+        const ConstructorNode* c = static_cast<const ConstructorNode*>(x);
+        const ConstructorNode* d = static_cast<const ConstructorNode*>(y);
+        return c->adt->name == d->adt->name && c->tag == d->tag;
+      }
+      case ExprKind::kMatch: {
+        const MatchNode* m = static_cast<const MatchNode*>(x);
+        const MatchNode* n = static_cast<const MatchNode*>(y);
+        if (m->clauses.size() != n->clauses.size()) return false;
+        for (size_t i = 0; i < m->clauses.size(); ++i)
+          if (!SamePattern(m->clauses[i].pattern, n->clauses[i].pattern)) return false;
+        return true;
       }
       case ExprKind::kTuple:
         return true;
@@ -127,7 +184,11 @@ class Comparer {
       case ExprKind::kFunction: {
         const FunctionNode* f = static_cast<const FunctionNode*>(x);
         const FunctionNode* g = static_cast<const FunctionNode*>(y);
-        return AttrsEqual(f->attrs, g->attrs) && TypesEqual(f->ret_type, g->ret_type);
+        if (f->type_params.size() != g->type_params.size()) return false;
+        for (size_t i = 0; i < f->type_params.size(); ++i)
+          if (!TypeEqual(f->type_params[i], g->type_params[i])) return false;
+        return AttrsEqual(f->attrs, g->attrs) && TypesEqual(f->ret_type, g->ret_type) &&
+               ConstraintsEqual(f->type_constraints, g->type_constraints);
       }
     }
     return false;
@@ -155,6 +216,16 @@ class Comparer {
         if (x->params.size() != y->params.size() || !TypesEqual(x->ret, y->ret)) return false;
         for (size_t i = 0; i < x->params.size(); ++i)
           if (!TypesEqual(x->params[i], y->params[i])) return false;
+        return true;
+      }
+      case TypeKind::kTypeVar:
+        return TypeEqual(a, b);
+      case TypeKind::kTypeCall: {
+        const TypeCallNode* x = AsTypeCall(a);
+        const TypeCallNode* y = AsTypeCall(b);
+        if (x->adt != y->adt || x->args.size() != y->args.size()) return false;
+        for (size_t i = 0; i < x->args.size(); ++i)
+          if (!TypesEqual(x->args[i], y->args[i])) return false;
         return true;
       }
       case TypeKind::kIncomplete: {
@@ -192,6 +263,13 @@ size_t TypeHashNoHoles(const Type& t) {
     }
     case TypeKind::kIncomplete:
       return 0x401e;
+    case TypeKind::kTypeVar:
+      return TypeHash(t);
+    case TypeKind::kTypeCall: {
+      size_t h = std::hash<std::string>()(AsTypeCall(t)->adt);
+      for (const Type& a : AsTypeCall(t)->args) h = Mix(h, TypeHashNoHoles(a));
+      return h;
+    }
   }
   return 0;
 }
@@ -249,8 +327,20 @@ class Hasher {
         const CallNode* c = static_cast<const CallNode*>(n);
         if (c->op) h = Mix(h, std::hash<std::string>()(c->op->name));
         h = Mix(h, c->attrs.Hash());
+        h = Mix(h, c->type_args.size());
         break;
       }
+      case ExprKind::kGlobalVar:
+        h = Mix(h, std::hash<std::string>()(n->name));
+        break;
+      case ExprKind::kConstructor:
+        h = Mix(h, std::hash<std::string>()(static_cast<const ConstructorNode*>(n)->adt->name));
+        h = Mix(h, static_cast<size_t>(static_cast<const ConstructorNode*>(n)->tag));
+        break;
+      case ExprKind::kMatch:
+        for (const MatchClause& c : static_cast<const MatchNode*>(n)->clauses)
+          h = Mix(h, HashPattern(c.pattern));
+        break;
       case ExprKind::kTuple:
         break;
       case ExprKind::kTupleGetItem:
@@ -260,6 +350,7 @@ class Hasher {
         const FunctionNode* f = static_cast<const FunctionNode*>(n);
         h = Mix(h, f->attrs.Hash());
         h = Mix(h, TypeHashNoHoles(f->ret_type));
+        h = Mix(h, f->type_params.size());
         break;
       }
     }
@@ -282,6 +373,21 @@ bool StructuralEqual(const IRModule& a, const IRModule& b, bool compare_types) {
   if (fa.size() != fb.size()) return false;
   for (auto x = fa.begin(), y = fb.begin(); x != fa.end(); ++x, ++y) {
     if (x->first != y->first || !StructuralEqual(x->second, y->second, compare_types)) return false;
+  }
+  const auto& aa = a.adts();
+  const auto& ab = b.adts();
+  if (aa.size() != ab.size()) return false;
+  for (auto x = aa.begin(), y = ab.begin(); x != aa.end(); ++x, ++y) {
+    const AdtDef& p = *x->second;
+    const AdtDef& q = *y->second;
+    if (x->first != y->first || p.type_params.size() != q.type_params.size() ||
+        p.constructors.size() != q.constructors.size())
+      return false;
+    for (size_t i = 0; i < p.constructors.size(); ++i) {
+      const AdtConstructor& c = p.constructors[i];
+      const AdtConstructor& d = q.constructors[i];
+      if (c.name != d.name || !TypeEqual(TupleType(c.fields), TupleType(d.fields))) return false;
+    }
   }
   const auto& pa = a.prim_funcs();
   const auto& pb = b.prim_funcs();

@@ -15,10 +15,14 @@
 // Grammar (comments `// ...` and `/* ... */` are skipped; inside a tensor type's brackets
 // `//` is floor division, so only `/* */` comments work there):
 //
-//   module    := def*
-//   def       := 'def' GLOBAL fn_tail
-//   fn_tail   := '(' [param {',' param}] ')' ['->' type] ['attrs' '{' [attr {',' attr}] '}']
-//                '{' body '}'
+//   module    := (adt | def)*
+//   adt       := 'type' IDENT ['[' IDENT {',' IDENT} ']'] '{' ctor {',' ctor} '}'
+//   ctor      := IDENT ['(' type {',' type} ')']
+//   def       := 'def' GLOBAL ['<' tparam {',' tparam} '>'] fn_tail
+//   tparam    := IDENT ':' ('Type' | 'Shape' | 'BaseType' | 'ShapeVar')
+//   fn_tail   := '(' [param {',' param}] ')' ['->' type] ['where' constraint {',' constraint}]
+//                ['attrs' '{' [attr {',' attr}] '}'] '{' body '}'
+//   constraint:= type '=' OPNAME '(' [type {',' type}] ')'
 //   param     := LOCAL [':' type]
 //   body      := {LOCAL [':' type] '=' expr} expr
 //   expr      := primary {'.' INT}                                  -- tuple get-item
@@ -28,6 +32,12 @@
 //              | 'const' '(' type ',' (value | '[' [value {',' value}] ']' | meta) ')'
 //              | meta
 //              | 'fn' fn_tail
+//              | GLOBAL ['<' targ {',' targ} '>'] ['(' [expr {',' expr}] ')']
+//              | CTOR ['(' [expr {',' expr}] ')']                  -- a constructor call
+//              | 'match' '(' expr ')' '{' {pattern '=>' '{' body '}' [',']} '}'
+//   targ      := type | '(' [dim {',' dim}] ')' | DTYPE | dim  -- by the callee's kinds
+//   pattern   := '_' | LOCAL | CTOR ['(' pattern {',' pattern} ')']
+//              | '(' [pattern {',' pattern}] ')'
 //   meta      := 'meta' '[' INT ']'
 //   attr      := (IDENT | STRING) '=' attr_value
 //   attr_value:= number | STRING | 'true' | 'false' | DTYPE | '[' [number {',' number}] ']'
@@ -35,6 +45,9 @@
 //   value     := number | 'true' | 'false'
 //   type      := '?' | DTYPE '[' [dim {',' dim}] ']' | '(' ')' | '(' type ',' ')'
 //              | '(' type {',' type} ')' | 'fn' '(' [type {',' type}] ')' '->' type
+//              | IDENT                                      -- a type parameter of kind Type
+//              | 'Tensor' '[' (IDENT | '(' [dim {',' dim}] ')') ',' (DTYPE | IDENT) ']'
+//              | ADT ['[' type {',' type} ']']              -- `List[i32[]]`; List is built in
 //   dim       := ['-'] prod {('+' | '-') prod}        -- a leading '-' negates the product
 //   prod      := dim_atom {('*' | '//' | '%') dim_atom}
 //   dim_atom  := INT | SYMBOL | STRING | ('min' | 'max') '(' dim ',' dim ')' | '(' dim ')'
@@ -45,6 +58,11 @@
 // counter (`%3`); a quoted name (`%"3"`, `%"fc1/MatMul:0"`) is always a source name. A nested
 // function sees the names bound around it; a name may not be bound again while it is visible.
 // The printer makes names unique across a whole def, counters included.
+//
+// Type arguments in a call are read by the kinds of the callee's type parameters, which the
+// parser reads ahead from every def that starts a line. An ADT is known from its definition
+// on (its own constructors may use it), so `type` definitions come before their uses; the
+// printer writes them first. A match clause's body is a scope of its own.
 //
 // The graph has no let: a binding that the result does not reach is dropped by the parser.
 // What the printer binds: every Call, Tuple, TupleGetItem and nested Function, and constants

@@ -1,6 +1,10 @@
 #include "ir/type_infer.h"
 
+#include <functional>
+#include <memory>
+#include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/error.h"
 #include "ir/visitor.h"
@@ -11,7 +15,10 @@ std::string DescribeNode(const Expr& e) {
   switch (e->kind) {
     case ExprKind::kCall: {
       const CallNode* c = AsCall(e);
-      std::string what = c->op ? c->op->name : std::string("call");
+      std::string what = c->op                  ? c->op->name
+                         : AsGlobalVar(c->fn)   ? "call of @" + c->fn->name
+                         : AsConstructor(c->fn) ? c->fn->name
+                                                : std::string("call");
       return e->name.empty() ? what : StrCat(what, " '", e->name, "'");
     }
     case ExprKind::kVar:
@@ -25,8 +32,196 @@ std::string DescribeNode(const Expr& e) {
                     e->name.empty() ? "" : " '" + e->name + "'");
     case ExprKind::kFunction:
       return e->name.empty() ? "function" : StrCat("function '", e->name, "'");
+    case ExprKind::kGlobalVar:
+      return "@" + e->name;
+    case ExprKind::kConstructor:
+      return "constructor " + e->name;
+    case ExprKind::kMatch:
+      return e->name.empty() ? "match" : StrCat("match '", e->name, "'");
   }
   return "node";
+}
+
+namespace {
+
+// The instantiations of module functions checked during one inference, shared by the solvers
+// of the caller and of every instance it checks.
+struct InstanceCache {
+  std::map<std::string, Type> ret;    // "@f<subst>" -> the instance's return type
+  std::set<std::string> in_progress;  // instances being checked (a recursive call meets one)
+};
+constexpr size_t kMaxInstanceNesting = 64;
+constexpr size_t kMaxInstanceKey = 8192;
+
+std::string SubstToString(const TypeSubst& subst) {
+  std::string s;
+  for (const auto& [name, arg] : subst)
+    s += StrCat(s.empty() ? "" : ", ", name, " = ", TypeArgToString(arg));
+  return s;
+}
+
+bool HasDimSymbols(const Type& t) {
+  if (const TensorTypeNode* x = AsTensor(t)) {
+    for (const Dim& d : x->shape)
+      if (!d.is_const()) return true;
+    return false;
+  }
+  if (const TupleTypeNode* x = AsTuple(t)) {
+    for (const Type& f : x->fields)
+      if (HasDimSymbols(f)) return true;
+    return false;
+  }
+  if (const TypeCallNode* x = AsTypeCall(t)) {
+    for (const Type& a : x->args)
+      if (HasDimSymbols(a)) return true;
+    return false;
+  }
+  return AsFunc(t) != nullptr;  // not worth a walk: left to the relation
+}
+
+// Type parameters stand only where their kinds allow in `f`'s signature.
+void CheckSignatureKinds(const FunctionNode* f) {
+  for (const Var& p : f->params) CheckKinds(p->type, f->type_params, "parameter %" + p->name);
+  CheckKinds(f->ret_type, f->type_params, "the return type");
+}
+
+// Binds the type parameters (and dim symbols) of parameter type `want` from the argument
+// type `got`; dims that are expressions are checked once everything is bound.
+void MatchParam(const Type& want, const Type& got, TypeSubst& subst,
+                std::vector<std::pair<Dim, Dim>>& deferred,
+                const std::function<void(const std::string&)>& fail) {
+  auto bind = [&](const std::string& name, const TypeArg& a) {
+    auto [it, fresh] = subst.emplace(name, a);
+    if (!fresh && !TypeArgEqual(it->second, a))
+      fail(StrCat("'", name, "' is ", TypeArgToString(it->second), " already"));
+  };
+  switch (want->kind) {
+    case TypeKind::kTypeVar:
+      bind(AsTypeVar(want)->name, TypeArg{ParamKind::kType, got, {}, {}, {}});
+      return;
+    case TypeKind::kTensor: {
+      const TensorTypeNode* w = AsTensor(want);
+      const TensorTypeNode* g = AsTensor(got);
+      if (!g) fail("not a tensor");
+      if (w->dtype_var) {
+        bind(AsTypeVar(w->dtype_var)->name,
+             TypeArg{ParamKind::kBaseType, nullptr, {}, g->dtype, {}});
+      } else if (w->dtype != g->dtype) {
+        fail("dtype differs");
+      }
+      if (w->shape_var) {
+        bind(AsTypeVar(w->shape_var)->name, TypeArg{ParamKind::kShape, nullptr, g->shape, {}, {}});
+        return;
+      }
+      if (w->shape.size() != g->shape.size()) fail("rank differs");
+      for (size_t i = 0; i < w->shape.size(); ++i) {
+        if (w->shape[i].is_symbol()) {
+          bind(w->shape[i].name(), TypeArg{ParamKind::kShapeVar, nullptr, {}, {}, g->shape[i]});
+        } else {
+          deferred.push_back({w->shape[i], g->shape[i]});
+        }
+      }
+      return;
+    }
+    case TypeKind::kTuple: {
+      const TupleTypeNode* g = AsTuple(got);
+      const auto& wf = AsTuple(want)->fields;
+      if (!g || g->fields.size() != wf.size()) fail("not a tuple of that size");
+      for (size_t i = 0; i < wf.size(); ++i) MatchParam(wf[i], g->fields[i], subst, deferred, fail);
+      return;
+    }
+    case TypeKind::kTypeCall: {
+      const TypeCallNode* w = AsTypeCall(want);
+      const TypeCallNode* g = AsTypeCall(got);
+      if (!g || g->adt != w->adt || g->args.size() != w->args.size()) fail("");
+      for (size_t i = 0; i < w->args.size(); ++i)
+        MatchParam(w->args[i], g->args[i], subst, deferred, fail);
+      return;
+    }
+    case TypeKind::kFunc: {
+      const FuncTypeNode* w = AsFunc(want);
+      const FuncTypeNode* g = AsFunc(got);
+      if (!g || g->params.size() != w->params.size()) fail("");
+      for (size_t i = 0; i < w->params.size(); ++i)
+        MatchParam(w->params[i], g->params[i], subst, deferred, fail);
+      MatchParam(w->ret, g->ret, subst, deferred, fail);
+      return;
+    }
+    case TypeKind::kIncomplete:
+      return;
+  }
+}
+
+}  // namespace
+
+TypeSubst InstantiateCall(const Function& callee, const std::string& name,
+                          const std::vector<Type>& args, const std::vector<TypeArg>& type_args,
+                          const std::string& who, std::vector<DimConstraint>* constraints) {
+  if (args.size() != callee->params.size())
+    Throw(ErrorCode::kTypeError, who, ": @", name, " takes ", callee->params.size(),
+          " arguments, got ", args.size());
+  if (type_args.size() > callee->type_params.size())
+    Throw(ErrorCode::kTypeError, who, ": ", type_args.size(), " type arguments given; @", name,
+          " has ", callee->type_params.size(), " type parameters");
+  TypeSubst subst;
+  for (size_t i = 0; i < type_args.size(); ++i) {
+    const TypeVarNode* p = AsTypeVar(callee->type_params[i]);
+    if (type_args[i].kind != p->param_kind)
+      Throw(ErrorCode::kTypeError, who, ": kind error: type argument ", i, " (",
+            TypeArgToString(type_args[i]), ") is a ", ParamKindName(type_args[i].kind), ", but '",
+            p->name, "' of @", name, " has kind ", ParamKindName(p->param_kind));
+    subst[p->name] = type_args[i];
+  }
+  std::vector<std::pair<Dim, Dim>> deferred;  // (callee's dim expression, the argument's dim)
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Var& p = callee->params[i];
+    if (!p->type)
+      Throw(ErrorCode::kTypeError, who, ": parameter %", p->name, " of @", name,
+            " has no type annotation; annotate it to call the function");
+    auto fail = [&](const std::string& why) {
+      Throw(ErrorCode::kTypeError, who, ": argument ", i, " (for %", p->name, " of @", name,
+            "): expected ", TypeToString(SubstituteTypeParams(p->type, subst)), ", got ",
+            TypeToString(args[i]), why.empty() ? "" : " (" + why + ")");
+    };
+    MatchParam(p->type, args[i], subst, deferred, fail);
+  }
+  for (const Type& t : callee->type_params) {
+    const TypeVarNode* v = AsTypeVar(t);
+    if (!subst.count(v->name))
+      Throw(ErrorCode::kTypeError, who, ": cannot infer type parameter '", v->name, "' of @", name,
+            " from the arguments; give it explicitly (@", name, "<...>)");
+  }
+  for (const auto& [want, got] : deferred) {
+    const Dim w = SubstituteTypeParams(want, subst);
+    if (w == got) continue;
+    if ((w - got).is_const())
+      Throw(ErrorCode::kTypeError, who, ": a dim of @", name, "'s parameters is ", want.ToString(),
+            " = ", w.ToString(), " here, but the argument's is ", got.ToString());
+    if (constraints)
+      constraints->push_back({DimConstraint::Kind::kEqual, w, got,
+                              StrCat(who, ", dim ", want.ToString(), " of @", name)});
+  }
+  for (const TypeConstraint& k : callee->type_constraints) {
+    std::vector<Type> ks;
+    std::string text = StrCat(TypeToString(k.result), " = ", k.op, "(");
+    for (size_t i = 0; i < k.args.size(); ++i) {
+      ks.push_back(SubstituteTypeParams(k.args[i], subst));
+      text += StrCat(i ? ", " : "", TypeToString(k.args[i]));
+    }
+    text += ")";
+    Type want = SubstituteTypeParams(k.result, subst);
+    Type got;
+    try {
+      got = InferOpType(k.op, ks);
+    } catch (const Error& err) {
+      Throw(ErrorCode::kTypeError, who, ": constraint ", text, " of @", name,
+            " does not hold: ", err.what());
+    }
+    if (!TypeEqual(got, want))
+      Throw(ErrorCode::kTypeError, who, ": constraint ", text, " of @", name,
+            " does not hold: ", k.op, " gives ", TypeToString(got), ", not ", TypeToString(want));
+  }
+  return subst;
 }
 
 namespace {
@@ -34,10 +229,20 @@ namespace {
 // Holds the type of every node as it becomes known, and solves the constraints between them.
 class Solver {
  public:
-  Solver(std::vector<DimConstraint>* constraints, InferStats* stats)
-      : constraints_(constraints), stats_(stats) {}
+  Solver(std::vector<DimConstraint>* constraints, InferStats* stats,
+         const IRModule* module = nullptr, InstanceCache* cache = nullptr)
+      : constraints_(constraints), stats_(stats), module_(module), cache_(cache) {
+    if (!cache_) {
+      own_cache_ = std::make_unique<InstanceCache>();
+      cache_ = own_cache_.get();
+    }
+  }
 
   Function Run(const Function& fn) {
+    if (!fn->type_params.empty())
+      Throw(ErrorCode::kTypeError, "a polymorphic function (", fn->type_params.size(),
+            " type parameters) is checked where it is called: infer the module that calls it");
+    CheckSignatureKinds(fn.get());
     Expr root = fn;
     std::vector<Expr> order;
     Collect(root, order);
@@ -52,6 +257,8 @@ class Solver {
     }
     SolveRelations(/*final=*/true);
     for (const Expr& e : order) {
+      // A module function or constructor used as a callee has the callee's generic type.
+      if (e->kind == ExprKind::kGlobalVar || e->kind == ExprKind::kConstructor) continue;
       Type t = Resolve(SlotOf(e));
       if (!IsComplete(t))
         Throw(ErrorCode::kTypeError, "cannot infer the type of ", DescribeNode(e), " (got ",
@@ -61,18 +268,31 @@ class Solver {
   }
 
  private:
-  // All nodes, operands before users; a nested function's body before the function node.
+  // All nodes, operands before users; a nested function's body before the function node, a
+  // match's pattern variables and clause bodies before the match.
   void Collect(const Expr& root, std::vector<Expr>& order) {
     const FunctionNode* f = AsFunction(root);
-    for (const Expr& e : PostOrder(f->body)) {
-      if (e->kind == ExprKind::kFunction) {
-        Collect(e, order);
-      } else {
-        order.push_back(e);
-      }
-    }
+    CollectBody(f->body, order);
     for (const Var& p : f->params) order.push_back(p);
     order.push_back(root);
+  }
+  void CollectBody(const Expr& body, std::vector<Expr>& order) {
+    for (const Expr& e : PostOrder(body)) {
+      if (e->kind != ExprKind::kVar && !collected_.insert(e.get()).second) continue;
+      if (e->kind == ExprKind::kFunction) {
+        Collect(e, order);
+        continue;
+      }
+      if (const MatchNode* m = AsMatch(e)) {
+        for (const MatchClause& c : m->clauses) {
+          std::vector<Var> vars;
+          PatternVars(c.pattern, &vars);
+          order.insert(order.end(), vars.begin(), vars.end());
+          CollectBody(c.body, order);
+        }
+      }
+      order.push_back(e);
+    }
   }
 
   Type& SlotOf(const Expr& e) {
@@ -83,10 +303,40 @@ class Solver {
       t = IsComplete(e->type) ? e->type : IncompleteType();
     } else if (const ConstantNode* c = AsConstant(e)) {
       t = TypeOfTensor(c->value);
+    } else if (e->kind == ExprKind::kGlobalVar) {
+      t = DeclaredType(e);
+    } else if (const ConstructorNode* k = AsConstructor(e)) {
+      std::vector<Type> holes = FreshArgs(*k->adt);
+      t = FuncType(k->adt->FieldTypes(k->tag, holes), TypeCall(k->adt->name, holes));
     } else {
       t = IncompleteType();
     }
     return slots_[e.get()] = t;
+  }
+
+  static std::vector<Type> FreshArgs(const AdtDef& adt) {
+    std::vector<Type> holes;
+    for (size_t i = 0; i < adt.type_params.size(); ++i) holes.push_back(IncompleteType());
+    return holes;
+  }
+
+  // The module function `g` refers to; errors name the node that refers to it.
+  Function Callee(const Expr& g, const Expr& at) {
+    if (!module_)
+      Throw(ErrorCode::kTypeError, DescribeNode(at), ": @", g->name,
+            " is a module function, and there is no module to look it up in");
+    if (!module_->Contains(g->name))
+      Throw(ErrorCode::kTypeError, DescribeNode(at), ": the module has no function @", g->name);
+    return module_->Lookup(g->name);
+  }
+
+  // A module function's type as its annotations declare it (holes where they are missing).
+  Type DeclaredType(const Expr& g) {
+    Function f = Callee(g, g);
+    std::vector<Type> params;
+    for (const Var& p : f->params) params.push_back(p->type ? p->type : IncompleteType());
+    return PolyFuncType(f->type_params, std::move(params),
+                        f->ret_type ? f->ret_type : IncompleteType(), f->type_constraints);
   }
 
   void AddConstraints(const Expr& e) {
@@ -99,6 +349,37 @@ class Solver {
         const CallNode* c = AsCall(e);
         if (c->op) {
           pending_.push_back(e);
+        } else if (AsGlobalVar(c->fn)) {
+          // Parameters whose annotations bind nothing type their arguments at once (so `Nil`
+          // passed for a `List[f32[2]]` gets its element type); the rest wait for the
+          // argument types in the call's relation.
+          Function callee = Callee(c->fn, e);
+          for (size_t i = 0; i < callee->params.size() && i < c->args.size(); ++i) {
+            const Type& want = callee->params[i]->type;
+            if (want && IsComplete(want) && !HasTypeParams(want) && !HasDimSymbols(want))
+              Unify(want, SlotOf(c->args[i]), e,
+                    StrCat("argument ", i, " (for %", callee->params[i]->name, " of @", c->fn->name,
+                           ")"));
+          }
+          pending_.push_back(e);
+        } else if (const ConstructorNode* k = AsConstructor(c->fn)) {
+          std::vector<Type> holes = FreshArgs(*k->adt);
+          std::vector<Type> fields = k->adt->FieldTypes(k->tag, holes);
+          if (fields.size() != c->args.size())
+            Throw(ErrorCode::kTypeError, DescribeNode(e), ": constructor ", k->name, " of ",
+                  k->adt->name, " takes ", fields.size(), " fields, got ", c->args.size());
+          for (size_t i = 0; i < fields.size(); ++i) {
+            try {
+              Unify(fields[i], SlotOf(c->args[i]), e, "");
+            } catch (const Error& err) {
+              if (err.code() != ErrorCode::kTypeError) throw;
+              // The whole field types say more than the innermost parts that differ.
+              Throw(ErrorCode::kTypeError, DescribeNode(e), ": field ", i, " of constructor ",
+                    k->name, " differs: expected ", TypeToString(Resolve(fields[i])), ", got ",
+                    TypeToString(Resolve(SlotOf(c->args[i]))));
+            }
+          }
+          Unify(slot, TypeCall(k->adt->name, holes), e, "the constructed value's type");
         } else {
           std::vector<Type> params;
           for (const Expr& a : c->args) params.push_back(SlotOf(a));
@@ -121,6 +402,44 @@ class Solver {
         for (const Var& p : f->params) params.push_back(SlotOf(p));
         Unify(slot, FuncType(params, SlotOf(f->body)), e, "the function's type");
         break;
+      }
+      case ExprKind::kGlobalVar:
+      case ExprKind::kConstructor:
+        break;
+      case ExprKind::kMatch: {
+        const MatchNode* m = AsMatch(e);
+        for (const MatchClause& c : m->clauses) {
+          TypePattern(c.pattern, SlotOf(m->data), e);
+          Unify(slot, SlotOf(c.body), e, "a clause's value type");
+        }
+        break;
+      }
+    }
+  }
+
+  // The data matched against `p` has type `t`: the pattern's variables get its parts' types.
+  void TypePattern(const Pattern& p, const Type& t, const Expr& at) {
+    switch (p->kind) {
+      case PatternKind::kWildcard:
+        return;
+      case PatternKind::kVar:
+        Unify(t, SlotOf(p->var), at, StrCat("the type of pattern variable %", p->var->name));
+        return;
+      case PatternKind::kConstructor: {
+        std::vector<Type> holes = FreshArgs(*p->adt);
+        const std::string& ctor = p->adt->constructors[p->tag].name;
+        Unify(TypeCall(p->adt->name, holes), t, at, StrCat("the data of pattern ", ctor));
+        std::vector<Type> fields = p->adt->FieldTypes(p->tag, holes);
+        for (size_t i = 0; i < fields.size() && i < p->fields.size(); ++i)
+          TypePattern(p->fields[i], fields[i], at);
+        return;
+      }
+      case PatternKind::kTuple: {
+        std::vector<Type> holes;
+        for (size_t i = 0; i < p->fields.size(); ++i) holes.push_back(IncompleteType());
+        Unify(TupleType(holes), t, at, "the data of a tuple pattern");
+        for (size_t i = 0; i < holes.size(); ++i) TypePattern(p->fields[i], holes[i], at);
+        return;
       }
     }
   }
@@ -169,6 +488,7 @@ class Solver {
       args.push_back(Resolve(SlotOf(a)));
       if (!IsComplete(args.back())) return false;
     }
+    if (!c->op) return GlobalCall(e, args);
     Type result;
     std::string who = DescribeNode(e);
     try {
@@ -183,10 +503,67 @@ class Solver {
     return true;
   }
 
+  // A call of a module function whose argument types are known: instantiates the callee's type
+  // parameters from the explicit type arguments and the argument types, checks its
+  // constraints, and infers its body for that instantiation (once per instantiation).
+  bool GlobalCall(const Expr& e, const std::vector<Type>& args) {
+    const CallNode* c = AsCall(e);
+    const std::string who = DescribeNode(e);
+    Function callee = Callee(c->fn, e);
+    const std::string& name = c->fn->name;
+    TypeSubst subst = InstantiateCall(callee, name, args, c->type_args, who, constraints_);
+    Type ret = InstanceReturn(name, callee, subst, e);
+    Unify(SlotOf(e), ret, e, StrCat("the return type of @", name));
+    if (callee->type_params.empty())
+      Unify(SlotOf(c->fn), FuncType(args, ret), e, StrCat("the type of @", name));
+    return true;
+  }
+
+  // The return type of `callee` instantiated with `subst`, its body inferred for that
+  // instantiation the first time it is met.
+  Type InstanceReturn(const std::string& name, const Function& callee, const TypeSubst& subst,
+                      const Expr& at) {
+    const std::string key = StrCat("@", name, "<", SubstToString(subst), ">");
+    // Types that grow at each recursive call grow exponentially in print: stop early.
+    if (key.size() > kMaxInstanceKey)
+      Throw(ErrorCode::kTypeError, DescribeNode(at), ": instantiating @", name,
+            " at types too large to check (", key.size(), " characters written out)");
+    auto it = cache_->ret.find(key);
+    if (it != cache_->ret.end()) return it->second;
+    if (cache_->in_progress.count(key)) {
+      if (!callee->ret_type)
+        Throw(ErrorCode::kTypeError, DescribeNode(at), ": a recursive call of @", name, " needs @",
+              name, "'s return type annotated");
+      return SubstituteTypeParams(callee->ret_type, subst);
+    }
+    if (cache_->in_progress.size() >= kMaxInstanceNesting)
+      Throw(ErrorCode::kTypeError, DescribeNode(at), ": instantiating @", name, " nests more than ",
+            kMaxInstanceNesting, " instances deep (does it call itself at ever larger types?)");
+    cache_->in_progress.insert(key);
+    Function typed;
+    try {
+      Solver inner(constraints_, nullptr, module_, cache_);
+      typed = inner.Run(Instantiate(callee, subst));
+    } catch (const Error& err) {
+      cache_->in_progress.erase(key);
+      throw Error(err.code(),
+                  StrCat(DescribeNode(at), ": in @", name,
+                         subst.empty() ? "" : " with " + SubstToString(subst), ": ", err.what()));
+    }
+    cache_->in_progress.erase(key);
+    return cache_->ret[key] = typed->body->type;
+  }
+
   Type Resolve(const Type& t) {
     switch (t->kind) {
       case TypeKind::kTensor:
+      case TypeKind::kTypeVar:
         return t;
+      case TypeKind::kTypeCall: {
+        std::vector<Type> a;
+        for (const Type& x : AsTypeCall(t)->args) a.push_back(Resolve(x));
+        return TypeCall(AsTypeCall(t)->adt, std::move(a));
+      }
       case TypeKind::kIncomplete: {
         auto it = holes_.find(static_cast<const IncompleteTypeNode*>(t.get())->id);
         if (it == holes_.end()) return t;
@@ -208,7 +585,7 @@ class Solver {
     return t;
   }
 
-  void Unify(const Type& a0, const Type& b0, const Expr& at, const char* what) {
+  void Unify(const Type& a0, const Type& b0, const Expr& at, const std::string& what) {
     Type a = Resolve(a0), b = Resolve(b0);
     if (a->kind == TypeKind::kIncomplete || b->kind == TypeKind::kIncomplete) {
       if (TypeEqual(a, b)) return;
@@ -255,6 +632,16 @@ class Solver {
       }
       case TypeKind::kIncomplete:
         return;
+      case TypeKind::kTypeVar:
+        if (!TypeEqual(a, b)) fail();
+        return;
+      case TypeKind::kTypeCall: {
+        const TypeCallNode* x = AsTypeCall(a);
+        const TypeCallNode* y = AsTypeCall(b);
+        if (x->adt != y->adt || x->args.size() != y->args.size()) fail();
+        for (size_t i = 0; i < x->args.size(); ++i) Unify(x->args[i], y->args[i], at, what);
+        return;
+      }
     }
   }
 
@@ -271,8 +658,26 @@ class Solver {
       switch (e->kind) {
         case ExprKind::kVar:
         case ExprKind::kConstant:
+        case ExprKind::kGlobalVar:
+        case ExprKind::kConstructor:
           out = same_type ? e : WithType(e, t);
           break;
+        case ExprKind::kMatch: {
+          const MatchNode* m = AsMatch(e);
+          auto n = std::make_shared<MatchNode>(*m);
+          bool changed = !same_type;
+          n->data = get(m->data);
+          changed |= n->data != m->data;
+          for (MatchClause& c : n->clauses) {
+            c.pattern = RebuildPattern(c.pattern, get, &changed);
+            Expr body = get(c.body);
+            changed |= body != c.body;
+            c.body = body;
+          }
+          n->type = t;
+          out = changed ? Expr(n) : e;
+          break;
+        }
         case ExprKind::kCall: {
           const CallNode* c = AsCall(e);
           auto n = std::make_shared<CallNode>(*c);
@@ -330,56 +735,52 @@ class Solver {
     return done.at(root.get());
   }
 
+  template <typename Get>
+  static Pattern RebuildPattern(const Pattern& p, const Get& get, bool* changed) {
+    if (p->kind == PatternKind::kWildcard) return p;
+    auto n = std::make_shared<PatternNode>(*p);
+    if (p->kind == PatternKind::kVar) {
+      n->var = std::static_pointer_cast<const VarNode>(get(p->var));
+      *changed |= n->var != p->var;
+    }
+    for (Pattern& f : n->fields) f = RebuildPattern(f, get, changed);
+    return n;
+  }
+
   std::vector<DimConstraint>* constraints_;
   InferStats* stats_;
+  const IRModule* module_;
+  InstanceCache* cache_;
+  std::unique_ptr<InstanceCache> own_cache_;
+  std::unordered_set<const ExprNode*> collected_;
   std::unordered_map<const ExprNode*, Type> slots_;
   std::unordered_map<int64_t, Type> holes_;
   std::vector<Expr> pending_;
 };
 
-Type SubstituteType(const Type& t, const std::map<std::string, int64_t>& values) {
-  if (!t) return t;
-  auto fn = [&](const std::string& s) -> std::optional<Dim> {
-    auto it = values.find(s);
-    if (it == values.end()) return std::nullopt;
-    return Dim(it->second);
-  };
-  switch (t->kind) {
-    case TypeKind::kTensor: {
-      Shape s;
-      for (const Dim& d : AsTensor(t)->shape) s.push_back(d.Substitute(fn));
-      return TensorType(std::move(s), AsTensor(t)->dtype);
-    }
-    case TypeKind::kTuple: {
-      std::vector<Type> f;
-      for (const Type& x : AsTuple(t)->fields) f.push_back(SubstituteType(x, values));
-      return TupleType(std::move(f));
-    }
-    case TypeKind::kFunc: {
-      std::vector<Type> p;
-      for (const Type& x : AsFunc(t)->params) p.push_back(SubstituteType(x, values));
-      return FuncType(std::move(p), SubstituteType(AsFunc(t)->ret, values));
-    }
-    case TypeKind::kIncomplete:
-      return t;
-  }
-  return t;
-}
-
-// Rewrites variables' annotations with symbols bound to values.
-class SymbolBinder : public ExprMutator {
+// Rewrites variables' annotations, return types and calls' type arguments with `subst`
+// applied; nothing else changes.
+class TypeParamBinder : public ExprMutator {
  public:
-  explicit SymbolBinder(const std::map<std::string, int64_t>& values) : values_(values) {}
+  explicit TypeParamBinder(const TypeSubst& subst) : subst_(subst) {}
 
  protected:
   Expr MutateVar(const VarNode* v, const Expr& self) override {
-    Type t = SubstituteType(v->type, values_);
+    Type t = SubstituteTypeParams(v->type, subst_);
     if (TypeEqual(t, v->type)) return self;
     return MakeVar(v->name, t);
   }
+  Expr MutateCall(const CallNode* c, const Expr& self) override {
+    Expr out = ExprMutator::MutateCall(c, self);
+    if (c->type_args.empty()) return out;
+    auto n = std::make_shared<CallNode>(*AsCall(out));
+    for (TypeArg& a : n->type_args) a = SubstituteTypeParams(a, subst_);
+    n->type = nullptr;
+    return n;
+  }
   Expr MutateFunction(const FunctionNode* f, const Expr& self) override {
     Expr out = ExprMutator::MutateFunction(f, self);
-    Type ret = SubstituteType(f->ret_type, values_);
+    Type ret = SubstituteTypeParams(f->ret_type, subst_);
     if (TypeEqual(ret, f->ret_type)) return out;
     auto n = std::make_shared<FunctionNode>(*AsFunction(out));
     n->ret_type = ret;
@@ -387,8 +788,15 @@ class SymbolBinder : public ExprMutator {
   }
 
  private:
-  const std::map<std::string, int64_t>& values_;
+  const TypeSubst& subst_;
 };
+
+TypeSubst SymbolValues(const std::map<std::string, int64_t>& values) {
+  TypeSubst subst;
+  for (const auto& [name, v] : values)
+    subst[name] = TypeArg{ParamKind::kShapeVar, nullptr, {}, {}, Dim(v)};
+  return subst;
+}
 
 }  // namespace
 
@@ -401,14 +809,38 @@ Function InferTypes(const Function& fn, std::vector<DimConstraint>* constraints,
 
 IRModule InferTypes(const IRModule& module) {
   IRModule out = module;
+  InstanceCache cache;
   for (const auto& [name, fn] : module.functions()) {
     try {
-      out = out.With(name, InferTypes(fn));
+      if (!fn->type_params.empty()) {
+        CheckSignatureKinds(fn.get());  // the body: at each instantiation
+        continue;
+      }
+      Solver solver(nullptr, nullptr, &module, &cache);
+      out = out.With(name, solver.Run(fn));
     } catch (const Error& e) {
       throw Error(e.code(), StrCat("@", name, ": ", e.what()));
     }
   }
   return out;
+}
+
+Function InferTypes(const IRModule& module, const Function& fn,
+                    std::vector<DimConstraint>* constraints) {
+  if (!fn) Throw(ErrorCode::kInvalidArgument, "InferTypes: the function is null");
+  Solver solver(constraints, nullptr, &module);
+  return solver.Run(fn);
+}
+
+Function Instantiate(const Function& fn, const TypeSubst& subst) {
+  TypeParamBinder binder(subst);
+  Expr bound = binder.Mutate(fn);
+  auto n = std::make_shared<FunctionNode>(*AsFunction(bound));
+  n->type_params.clear();
+  n->type_constraints.clear();
+  n->ret_type = SubstituteTypeParams(fn->ret_type, subst);
+  n->type = nullptr;
+  return n;
 }
 
 std::map<std::string, int64_t> BindInputShapes(const Function& fn,
@@ -485,11 +917,12 @@ void CheckConstraints(const std::vector<DimConstraint>& constraints,
 }
 
 Function BindSymbols(const Function& fn, const std::map<std::string, int64_t>& values,
-                     const std::vector<DimConstraint>& constraints) {
+                     const std::vector<DimConstraint>& constraints, const IRModule* module) {
   CheckConstraints(constraints, values);
-  SymbolBinder binder(values);
-  Expr bound = binder.Mutate(fn);
-  return InferTypes(std::static_pointer_cast<const FunctionNode>(bound));
+  const TypeSubst subst = SymbolValues(values);
+  TypeParamBinder binder(subst);
+  Function bound = std::static_pointer_cast<const FunctionNode>(binder.Mutate(fn));
+  return module ? InferTypes(*module, bound) : InferTypes(bound);
 }
 
 }  // namespace kiln

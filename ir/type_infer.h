@@ -26,7 +26,30 @@ struct InferStats {
 // holes names the node whose type is unknown.
 Function InferTypes(const Function& fn, std::vector<DimConstraint>* constraints = nullptr,
                     InferStats* stats = nullptr);
+// Every monomorphic function of `module` inferred with InferTypes(module, fn). A polymorphic
+// function's body is checked at each instantiation its callers make, and kept untyped.
 IRModule InferTypes(const IRModule& module);
+// `fn` inferred within `module`: a call of a module function (GlobalVar) is checked against
+// the callee's parameter annotations, a polymorphic callee instantiated afresh for each call
+// (type arguments given in the call, the rest read from the argument types, dim symbols in the
+// callee's annotations bound like ShapeVars), its constraints checked and its body inferred for
+// that instantiation; constructor calls and matches are typed against the ADTs. Errors name
+// the call, constructor or pattern at fault. A recursive call needs the callee's return type
+// annotated.
+Function InferTypes(const IRModule& module, const Function& fn,
+                    std::vector<DimConstraint>* constraints = nullptr);
+// How module function `callee` (called as @`name`) is instantiated for a call with argument
+// types `args` (complete) and explicit `type_args`: those, then what the parameter annotations
+// bind from the argument types (dim symbols included, as ShapeVars); the callee's `where`
+// constraints are checked. kTypeError prefixed by `who` for a kind, count or type mismatch or
+// a parameter nothing binds. Dim equalities only symbol values decide go to `constraints`.
+TypeSubst InstantiateCall(const Function& callee, const std::string& name,
+                          const std::vector<Type>& args, const std::vector<TypeArg>& type_args,
+                          const std::string& who,
+                          std::vector<DimConstraint>* constraints = nullptr);
+// `fn`'s type parameters replaced by `subst` in its annotations: a monomorphic function whose
+// body is untyped (new parameter variables; the body rebuilt on them).
+Function Instantiate(const Function& fn, const TypeSubst& subst);
 
 // The binding of every symbol in `fn`'s parameter types, read from concrete argument types.
 // Errors (kInvalidArgument) name the input and the expected and given types: wrong count,
@@ -37,8 +60,10 @@ std::map<std::string, int64_t> BindInputShapes(const Function& fn,
 // Replaces symbols by values in the parameter annotations and re-infers, giving concrete
 // types throughout. `constraints` from the symbolic inference are checked first, so a
 // violated one is reported as such (kTypeError naming the node).
+// `module`, when given, resolves the calls of its functions.
 Function BindSymbols(const Function& fn, const std::map<std::string, int64_t>& values,
-                     const std::vector<DimConstraint>& constraints = {});
+                     const std::vector<DimConstraint>& constraints = {},
+                     const IRModule* module = nullptr);
 
 // Throws kTypeError for the first constraint that `values` violates.
 void CheckConstraints(const std::vector<DimConstraint>& constraints,

@@ -1,5 +1,9 @@
 #include "ir/visitor.h"
 
+#include <functional>
+
+#include "ir/error.h"
+
 namespace kiln {
 
 void ExprVisitor::Visit(const Expr& e) {
@@ -31,6 +35,18 @@ void ExprVisitor::VisitFunction(const FunctionNode* n, const Expr&) {
   Visit(n->body);
 }
 
+void ExprVisitor::VisitGlobalVar(const GlobalVarNode*, const Expr&) {}
+void ExprVisitor::VisitConstructor(const ConstructorNode*, const Expr&) {}
+void ExprVisitor::VisitMatch(const MatchNode* n, const Expr&) {
+  Visit(n->data);
+  for (const MatchClause& c : n->clauses) {
+    std::vector<Var> vars;
+    PatternVars(c.pattern, &vars);
+    for (const Var& v : vars) Visit(v);
+    Visit(c.body);
+  }
+}
+
 namespace {
 
 // The operands the default Mutate##N methods mutate, last first (so that a stack pops them in
@@ -46,7 +62,38 @@ void PushOperands(const Expr& e, std::vector<std::pair<Expr, bool>>& stack) {
     for (size_t i = t->fields.size(); i-- > 0;) push(t->fields[i]);
   } else if (const TupleGetItemNode* g = AsTupleGetItem(e)) {
     push(g->tuple);
+  } else if (const MatchNode* m = AsMatch(e)) {
+    push(m->data);  // clause bodies are left to MutateMatch, like function bodies
   }
+}
+
+// `p` with its variables mapped through `mutate` (which may only map them to variables).
+Pattern MutatePattern(const Pattern& p, const std::function<Expr(const Expr&)>& mutate,
+                      bool* changed) {
+  switch (p->kind) {
+    case PatternKind::kWildcard:
+      return p;
+    case PatternKind::kVar: {
+      Expr nv = mutate(p->var);
+      KILN_CHECK(AsVar(nv) != nullptr, "a pattern variable was rewritten to a ",
+                 ExprKindName(nv->kind));
+      if (nv == p->var) return p;
+      *changed = true;
+      return VarPattern(std::static_pointer_cast<const VarNode>(nv));
+    }
+    case PatternKind::kConstructor:
+    case PatternKind::kTuple: {
+      bool any = false;
+      std::vector<Pattern> fields;
+      for (const Pattern& f : p->fields) fields.push_back(MutatePattern(f, mutate, &any));
+      if (!any) return p;
+      *changed = true;
+      auto n = std::make_shared<PatternNode>(*p);
+      n->fields = std::move(fields);
+      return n;
+    }
+  }
+  return p;
 }
 
 }  // namespace
@@ -127,6 +174,32 @@ Expr ExprMutator::MutateTupleGetItem(const TupleGetItemNode* n, const Expr& self
   g->tuple = std::move(t);
   g->type = nullptr;
   return g;
+}
+
+Expr ExprMutator::MutateGlobalVar(const GlobalVarNode*, const Expr& self) {
+  return self;
+}
+Expr ExprMutator::MutateConstructor(const ConstructorNode*, const Expr& self) {
+  return self;
+}
+
+Expr ExprMutator::MutateMatch(const MatchNode* n, const Expr& self) {
+  Expr data = Mutate(n->data);
+  bool changed = data != n->data;
+  std::vector<MatchClause> clauses;
+  for (const MatchClause& c : n->clauses) {
+    Pattern p = MutatePattern(
+        c.pattern, [this](const Expr& v) { return Mutate(v); }, &changed);
+    Expr body = Mutate(c.body);
+    changed |= body != c.body;
+    clauses.push_back({std::move(p), std::move(body)});
+  }
+  if (!changed) return self;
+  auto m = std::make_shared<MatchNode>(*n);
+  m->data = std::move(data);
+  m->clauses = std::move(clauses);
+  m->type = nullptr;
+  return m;
 }
 
 Expr ExprMutator::MutateFunction(const FunctionNode* n, const Expr& self) {

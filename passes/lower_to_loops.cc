@@ -73,6 +73,12 @@ class GroupLowerer : public LowerContext {
                 " is not a parameter");
         case ExprKind::kFunction:
           Throw(ErrorCode::kUnsupported, "@", name_, ": nested functions cannot be lowered");
+        case ExprKind::kGlobalVar:
+        case ExprKind::kConstructor:
+        case ExprKind::kMatch:
+          Throw(ErrorCode::kUnsupported, "@", name_, ": ", DescribeNode(e),
+                " cannot be lowered to loops (module calls, ADTs and matches run on the "
+                "interpreter)");
       }
       values[e.get()] = std::move(v);
     }

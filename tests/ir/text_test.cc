@@ -637,7 +637,7 @@ TEST(TextErrors, MessagesNameLineAndColumn) {
   EXPECT_EQ(ParseError("def @main(%x: f32[2]) {\n  %x\n"),
             "3:1: expected '}' at the end of the "
             "function body, got end of input");
-  EXPECT_EQ(ParseError("main(%x) {}"), "1:1: expected 'def', got 'main'");
+  EXPECT_EQ(ParseError("main(%x) {}"), "1:1: expected 'def' or 'type', got 'main'");
   EXPECT_EQ(ParseError("def @m() {\n  %t = ()\n  %t.99999999999\n}"),
             "3:6: tuple index '99999999999' is out of range");
   EXPECT_EQ(ParseError("def @m() {\n  $\n}"), "2:3: unexpected character '$'");
