@@ -179,8 +179,13 @@ const std::vector<PassPtr>& SequentialPasses(const PassPtr& p) {
 PassRegistry& PassRegistry::Global() {
   static PassRegistry* r = [] {
     auto* reg = new PassRegistry();  // never destroyed: passes may run during static teardown
-    RegisterPassConfig("testing.check_immutable", AttrKind::kBool, false,
-                       "check that no pass modifies the module it was given");
+    // Test mode: the pass tests run with it on by default (ctest sets the variable for them;
+    // tests/CMakeLists.txt), so every pass they run is checked, not only where a test asks.
+    const char* test_mode = std::getenv("KILN_TESTING_CHECK_IMMUTABLE");
+    RegisterPassConfig("testing.check_immutable", AttrKind::kBool,
+                       test_mode != nullptr && std::string(test_mode) == "1",
+                       "check that no pass modifies the module it was given (default: on "
+                       "where the environment has KILN_TESTING_CHECK_IMMUTABLE=1)");
     RegisterPassConfig("codegen.fast_math", AttrKind::kBool, false,
                        "let code generators reassociate and contract float math");
     // On by default, as C compilers do within an expression: a multiply-add becomes one FMA

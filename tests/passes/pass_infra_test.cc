@@ -1,5 +1,7 @@
 // The pass infrastructure's contract (SPEC.md §2): enabling, contexts, config, instruments and
 // every one of their ordering and failure rules, Sequential's requirements, pipelines.
+#include <cstdlib>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -386,21 +388,42 @@ TEST(Passes, DumpIRWritesOneFilePerChangingStep) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Passes, TestingModeCatchesAPassThatModifiesItsInput) {
+// `add(%x, const)`, and a pass that writes through the constant's shared buffer: the classic
+// in-place folding bug.
+IRModule AddOfConstant() {
   Var x = MakeVar("x", TensorType({3}, DType::kFloat32));
   Tensor c = Tensor::FromVector<float>({3}, {1, 2, 3});
-  IRModule m({{"main", MakeFunction({x}, MakeCall("add", {x, MakeConstant(c)}))}});
-  // Writes through the constant's shared buffer: the classic in-place folding bug.
-  PassPtr sneaky =
-      CreateModulePass(PassInfo{"Sneaky", 0, {}}, [](const IRModule& mod, const PassContext&) {
-        const CallNode* call = AsCall(mod.Lookup("main")->body);
-        AsConstant(call->args[1])->value.data<float>()[0] = 42.0f;
-        return mod;
-      });
+  return IRModule({{"main", MakeFunction({x}, MakeCall("add", {x, MakeConstant(c)}))}});
+}
+PassPtr SneakyPass() {
+  return CreateModulePass(PassInfo{"Sneaky", 0, {}}, [](const IRModule& mod, const PassContext&) {
+    const CallNode* call = AsCall(mod.Lookup("main")->body);
+    float& v = AsConstant(call->args[1])->value.data<float>()[0];
+    v += 1;
+    return mod;
+  });
+}
+
+TEST(Passes, TestingModeCatchesAPassThatModifiesItsInput) {
+  IRModule m = AddOfConstant();
+  PassPtr sneaky = SneakyPass();
   auto ctx = std::make_shared<PassContext>();
   ctx->SetConfig("testing.check_immutable", true);
   PassContextScope scope(ctx);
   EXPECT_THAT(ErrorMessage([&] { (*sneaky)(m); }),
+              HasSubstr("pass 'Sneaky' modified the module it was given"));
+}
+
+// Test mode is on by default for every pass the pass tests run, not only where a test sets it:
+// ctest gives these tests KILN_TESTING_CHECK_IMMUTABLE=1 (tests/CMakeLists.txt).
+TEST(PassInfra, TestModeIsOnByDefaultInPassTests) {
+  const char* env = std::getenv("KILN_TESTING_CHECK_IMMUTABLE");
+  if (!env || std::string(env) != "1")
+    GTEST_SKIP() << "KILN_TESTING_CHECK_IMMUTABLE=1 is not set: run this test through ctest";
+  EXPECT_TRUE(PassContext().GetConfigBool("testing.check_immutable"));
+  IRModule m = AddOfConstant();
+  // No config set anywhere: the thread's default context.
+  EXPECT_THAT(ErrorMessage([&] { (*SneakyPass())(m); }),
               HasSubstr("pass 'Sneaky' modified the module it was given"));
 }
 
@@ -466,7 +489,11 @@ class ReluToAbs : public Pass {
 
 TEST(Pipelines, UserPassClassesBehaveLikeBuiltins) {
   PassRegistry::Global().Register(PassRegistration{
-      .name = "ReluToAbs", .opt_level = 1, .required = {"InferType"}, .options = {}, .doc = "",
+      .name = "ReluToAbs",
+      .opt_level = 1,
+      .required = {"InferType"},
+      .options = {},
+      .doc = "",
       .create = [](const Attrs&) -> PassPtr { return std::make_shared<ReluToAbs>(); }});
   auto timing = std::make_shared<PassTimingInstrument>();
   auto ctx = std::make_shared<PassContext>();
