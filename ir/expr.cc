@@ -154,6 +154,7 @@ Expr MakeConstructor(const Adt& adt, const std::string& constructor) {
 
 Expr MakeMatch(Expr data, std::vector<MatchClause> clauses) {
   if (!data) Throw(ErrorCode::kInvalidArgument, "match: the data is null");
+  if (clauses.empty()) Throw(ErrorCode::kInvalidArgument, "match: no clauses");
   for (const MatchClause& c : clauses)
     if (!c.pattern || !c.body)
       Throw(ErrorCode::kInvalidArgument, "match: a clause has no pattern or no body");
@@ -233,6 +234,11 @@ IRModule IRModule::WithAdt(Adt adt) const {
   if (!adt) Throw(ErrorCode::kInvalidArgument, "WithAdt: the ADT is null");
   if (adt->name == ListAdt()->name)
     Throw(ErrorCode::kInvalidArgument, "ADT ", adt->name, " is built in and cannot be redefined");
+  for (const AdtConstructor& c : adt->constructors)
+    for (const Type& f : c.fields)
+      if (!IsComplete(f))
+        Throw(ErrorCode::kInvalidArgument, "ADT ", adt->name, ": constructor ", c.name,
+              " has a field of incomplete type ", TypeToString(f));
   IRModule m = *this;
   m.adts_[adt->name] = std::move(adt);
   return m;

@@ -72,9 +72,6 @@ class Machine {
   Value CallGlobal(const CallNode* c, const Expr& at, const std::vector<Value>& args) {
     if (!module_ || !module_->Contains(c->fn->name))
       Throw(ErrorCode::kInvalidArgument, DescribeNode(at), ": no module function @", c->fn->name);
-    if (++depth_ > kMaxCallDepth)
-      Throw(ErrorCode::kInvalidArgument, DescribeNode(at), ": calls nest more than ", kMaxCallDepth,
-            " deep");
     std::vector<Type> types;
     std::string key = c->fn->name;
     for (const Expr& a : c->args) {
@@ -92,10 +89,6 @@ class Machine {
       TypeSubst subst = InstantiateCall(callee, c->fn->name, types, c->type_args, DescribeNode(at));
       it = instances_.emplace(key, InferTypes(*module_, Instantiate(callee, subst))).first;
     }
-    struct Depth {
-      int* d;
-      ~Depth() { --*d; }
-    } leave{&depth_};
     return Call(it->second.get(), args);
   }
 
@@ -119,7 +112,15 @@ class Machine {
     return true;
   }
 
+  // Every scope entered (a call's body, a chosen clause) nests a C++ frame: bounded.
   Value Eval(const Expr& root, Env& env) {
+    if (++depth_ > kMaxDepth)
+      Throw(ErrorCode::kInvalidArgument, DescribeNode(root), ": calls and matches nest more than ",
+            kMaxDepth, " deep");
+    struct Leave {
+      int* d;
+      ~Leave() { --*d; }
+    } leave{&depth_};
     for (const Expr& e : PostOrder(root)) {
       if (env.Find(e.get())) continue;
       auto get = [&](const Expr& x) -> const Value& {
@@ -183,7 +184,9 @@ class Machine {
           }
           if (!c->op) {
             const Value& callee = get(c->fn);
-            KILN_CHECK(callee.fn != nullptr, DescribeNode(e), ": callee is not a function");
+            if (!callee.fn)
+              Throw(ErrorCode::kUnsupported, DescribeNode(e),
+                    ": the callee is not a function value");
             v = Call(callee.fn, args_v);
             break;
           }
@@ -240,7 +243,7 @@ class Machine {
     return *env.Find(root.get());
   }
 
-  static constexpr int kMaxCallDepth = 1000;  // each level is a few C++ frames
+  static constexpr int kMaxDepth = 1000;  // each level is a few C++ frames
   const IRModule* module_;
   int depth_ = 0;
   std::unordered_map<std::string, Function> instances_;

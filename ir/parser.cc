@@ -81,6 +81,21 @@ class Parser {
       if (PeekPunct("<")) type_params_ = ParseTypeParams();
       fns[name.text] = FunctionTail(type_params_);
     }
+    // What the read-ahead told must match what was defined: it reads raw lines, so a header
+    // inside a comment could have misled it.
+    for (const auto& [name, pos] : kinds_used_) {
+      auto it = fns.find(name);
+      std::vector<ParamKind> kinds;
+      if (it != fns.end())
+        for (const Type& t : it->second->type_params) kinds.push_back(AsTypeVar(t)->param_kind);
+      if (it == fns.end() || kinds != global_kinds_[name])
+        Fail(pos, "type arguments for @" + name + ", which has no such type parameters");
+    }
+    for (const auto& [name, pos] : adts_used_) {
+      auto it = adts_.find(name);
+      if (it == adts_.end() || it->second->type_params.size() != adt_arity_[name])
+        Fail(pos, "unknown type '" + name + "' (or not of that arity)");
+    }
     IRModule m(std::move(fns));
     for (const auto& [name, adt] : adts_) m = m.WithAdt(adt);
     return m;
@@ -514,6 +529,7 @@ class Parser {
     Adt adt = FindAdt(t.text);
     auto ahead = adt_arity_.find(t.text);
     if (adt || ahead != adt_arity_.end()) {
+      if (!adt) adts_used_.emplace(t.text, t.begin);
       const size_t arity = adt ? adt->type_params.size() : ahead->second;
       std::vector<Type> args;
       if (Accept("[")) {
@@ -747,6 +763,9 @@ class Parser {
         Token p = Next();
         if (p.kind != Tok::kIdent)
           Fail(p.begin, "expected a type parameter name, got " + Describe(p));
+        for (const Type& q : adt->type_params)
+          if (AsTypeVar(q)->name == p.text)
+            Fail(p.begin, "type parameter " + Source(p) + " is declared twice");
         adt->type_params.push_back(TypeVar(p.text));
       } while (Accept(","));
       Expect("]", "after the ADT's type parameters");
@@ -764,8 +783,12 @@ class Parser {
         Fail(c.begin, "constructor " + Source(c) + " would hide an op or a keyword");
       AdtConstructor ctor{c.text, {}};
       if (Accept("("))
-        CommaList(")", "after the constructor's fields",
-                  [&] { ctor.fields.push_back(ParseType()); });
+        CommaList(")", "after the constructor's fields", [&] {
+          size_t pos = Peek().begin;
+          ctor.fields.push_back(ParseType());
+          if (!IsComplete(ctor.fields.back()))
+            Fail(pos, "a constructor's field type must be complete");
+        });
       adt->constructors.push_back(std::move(ctor));
     } while (Accept(","));
     Expect("}", "after the constructors");
@@ -817,7 +840,9 @@ class Parser {
     Token t = Next();
     if (t.kind == Tok::kIdent && t.text == "_") return WildcardPattern();
     if (t.kind == Tok::kLocal) {
-      Var v = MakeVar(NodeName(t));
+      Type type;
+      if (Accept(":")) type = ParseType();
+      Var v = MakeVar(NodeName(t), std::move(type));
       Declare(t, v);
       return VarPattern(v);
     }
@@ -877,6 +902,7 @@ class Parser {
       Token open = Next();
       auto it = global_kinds_.find(name.text);
       const size_t n = it == global_kinds_.end() ? 0 : it->second.size();
+      kinds_used_.emplace(name.text, open.begin);
       do {
         if (type_args.size() >= n)
           Fail(Peek().begin, StrCat("@", name.text, " has ", n, " type parameters"));
@@ -974,6 +1000,8 @@ class Parser {
     }
     std::vector<TypeConstraint> constraints;
     if (PeekIdent("where")) {
+      if (type_params.empty())
+        Fail(Peek().begin, "'where' constraints need type parameters to constrain");
       Next();
       do constraints.push_back(ParseConstraint());
       while (Accept(","));
@@ -1102,7 +1130,10 @@ class Parser {
       Expect(")", "after the tuple fields");
       return {MakeTuple(std::move(fields)), true};
     }
-    if (t.kind == Tok::kGlobal) return {ParseGlobal(), true};
+    if (t.kind == Tok::kGlobal) {
+      Expr g = ParseGlobal();
+      return {g, AsCall(g) != nullptr};  // a bare reference keeps the callee's name
+    }
     if (t.kind == Tok::kIdent) {
       if (t.text == "fn") {
         Next();
@@ -1284,7 +1315,9 @@ class Parser {
   std::vector<Type> type_params_;  // of the def being parsed
   std::map<std::string, std::vector<ParamKind>> global_kinds_;
   std::map<std::string, Adt> adts_;
-  std::map<std::string, size_t> adt_arity_;  // read ahead: every type's name and arity
+  std::map<std::string, size_t> adt_arity_;   // read ahead: every type's name and arity
+  std::map<std::string, size_t> kinds_used_;  // defs given type arguments: where first
+  std::map<std::string, size_t> adts_used_;   // types named before their definition: where
   const std::vector<Tensor>* meta_;
   size_t pos_ = 0;
   bool after_dot_ = false;

@@ -474,7 +474,7 @@ class Printer {
       case PatternKind::kWildcard:
         return "_";
       case PatternKind::kVar:
-        return AssignName(p->var.get());
+        return AssignName(p->var.get()) + (p->var->type ? ": " + TypeText(p->var->type) : "");
       case PatternKind::kConstructor:
       case PatternKind::kTuple: {
         std::string s =

@@ -36,7 +36,7 @@
 //              | CTOR ['(' [expr {',' expr}] ')']                  -- a constructor call
 //              | 'match' '(' expr ')' '{' {pattern '=>' '{' body '}' [',']} '}'
 //   targ      := type | '(' [dim {',' dim}] ')' | DTYPE | dim  -- by the callee's kinds
-//   pattern   := '_' | LOCAL | CTOR ['(' pattern {',' pattern} ')']
+//   pattern   := '_' | LOCAL [':' type] | CTOR ['(' pattern {',' pattern} ')']
 //              | '(' [pattern {',' pattern}] ')'
 //   meta      := 'meta' '[' INT ']'
 //   attr      := (IDENT | STRING) '=' attr_value

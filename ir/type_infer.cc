@@ -49,9 +49,11 @@ namespace {
 struct InstanceCache {
   std::map<std::string, Type> ret;    // "@f<subst>" -> the instance's return type
   std::set<std::string> in_progress;  // instances being checked (a recursive call meets one)
+  size_t checked = 0;                 // instances inferred so far
 };
 constexpr size_t kMaxInstanceNesting = 64;
 constexpr size_t kMaxInstanceKey = 8192;
+constexpr size_t kMaxInstances = 1000;  // per inference: each is a body inferred once more
 
 std::string SubstToString(const TypeSubst& subst) {
   std::string s;
@@ -175,15 +177,23 @@ TypeSubst InstantiateCall(const Function& callee, const std::string& name,
   std::vector<std::pair<Dim, Dim>> deferred;  // (callee's dim expression, the argument's dim)
   for (size_t i = 0; i < args.size(); ++i) {
     const Var& p = callee->params[i];
-    if (!p->type)
+    if (!p->type || !IsComplete(p->type))
       Throw(ErrorCode::kTypeError, who, ": parameter %", p->name, " of @", name,
-            " has no type annotation; annotate it to call the function");
+            " has no complete type annotation; annotate it to call the function");
     auto fail = [&](const std::string& why) {
       Throw(ErrorCode::kTypeError, who, ": argument ", i, " (for %", p->name, " of @", name,
             "): expected ", TypeToString(SubstituteTypeParams(p->type, subst)), ", got ",
             TypeToString(args[i]), why.empty() ? "" : " (" + why + ")");
     };
     MatchParam(p->type, args[i], subst, deferred, fail);
+  }
+  for (const auto& [want, got] : deferred) {
+    std::set<std::string> symbols;
+    want.CollectSymbols(&symbols);
+    for (const std::string& s : symbols)
+      if (!subst.count(s))
+        Throw(ErrorCode::kTypeError, who, ": cannot bind dim symbol '", s, "' of @", name,
+              " from the arguments: it stands only inside ", want.ToString());
   }
   for (const Type& t : callee->type_params) {
     const TypeVarNode* v = AsTypeVar(t);
@@ -246,6 +256,7 @@ class Solver {
     Expr root = fn;
     std::vector<Expr> order;
     Collect(root, order);
+    CheckCallees(order);
     for (const Expr& e : order) AddConstraints(e);
     // Return annotations are checked after the relations ran, so a mismatch is reported
     // against the annotation rather than the op that produced the value; any hole they fill
@@ -328,6 +339,20 @@ class Solver {
     if (!module_->Contains(g->name))
       Throw(ErrorCode::kTypeError, DescribeNode(at), ": the module has no function @", g->name);
     return module_->Lookup(g->name);
+  }
+
+  // Module functions and constructors are only called, never passed as values: a polymorphic
+  // one has no single type to pass, and an instance is made per call.
+  static void CheckCallees(const std::vector<Expr>& order) {
+    std::unordered_set<const ExprNode*> callees;
+    for (const Expr& e : order)
+      if (const CallNode* c = AsCall(e); c && c->fn) callees.insert(c->fn.get());
+    for (const Expr& e : order) {
+      if ((e->kind == ExprKind::kGlobalVar || e->kind == ExprKind::kConstructor) &&
+          !callees.count(e.get()))
+        Throw(ErrorCode::kTypeError, DescribeNode(e),
+              " is used as a value; module functions and constructors can only be called");
+    }
   }
 
   // A module function's type as its annotations declare it (holes where they are missing).
@@ -539,6 +564,9 @@ class Solver {
     if (cache_->in_progress.size() >= kMaxInstanceNesting)
       Throw(ErrorCode::kTypeError, DescribeNode(at), ": instantiating @", name, " nests more than ",
             kMaxInstanceNesting, " instances deep (does it call itself at ever larger types?)");
+    if (++cache_->checked > kMaxInstances)
+      Throw(ErrorCode::kTypeError, DescribeNode(at), ": instantiating @", name, ": more than ",
+            kMaxInstances, " instances of module functions in one inference");
     cache_->in_progress.insert(key);
     Function typed;
     try {
@@ -585,15 +613,40 @@ class Solver {
     return t;
   }
 
+  // Whether hole `id` occurs in `t` (resolved).
+  static bool Occurs(int64_t id, const Type& t) {
+    switch (t->kind) {
+      case TypeKind::kIncomplete:
+        return static_cast<const IncompleteTypeNode*>(t.get())->id == id;
+      case TypeKind::kTuple:
+        for (const Type& f : AsTuple(t)->fields)
+          if (Occurs(id, f)) return true;
+        return false;
+      case TypeKind::kFunc:
+        for (const Type& p : AsFunc(t)->params)
+          if (Occurs(id, p)) return true;
+        return Occurs(id, AsFunc(t)->ret);
+      case TypeKind::kTypeCall:
+        for (const Type& a : AsTypeCall(t)->args)
+          if (Occurs(id, a)) return true;
+        return false;
+      default:
+        return false;
+    }
+  }
+
   void Unify(const Type& a0, const Type& b0, const Expr& at, const std::string& what) {
     Type a = Resolve(a0), b = Resolve(b0);
     if (a->kind == TypeKind::kIncomplete || b->kind == TypeKind::kIncomplete) {
       if (TypeEqual(a, b)) return;
-      if (a->kind == TypeKind::kIncomplete) {
-        holes_[static_cast<const IncompleteTypeNode*>(a.get())->id] = b;
-      } else {
-        holes_[static_cast<const IncompleteTypeNode*>(b.get())->id] = a;
-      }
+      const Type& hole = a->kind == TypeKind::kIncomplete ? a : b;
+      const Type& other = a->kind == TypeKind::kIncomplete ? b : a;
+      const int64_t id = static_cast<const IncompleteTypeNode*>(hole.get())->id;
+      // A hole bound to a type containing itself would be infinite (`Cons(%l, %l)`).
+      if (Occurs(id, other))
+        Throw(ErrorCode::kTypeError, DescribeNode(at), ": ", what,
+              " would be an infinite type (it contains itself: ", TypeToString(other), ")");
+      holes_[id] = other;
       return;
     }
     auto fail = [&] {
@@ -605,7 +658,9 @@ class Solver {
       case TypeKind::kTensor: {
         const TensorTypeNode* x = AsTensor(a);
         const TensorTypeNode* y = AsTensor(b);
-        if (x->dtype != y->dtype || x->shape.size() != y->shape.size()) fail();
+        if (x->dtype != y->dtype || x->shape.size() != y->shape.size() ||
+            !TypeEqual(x->shape_var, y->shape_var) || !TypeEqual(x->dtype_var, y->dtype_var))
+          fail();
         for (size_t i = 0; i < x->shape.size(); ++i) {
           if (x->shape[i] == y->shape[i]) continue;
           if ((x->shape[i] - y->shape[i]).is_const()) fail();

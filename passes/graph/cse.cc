@@ -59,7 +59,8 @@ size_t HashBytes(const void* data, size_t n) {
 
 bool Mergeable(const Expr& e) {
   switch (e->kind) {
-    case ExprKind::kCall:
+    case ExprKind::kCall:  // not module calls or constructors (type arguments, ADT values)
+      return !AsGlobalVar(AsCall(e)->fn) && !AsConstructor(AsCall(e)->fn);
     case ExprKind::kTuple:
     case ExprKind::kTupleGetItem:
       return true;

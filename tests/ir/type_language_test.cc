@@ -405,5 +405,75 @@ def @main(%x: f32[2]) {
   EXPECT_THAT(ErrorMessage([&] { Interpret(m, {x}); }), HasSubstr("no clause matches"));
 }
 
+// Inputs a review found to break the checker or the round trip, each refused by name.
+TEST(TypeLanguage, MalformedProgramsAreRefusedByName) {
+  auto infer_error = [](const std::string& text) {
+    return ErrorMessage([&] { InferTypes(ParseModule(text)); });
+  };
+  // A list that would contain itself: an infinite type.
+  EXPECT_THAT(infer_error("def @main(%l) {\n  Cons(%l, %l)\n}\n"),
+              HasSubstr("field 1 of constructor Cons differs: expected List[?], got ?"));
+  EXPECT_THAT(infer_error("def @main(%x) {\n  %x(%x)\n}\n"), HasSubstr("infinite type"));
+  // Incomplete annotations where a call or an ADT needs a type.
+  EXPECT_THAT(ErrorMessage([] { ParseModule("type T { C(?) }\n"); }),
+              HasSubstr("a constructor's field type must be complete"));
+  IRModule holes = ParseModule("def @f(%x: ?) {\n  %x\n}\ndef @main(%x: f32[]) {\n  @f(%x)\n}\n");
+  EXPECT_THAT(ErrorMessage([&] { InferTypes(holes, holes.Lookup("main")); }),
+              HasSubstr("parameter %x of @f has no complete type annotation"));
+  // A module function or constructor passed as a value.
+  EXPECT_THAT(infer_error("def @f(%x: f32[]) -> f32[] {\n  %x\n}\n"
+                          "def @main(%x: f32[]) {\n  %p = (@f,)\n  %h = %p.0\n  %h(%x)\n}\n"),
+              HasSubstr("@f is used as a value"));
+  // A dim symbol nothing binds.
+  EXPECT_THAT(infer_error("def @f(%x: f32[n + 1]) -> f32[n + 1] {\n  %x\n}\n"
+                          "def @main(%y: f32[3]) {\n  @f(%y)\n}\n"),
+              HasSubstr("cannot bind dim symbol 'n' of @f"));
+  // Duplicate ADT parameters; `where` with nothing to constrain.
+  EXPECT_THAT(ErrorMessage([] { ParseModule("type T[a, a] { C(a) }\n"); }),
+              HasSubstr("type parameter 'a' is declared twice"));
+  EXPECT_THAT(ErrorMessage([] {
+                ParseModule("def @f(%x: f32[2]) where f32[3] = add(f32[2], f32[2]) {\n  %x\n}\n");
+              }),
+              HasSubstr("'where' constraints need type parameters"));
+  // A header inside a comment does not lend a def type parameters or a type a definition.
+  EXPECT_THAT(ErrorMessage([] {
+                ParseModule(
+                    "/*\ndef @g<s : Shape>()\n*/\ndef @g() {\n  ()\n}\n"
+                    "def @main() {\n  @g<(2)>()\n}\n");
+              }),
+              HasSubstr("type arguments for @g, which has no such type parameters"));
+  EXPECT_THAT(
+      ErrorMessage([] { ParseModule("/*\ntype Foo\n*/\ndef @main(%x: Foo) {\n  %x\n}\n"); }),
+      HasSubstr("unknown type 'Foo'"));
+  EXPECT_THAT(ErrorMessage([] { MakeMatch(MakeVar("x"), {}); }), HasSubstr("match: no clauses"));
+}
+
+TEST(TypeLanguage, InstantiationsAreBudgeted) {
+  // Each function calls the previous one at two new types: 2^30 instances unless stopped.
+  std::string text = "def @f0<t : Type>(%x: t) -> f32[] {\n  const(f32[], 0)\n}\n";
+  for (int i = 1; i <= 30; ++i)
+    text += StrCat("def @f", i, "<t : Type>(%x: t) -> f32[] {\n  add(@f", i - 1, "((%x,)), @f",
+                   i - 1, "(Cons(%x, Nil)))\n}\n");
+  text += "def @main(%x: f32[]) {\n  @f30(%x)\n}\n";
+  EXPECT_THAT(ErrorMessage([&] { InferTypes(ParseModule(text)); }),
+              HasSubstr("instances of module functions in one inference"));
+}
+
+TEST(TypeLanguage, BindingAGlobalKeepsItsCallee) {
+  IRModule m = ParseModule(R"(
+def @f(%x: f32[]) -> f32[] {
+  %x
+}
+def @g(%x: f32[]) -> f32[] {
+  neg(%x)
+}
+def @main(%x: f32[]) {
+  %g = @f
+  %g(%x)
+}
+)");
+  EXPECT_THAT(Print(m), HasSubstr("@f(%x)"));
+}
+
 }  // namespace
 }  // namespace kiln
