@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "ir/sequence.h"
 #include "ir/type_infer.h"
 
 namespace kiln {
@@ -203,7 +204,8 @@ Tensor TensorFromAttr(const AttrValue& v) {
 bool HasDynamicOps(const Function& fn) {
   for (const Expr& e : PostOrder(fn->body)) {
     const CallNode* c = AsCall(e);
-    if (c && c->op && (IsDynamicOp(c->op) || c->op->fold_from_types)) return true;
+    if (c && c->op && (IsDynamicOp(c->op) || IsSequenceOp(c->op) || c->op->fold_from_types))
+      return true;
     if (AsFunction(e) && HasDynamicOps(std::static_pointer_cast<const FunctionNode>(e)))
       return true;
   }
@@ -330,8 +332,16 @@ Function ResolveDynamic(const Function& fn, const std::vector<Tensor>& inputs) {
     auto it = type_of.find(e.get());
     return it == type_of.end() ? e->type : it->second;
   };
+  // A resolved node maps to itself too, so that new nodes built on resolved ones (an unrolled
+  // iteration, a sequence's slices) resolve without copying what they are built on. The maps
+  // are keyed by address, so every node resolved is kept alive until the end: a node built
+  // during the walk and dropped (a sequence's Tuple, once rebuilt) must not have its address
+  // reused by a later node, which would then look resolved.
+  std::vector<Expr> alive;
   auto remember = [&](const Expr& old, Expr now, Type t) {
+    alive.push_back(old);
     type_of[now.get()] = std::move(t);
+    out[now.get()] = now;
     out[old.get()] = std::move(now);
   };
 
@@ -477,6 +487,15 @@ Function ResolveDynamic(const Function& fn, const std::vector<Tensor>& inputs) {
             } catch (const Error& err) {
               throw Error(err.code(), StrCat(DescribeNode(e), ": ", err.what()));
             }
+          }
+
+          // A sequence op: what it stands for now that every sequence is a Tuple (ir/sequence.h).
+          if (IsSequenceOp(op)) {
+            Expr now = ResolveSequenceCall(e, *op, args, arg_types, attrs);
+            resolve(now);
+            const Expr& r = out.at(now.get());
+            remember(e, r, type(r));
+            break;
           }
 
           // An If whose condition is now known is the taken value itself: nothing of it runs

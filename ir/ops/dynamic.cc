@@ -15,6 +15,7 @@
 
 #include "ir/dynamic.h"
 #include "ir/ops/op_util.h"
+#include "ir/sequence.h"
 
 namespace kiln {
 
@@ -148,8 +149,19 @@ Type DynTopK(TypeRelContext& ctx) {
 }
 
 // dyn.branch(then, else, cond): ONNX If before its condition is known. The two values must
-// agree in dtype and rank; a dim where they differ is unknown until the branch is taken.
+// agree in dtype and rank; a dim where they differ is unknown until the branch is taken. Two
+// sequences give a sequence of what their elements share (ir/sequence.h).
 Type DynBranch(TypeRelContext& ctx) {
+  const TensorTypeNode* seq_a = SequenceElement(ctx.arg(0));
+  const TensorTypeNode* seq_b = SequenceElement(ctx.arg(1));
+  if (seq_a || seq_b) {
+    Type element;
+    std::string why = seq_a && seq_b ? JoinElements(*seq_a, *seq_b, &element) : "";
+    if (!seq_a || !seq_b || !why.empty())
+      ctx.Fail(StrCat("the then and else branches disagree: ", TypeToString(ctx.arg(0)), " and ",
+                      TypeToString(ctx.arg(1)), why.empty() ? "" : StrCat(" (", why, ")")));
+    return SequenceType(element);
+  }
   const TensorTypeNode& a = ctx.tensor(0);
   const TensorTypeNode& b = ctx.tensor(1);
   if (a.dtype != b.dtype || a.ndim() != b.ndim())

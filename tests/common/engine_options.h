@@ -1,5 +1,5 @@
 // EngineOptions for engine tests, set one field at a time (designated initializers would trip
-// -Wmissing-field-initializers).
+// -Wmissing-field-initializers), and models from text IR.
 //
 // Eager(): the run compiles its shape before it answers. Tests that count misses, compiles and
 // specializations per run, or that test the eager path's single flight, use it; the default
@@ -8,8 +8,12 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include "engine/engine.h"
+#include "engine/model.h"
+#include "ir/text.h"
+#include "ir/type_infer.h"
 
 namespace kiln::test {
 
@@ -23,6 +27,11 @@ inline EngineOptions Eager(const std::function<void(EngineOptions&)>& set = null
   EngineOptions o = With(set);
   o.policy = CompilePolicy::kEager;
   return o;
+}
+
+// The model of `text`'s @main (ir/text.h), typed.
+inline ModelPtr ModelFromText(const std::string& text, const std::string& name = "m") {
+  return Model::Create(InferTypes(ParseModule(text)).Lookup("main"), name);
 }
 
 }  // namespace kiln::test

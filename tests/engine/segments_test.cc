@@ -25,10 +25,6 @@ using test::TensorsNear;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-ModelPtr Load(const std::string& text, const std::string& name = "m") {
-  return Model::Create(InferTypes(ParseModule(text)).Lookup("main"), name);
-}
-
 void ExpectMatchesInterpreter(Engine& engine, const Model& model,
                               const std::vector<Tensor>& inputs) {
   std::vector<Tensor> want = Interpret(model.graph(), inputs);
@@ -53,7 +49,7 @@ def @main(%x: f32[n]) {
 // Inputs with different counts of positive values specialize the rest once per count; a repeat
 // count is a hit.
 TEST(Segments, CountsSpecializeTheRest) {
-  ModelPtr m = Load(kKeepPositives);
+  ModelPtr m = test::ModelFromText(kKeepPositives);
   ASSERT_TRUE(m->segments());
   EXPECT_TRUE(m->segments()->head);
   EXPECT_EQ(m->segments()->op->name, "nonzero");
@@ -87,7 +83,7 @@ TEST(Segments, CountsSpecializeTheRest) {
 // (a new n misses, a seen one hits), and `segments` names the data-dependent op. Bad inputs
 // are the run's errors.
 TEST(Segments, ExplainSaysWhatServesTheHead) {
-  ModelPtr m = Load(kKeepPositives);
+  ModelPtr m = test::ModelFromText(kKeepPositives);
   ASSERT_TRUE(m->segments() && m->segments()->head);
   Engine engine(test::Eager());
   std::vector<Tensor> five{RandomTensor(DType::kFloat32, {5}, 1)};
@@ -112,7 +108,7 @@ TEST(Segments, ExplainSaysWhatServesTheHead) {
 
 // Into preallocated outputs: the sizes this run made must match them.
 TEST(Segments, RunIntoPreallocatedOutputs) {
-  ModelPtr m = Load(R"(
+  ModelPtr m = test::ModelFromText(R"(
 def @main(%x: f32[n]) {
   nonzero(%x)
 }
@@ -135,7 +131,7 @@ def @main(%x: f32[n]) {
 // Two data-dependent ops in a chain: the rest is cut again. Outputs on both sides of the cut
 // (one computed before it) come back in order.
 TEST(Segments, ChainedCutsAndOutputsFromBeforeTheCut) {
-  ModelPtr m = Load(R"(
+  ModelPtr m = test::ModelFromText(R"(
 def @main(%x: f32[n], %c: bool[n]) {
   %kept = compress(%x, %c, axis=[0])
   %u = unique(%kept, sorted=true)
@@ -158,7 +154,7 @@ def @main(%x: f32[n], %c: bool[n]) {
 // unique and non_max_suppression run compiled in the head too: every output the values size
 // is trimmed to the count, and unique's inverse indices (one per slice) pass whole.
 TEST(Segments, UniqueAndNmsRunCompiledAndTrimEachOutput) {
-  ModelPtr u = Load(R"(
+  ModelPtr u = test::ModelFromText(R"(
 def @main(%x: f32[n, 2]) {
   %u = unique(%x, sorted=false, axis=[0])
   (%u.0, %u.1, %u.2, neg(%u.3))
@@ -173,7 +169,7 @@ def @main(%x: f32[n, 2]) {
   EXPECT_EQ(out[0].shape(), (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(out[2].shape(), (std::vector<int64_t>{5}));
 
-  ModelPtr nms = Load(R"(
+  ModelPtr nms = test::ModelFromText(R"(
 def @main(%b: f32[1, n, 4], %s: f32[1, 2, n], %m: i64[], %iou: f32[]) {
   non_max_suppression(%b, %s, %m, %iou)
 }
@@ -191,7 +187,7 @@ def @main(%b: f32[1, n, 4], %s: f32[1, 2, n], %m: i64[], %iou: f32[]) {
 
 // The op's own errors (a condition longer than the axis) name the model and the node.
 TEST(Segments, OpErrorsNameTheNode) {
-  ModelPtr m = Load(R"(
+  ModelPtr m = test::ModelFromText(R"(
 def @main(%x: f32[n], %c: bool[k]) {
   exp(compress(%x, %c))
 }
@@ -210,7 +206,7 @@ def @main(%x: f32[n], %c: bool[k]) {
 // unroll, so it runs as a loop, its body a model run once per iteration. Doubling x until its
 // sum passes a threshold: the iteration count depends on the values. Scan values stack.
 TEST(Segments, LoopOverDataRunsAsALoop) {
-  ModelPtr m = Load(R"(
+  ModelPtr m = test::ModelFromText(R"(
 def @main(%x: f32[n], %limit: f32[]) {
   %body = fn(%i: i64[], %c: bool[], %v: f32[n], %lim: f32[]) {
     %next = mul(%v, const(f32[], 2.0))
@@ -249,7 +245,7 @@ def @main(%x: f32[n], %limit: f32[]) {
 // A trip count given as an input runs as a loop: one body executable serves every count,
 // where unrolling would compile the body again per count.
 TEST(Segments, TripCountInputRunsAsALoopWithOneBody) {
-  ModelPtr m = Load(R"(
+  ModelPtr m = test::ModelFromText(R"(
 def @main(%x: f32[n], %trips: i64[]) {
   %body = fn(%i: i64[], %c: bool[], %v: f32[n]) {
     (%c, mul(%v, const(f32[], 2.0)), %v)
@@ -274,7 +270,7 @@ def @main(%x: f32[n], %trips: i64[]) {
   EXPECT_EQ(bodies, 1);
 
   // scan_reverse stacks the last iteration first.
-  ModelPtr r = Load(R"(
+  ModelPtr r = test::ModelFromText(R"(
 def @main(%x: f32[n], %trips: i64[]) {
   %body = fn(%i: i64[], %c: bool[], %v: f32[n]) {
     (%c, mul(%v, const(f32[], 2.0)), %v)
@@ -294,7 +290,7 @@ def @main(%x: f32[n], %trips: i64[]) {
 // run stops with kOutOfMemory naming the limit, at once (2^40 iterations asked for), and the
 // engine serves the next run.
 TEST(Segments, LoopScanOutputsCountAgainstTheRunLimit) {
-  ModelPtr m = Load(R"(
+  ModelPtr m = test::ModelFromText(R"(
 def @main(%x: f32[n], %trips: i64[]) {
   %body = fn(%i: i64[], %c: bool[], %v: f32[n]) {
     (%c, add(%v, const(f32[], 1.0)), %v)
@@ -323,7 +319,7 @@ def @main(%x: f32[n], %trips: i64[]) {
 // read last iteration's values, and a carried value that grows each iteration (a new shape:
 // another executable, new buffers) must too.
 TEST(Segments, LoopOutputBuffersAlternateAndFollowNewShapes) {
-  ModelPtr fib = Load(R"(
+  ModelPtr fib = test::ModelFromText(R"(
 def @main(%a: f32[2], %b: f32[2], %trips: i64[]) {
   %body = fn(%i: i64[], %c: bool[], %x: f32[2], %y: f32[2]) {
     (%c, %y, add(%x, %y), %x)
@@ -340,7 +336,7 @@ def @main(%a: f32[2], %b: f32[2], %trips: i64[]) {
   EXPECT_EQ(out.at(2).GetAsDouble(2 * 19), 4181);
   ExpectMatchesInterpreter(engine, *fib, in);
 
-  ModelPtr grow = Load(R"(
+  ModelPtr grow = test::ModelFromText(R"(
 def @main(%v: f32[k], %trips: i64[]) {
   %body = fn(%i: i64[], %c: bool[], %x: f32[m]) {
     (%c, concat(%x, const(f32[1], [1.0]), axis=0))
@@ -359,7 +355,7 @@ def @main(%v: f32[k], %trips: i64[]) {
 // sequence do) would compile once per iteration as a loop: it unrolls at specialization. And a
 // dyn.loop whose counts disagree with its arguments is a type error naming them.
 TEST(Segments, IterationShapedBodiesUnrollAndMalformedLoopsAreErrors) {
-  ModelPtr m = Load(R"(
+  ModelPtr m = test::ModelFromText(R"(
 def @main(%x: f32[n], %trips: i64[]) {
   %body = fn(%i: i64[], %c: bool[], %acc: f32[1], %seq: f32[n]) {
     %at = dyn.slice(%seq, reshape(%i, shape=[1]), reshape(add(%i, const(i64[], 1)), shape=[1]))
@@ -376,7 +372,7 @@ def @main(%x: f32[n], %trips: i64[]) {
   EXPECT_NEAR(out.at(0).GetAsDouble(0), 6, 1e-5);
 
   EXPECT_THAT(ErrorMessage([] {
-                Load(R"(
+                test::ModelFromText(R"(
 def @main(%x: f32[n], %trips: i64[]) {
   %body = fn(%i: i64[], %c: bool[], %v: f32[n]) {
     (%c, %v, %v)
@@ -391,13 +387,13 @@ def @main(%x: f32[n], %trips: i64[]) {
                              "num_carried=1, num_scans=9223372036854775807",
                              "num_carried=1, num_scans=9223372036854775806"}) {
     EXPECT_THAT(ErrorMessage([&] {
-                  Load(StrCat(R"(
+                  test::ModelFromText(StrCat(R"(
 def @main(%x: f32[n], %trips: i64[]) {
   %body = fn(%i: i64[], %c: bool[], %v: f32[n]) {
     (%c, %v, %v)
   }
   dyn.loop(%body, %x, %trips, const(bool[], true), )",
-                              counts, ").0\n}\n"));
+                                             counts, ").0\n}\n"));
                 }),
                 AllOf(HasSubstr("dyn.loop"), HasSubstr("922337203685477580")))
         << counts;
@@ -406,7 +402,7 @@ def @main(%x: f32[n], %trips: i64[]) {
 
 // A trip count past what kiln unrolls (a constant 10000) runs as a loop too.
 TEST(Segments, LongLoopRunsAsALoop) {
-  ModelPtr m = Load(R"(
+  ModelPtr m = test::ModelFromText(R"(
 def @main(%x: f32[n]) {
   %body = fn(%i: i64[], %c: bool[], %v: f32[n]) {
     (%c, add(%v, const(f32[], 1.0)))
@@ -425,7 +421,7 @@ def @main(%x: f32[n]) {
 // A loop whose body holds a data-dependent op cannot unroll into one graph: it runs as a loop,
 // its body in segments. Counting the positive elements of x, x - 1, x - 2.
 TEST(Segments, LoopWithADataDependentBodyRunsAsALoop) {
-  ModelPtr m = Load(R"(
+  ModelPtr m = test::ModelFromText(R"(
 def @main(%x: f32[n]) {
   %body = fn(%i: i64[], %c: bool[], %v: f32[n], %acc: i64[]) {
     (%c, sub(%v, const(f32[], 1.0)), add(%acc, size(nonzero(relu(%v)))))
@@ -446,7 +442,7 @@ def @main(%x: f32[n]) {
 // as a value input and specializes on it, so each executable of the rest holds the taken
 // branch's kernels only, and the other branch is never computed.
 TEST(Segments, BranchOnDataComputesOnlyTheTakenBranch) {
-  ModelPtr m = Load(R"(
+  ModelPtr m = test::ModelFromText(R"(
 def @main(%x: f32[n]) {
   %c = greater(sum(%x, axes=[0], keepdims=false), const(f32[], 0.0))
   dyn.branch(exp(%x), neg(%x), %c)
@@ -480,7 +476,7 @@ def @main(%x: f32[n]) {
 // TopK whose k is computed from data (the number of positive elements of x): the head
 // computes k, the rest specializes on its value.
 TEST(Segments, TopKWithKFromData) {
-  ModelPtr m = Load(R"(
+  ModelPtr m = test::ModelFromText(R"(
 def @main(%x: f32[n]) {
   %k = reshape(sum(cast(greater(%x, const(f32[], 0.0)), dtype=i64), axes=[0], keepdims=false), shape=[1])
   dyn.topk(%x, %k).0
