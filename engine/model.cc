@@ -28,15 +28,6 @@ std::shared_ptr<const Model> Model::Create(Function graph, std::string name) {
   } catch (const Error& e) {
     fail(e.code(), e.what());
   }
-  // A sequence output would need a sequence value at the API; until then the model is refused
-  // here rather than at its first run.
-  std::vector<Type> outs = {typed->body->type};
-  if (const TupleTypeNode* t = AsTuple(outs[0])) outs = t->fields;
-  for (size_t i = 0; i < outs.size(); ++i)
-    if (AsTypeCall(outs[i]))
-      fail(ErrorCode::kUnsupported,
-           StrCat("output ", i, " is a sequence (", TypeToString(outs[i]),
-                  "); kiln runs sequences inside a model, but does not return them yet"));
   static std::atomic<uint64_t> next_id{1};
   std::shared_ptr<Model> m(new Model());
   m->id_ = next_id.fetch_add(1, std::memory_order_relaxed);

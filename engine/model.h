@@ -24,6 +24,9 @@ class Model : public std::enable_shared_from_this<Model> {
   // Validates `graph`: every parameter is annotated with a tensor type (dims may be symbolic),
   // and InferTypes succeeds with the symbolic dims. Errors keep the code of the failure
   // (kTypeError from inference names the node) and are prefixed with `model '<name>': `.
+  // An output may be a sequence (ir/sequence.h): a run returns it as its elements, in place,
+  // their count known once the run specialized (a caller that regroups them returns the
+  // sequence's seq.length as well).
   static std::shared_ptr<const Model> Create(Function graph, std::string name = "model");
 
   // Unique within the process and never reused, even after the model is destroyed, so an

@@ -437,6 +437,34 @@ Type InputType(const onnx::ValueInfoProto& v, int* unknown_dims) {
   return TensorType(std::move(shape), *dtype);
 }
 
+// A sequence graph input of the element shapes `options` gives: one parameter per element
+// (appended to `params` and `names`), and the sequence they make.
+Expr SequenceInput(const onnx::ValueInfoProto& v, const OnnxImportOptions& options,
+                   std::vector<Var>& params, std::vector<std::string>& names) {
+  const std::string what = StrCat("graph input ", Quoted(v.name()));
+  const onnx::TypeProto& element = v.type().sequence_type().elem_type();
+  if (!element.has_tensor_type())
+    Throw(ErrorCode::kUnsupported, what, ": only sequences of tensors are supported");
+  std::optional<DType> dtype = DTypeFromOnnx(element.tensor_type().elem_type());
+  if (!dtype)
+    Throw(ErrorCode::kUnsupported, what, ": sequences of ",
+          OnnxTypeName(element.tensor_type().elem_type()), " tensors are not supported");
+  auto it = options.sequence_inputs.find(v.name());
+  if (it == options.sequence_inputs.end())
+    Throw(ErrorCode::kUnsupported, what,
+          " is a sequence: kiln imports it given its elements' shapes "
+          "(OnnxImportOptions::sequence_inputs)");
+  std::vector<Expr> elements;
+  for (size_t i = 0; i < it->second.size(); ++i) {
+    Var p = MakeVar(StrCat(v.name(), ".", i), TensorType(it->second[i], *dtype));
+    params.push_back(p);
+    names.push_back(p->name);
+    elements.push_back(p);
+  }
+  if (elements.empty()) return MakeCall("seq.empty", {}, Attrs{{"dtype", *dtype}}, v.name());
+  return MakeCall("seq.construct", std::move(elements), {}, v.name());
+}
+
 // A `Constant` node's value, from whichever attribute it sets.
 
 // A graph output declared with one element type that computes another is a contradiction in the
@@ -512,6 +540,10 @@ ImportedModel Import(onnx::ModelProto& model, const OnnxImportOptions& options,
   int unknown_dims = 0;
   for (const onnx::ValueInfoProto& in : graph->input()) {
     if (values.count(in.name())) continue;  // an initializer: a constant with a default
+    if (in.type().has_sequence_type()) {
+      values[in.name()] = SequenceInput(in, options, params, result.input_names);
+      continue;
+    }
     Var v = MakeVar(in.name(), InputType(in, &unknown_dims));
     values[in.name()] = v;
     params.push_back(v);
@@ -595,6 +627,28 @@ Tensor ReadOnnxTensorFile(const std::string& path, std::string* name) {
   Tensor t = onnx_import::TensorFromProto(proto, dir, StrCat("ONNX tensor file '", path, "'"));
   if (name) *name = proto.name();
   return t;
+}
+
+std::vector<Tensor> ReadOnnxSequenceFile(const std::string& path, std::string* name) {
+  std::string bytes = ReadWholeFile(path, kMaxProtobufBytes, "an ONNX sequence file");
+  onnx::SequenceProto proto;
+  const std::string what = StrCat("ONNX sequence file '", path, "'");
+  ParseMessage(bytes.data(), bytes.size(), &proto, what);
+  if (proto.elem_type() != onnx::SequenceProto::TENSOR &&
+      proto.elem_type() != onnx::SequenceProto::UNDEFINED)
+    Throw(ErrorCode::kUnsupported, what, ": only sequences of tensors are supported (elem_type ",
+          proto.elem_type(), ")");
+  if (proto.sequence_values_size() || proto.map_values_size() || proto.optional_values_size() ||
+      proto.sparse_tensor_values_size())
+    Throw(ErrorCode::kUnsupported, what, ": only sequences of tensors are supported");
+  std::filesystem::path p(path);
+  std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
+  std::vector<Tensor> elements;
+  for (int i = 0; i < proto.tensor_values_size(); ++i)
+    elements.push_back(
+        onnx_import::TensorFromProto(proto.tensor_values(i), dir, StrCat(what, ", element ", i)));
+  if (name) *name = proto.name();
+  return elements;
 }
 
 std::vector<std::string> SupportedOnnxOps() {

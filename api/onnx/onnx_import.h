@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,11 +33,12 @@ namespace kiln {
 
 struct ImportedModel {
   // Parameters are the graph inputs that are not initializers, in ONNX order, each with a
-  // tensor type whose dims may be symbolic; the body returns the graph outputs (a Tuple when
-  // there are several), in ONNX order.
+  // tensor type whose dims may be symbolic (a sequence input: one parameter per element, as
+  // OnnxImportOptions::sequence_inputs gives them); the body returns the graph outputs (a Tuple
+  // when there are several), in ONNX order, a sequence output as a List.
   Function graph;
-  std::string name;  // graph.name, else the file's stem, else "model"
-  std::vector<std::string> input_names;
+  std::string name;                      // graph.name, else the file's stem, else "model"
+  std::vector<std::string> input_names;  // one per parameter
   std::vector<std::string> output_names;
   int64_t opset = 0;  // of the default ("" / "ai.onnx") domain
 };
@@ -55,6 +57,12 @@ struct OnnxImportOptions {
   // may have, checked tensor by tensor before each is allocated; 0: half the machine's memory.
   // External data of 64 KiB and more (at 64-byte aligned offsets) is memory-mapped, not read.
   uint64_t max_weight_bytes = 0;
+  // The element shapes of the graph's sequence inputs, by input name (a sequence's length and
+  // its elements' ranks are not in the model: a run gives them). Element i becomes the
+  // parameter `<name>.<i>` of that shape (dims may be symbols) and the input the sequence of
+  // those parameters (ir/sequence.h); no elements, an empty sequence. A sequence input without
+  // an entry is kUnsupported, naming it.
+  std::map<std::string, std::vector<Shape>> sequence_inputs;
 };
 
 // kInvalidArgument (unreadable, truncated or malformed file, failed checker), kUnsupported
@@ -68,6 +76,12 @@ ImportedModel ImportOnnxBuffer(const void* data, size_t size,
 // `name` receives the proto's name when non-null. Errors as above, naming the file.
 Tensor ReadOnnxTensorFile(const std::string& path, std::string* name = nullptr);
 Tensor ReadOnnxTensorBuffer(const void* data, size_t size, std::string* name = nullptr);
+
+// A serialized ONNX SequenceProto of tensors (a backend test case's input or output that is a
+// sequence: the model's type says which file holds one) as its elements; `name` receives the
+// proto's name when non-null. A sequence of anything but tensors is kUnsupported; other errors as
+// above, naming the file.
+std::vector<Tensor> ReadOnnxSequenceFile(const std::string& path, std::string* name = nullptr);
 
 // The ONNX op types the table maps (sorted), for `kiln` tools and error messages.
 std::vector<std::string> SupportedOnnxOps();

@@ -1,8 +1,8 @@
 // Sequences inside a model (ir/sequence.h) run through the engine: every sequence is resolved
 // at specialization from the shapes and the value inputs (a split size, a position), so what is
 // compiled is ordinary slices, elementwise ops and a concat. Results match the reference
-// interpreter; a new split size is a new specialization, a repeat one a hit. A model that would
-// return a sequence is refused when it is created, naming the output.
+// interpreter; a new split size is a new specialization, a repeat one a hit. A sequence output
+// comes back as its elements.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -65,12 +65,29 @@ TEST(EngineSequence, SplitAtInsertConcatCompileAndMatchTheInterpreter) {
   EXPECT_THAT(e, AllOf(HasSubstr("position 2"), HasSubstr("sequence of 2 elements")));
 }
 
-TEST(EngineSequence, ASequenceOutputIsRefusedNamingIt) {
-  std::string e = ErrorMessage([] {
-    test::ModelFromText("def @main(%x: f32[3]) { (exp(%x), seq.construct(%x, %x)) }", "pair");
-  });
-  EXPECT_THAT(e, AllOf(HasSubstr("model 'pair'"), HasSubstr("output 1 is a sequence"),
-                       HasSubstr("List[f32[3]]")));
+// A sequence output comes back as its elements, in place; its length, returned too, says how
+// many there are.
+TEST(EngineSequence, ASequenceOutputIsReturnedAsItsElements) {
+  ModelPtr m = test::ModelFromText(R"(
+def @main(%x: f32[3, n], %k: i64[]) {
+  %s = dyn.seq.split_chunk(%x, %k, axis=1)
+  (seq.length(%s), %s, exp(%x))
+}
+)");
+  Engine engine(test::Eager());
+  Tensor x = RandomTensor(DType::kFloat32, {3, 5}, 7);
+  for (int64_t k : {2, 5, 1}) {
+    std::vector<Tensor> in = {x, Tensor::Scalar<int64_t>(k)};
+    std::vector<Tensor> out = engine.Run(*m, in);
+    const int64_t pieces = (5 + k - 1) / k;
+    ASSERT_EQ(out.size(), static_cast<size_t>(pieces + 2)) << k;
+    EXPECT_EQ(out[0].GetAsDouble(0), pieces);
+    std::vector<Tensor> want = Interpret(m->graph(), in);
+    ASSERT_EQ(want.size(), out.size());
+    for (size_t i = 0; i < out.size(); ++i)
+      EXPECT_TRUE(TensorsNear(out[i], want[i])) << k << " " << i;
+    EXPECT_EQ(out[1].shape(), (std::vector<int64_t>{3, std::min<int64_t>(k, 5)}));
+  }
 }
 
 }  // namespace

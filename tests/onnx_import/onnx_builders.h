@@ -158,7 +158,9 @@ inline std::string Bytes(const onnx::ModelProto& m) {
 
 inline ImportedModel Import(const onnx::ModelProto& m, const std::string& base_dir = "") {
   std::string s = Bytes(m);
-  return ImportOnnxBuffer(s.data(), s.size(), OnnxImportOptions{base_dir});
+  OnnxImportOptions options;
+  options.base_dir = base_dir;
+  return ImportOnnxBuffer(s.data(), s.size(), options);
 }
 
 inline Error ImportError(const onnx::ModelProto& m, const std::string& base_dir = "") {

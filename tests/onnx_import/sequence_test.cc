@@ -7,14 +7,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "common/file_util.h"
 #include "common/test_util.h"
 #include "ir/dynamic.h"
 #include "ir/sequence.h"
 #include "ir/text.h"
 #include "ir/type_infer.h"
+#include "onnx/onnx-data_pb.h"
 #include "onnx_import/onnx_builders.h"
 
 namespace kiln {
@@ -364,6 +367,102 @@ TEST(OnnxImportSequence, IfBranchesOfDifferentSequencesResolvePerCondition) {
   // The else branch has one element: position 1 is out of range only there.
   Error e = ErrorOf([&] { Interpret(model.graph, {a, b, Tensor::Scalar<bool>(false), I64(1)}); });
   EXPECT_THAT(e.what(), AllOf(HasSubstr("'at'"), HasSubstr("sequence of 1 elements")));
+}
+
+// --- Sequence inputs and data files ----------------------------------------------------------
+
+// A sequence input `s` of f32 tensors (no shape: the model cannot say the length or the
+// ranks), a tensor t appended to it, and the element at position q and the length returned.
+onnx::ModelProto SequenceInputModel() {
+  onnx::ModelProto m = NewModel(13);
+  onnx::ValueInfoProto* s = m.mutable_graph()->add_input();
+  s->set_name("s");
+  s->mutable_type()
+      ->mutable_sequence_type()
+      ->mutable_elem_type()
+      ->mutable_tensor_type()
+      ->set_elem_type(onnx::TensorProto::FLOAT);
+  AddInput(m, "t", {3});
+  AddInput(m, "q", {}, onnx::TensorProto::INT64);
+  AddNode(m, "SequenceInsert", {"s", "t"}, {"s2"}, "append");
+  AddNode(m, "SequenceAt", {"s2", "q"}, {"y"}, "at");
+  AddNode(m, "SequenceLength", {"s2"}, {"n"}, "len");
+  AddOutput(m, "y");
+  AddOutput(m, "n", onnx::TensorProto::INT64);
+  return m;
+}
+
+ImportedModel ImportWith(const onnx::ModelProto& m, std::vector<Shape> elements) {
+  OnnxImportOptions o;
+  o.sequence_inputs["s"] = std::move(elements);
+  std::string bytes = Bytes(m);
+  return ImportOnnxBuffer(bytes.data(), bytes.size(), o);
+}
+
+TEST(OnnxImportSequence, SequenceInputsTakeTheirElementShapesFromTheOptions) {
+  onnx::ModelProto m = SequenceInputModel();
+  Error e = ImportError(m);
+  EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("graph input 's'"), HasSubstr("sequence_inputs")));
+
+  // Two elements, one of a symbolic length: parameters s.0 and s.1 before t and q.
+  ImportedModel model = ImportWith(m, {{Dim(3)}, {Dim::Symbol("k")}});
+  EXPECT_EQ(model.input_names, (std::vector<std::string>{"s.0", "s.1", "t", "q"}));
+  Tensor a = RandomTensor(DType::kFloat32, {3}, 51), b = RandomTensor(DType::kFloat32, {3}, 52),
+         t = RandomTensor(DType::kFloat32, {3}, 53);
+  for (int64_t q : {0, 1, 2, -1}) {
+    std::vector<Tensor> out = Interpret(model.graph, {a, b, t, I64(q)});
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_TRUE(test::TensorsNear(out[0], q == 0 ? a : q == 1 ? b : t, 0, 0)) << q;
+    EXPECT_EQ(out[1].data<int64_t>()[0], 3);
+  }
+  // No elements: the sequence is t alone.
+  model = ImportWith(m, {});
+  EXPECT_EQ(model.input_names, (std::vector<std::string>{"t", "q"}));
+  std::vector<Tensor> out = Interpret(model.graph, {t, I64(0)});
+  EXPECT_TRUE(test::TensorsNear(out.at(0), t, 0, 0));
+  EXPECT_EQ(out.at(1).data<int64_t>()[0], 1);
+  // Elements of another rank than t: a type error naming the node that joins them.
+  e = ErrorOf([&] { ImportWith(m, {{Dim(3), Dim(1)}}); });
+  EXPECT_EQ(e.code(), ErrorCode::kTypeError);
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("append"), HasSubstr("different ranks")));
+}
+
+TEST(OnnxImportSequence, SequenceDataFilesReadAsTheirElements) {
+  test::TempDir dir("kiln-onnx-seq");
+  auto write = [&](const std::string& name, const google::protobuf::MessageLite& msg) {
+    std::string path = dir.path() + "/" + name;
+    std::ofstream(path, std::ios::binary) << msg.SerializeAsString();
+    return path;
+  };
+  Tensor a = RandomTensor(DType::kFloat32, {2, 3}, 61);
+  Tensor b = Tensor::FromVector<float>({1}, {4.0f});
+  onnx::SequenceProto seq;
+  seq.set_name("seq");
+  seq.set_elem_type(onnx::SequenceProto::TENSOR);
+  *seq.add_tensor_values() = ToProto("a", a);
+  *seq.add_tensor_values() = ToProto("b", b);
+  std::string name;
+  std::vector<Tensor> got = ReadOnnxSequenceFile(write("two.pb", seq), &name);
+  EXPECT_EQ(name, "seq");
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(test::TensorsNear(got[0], a, 0, 0));
+  EXPECT_TRUE(test::TensorsNear(got[1], b, 0, 0));
+  onnx::SequenceProto empty;
+  empty.set_elem_type(onnx::SequenceProto::TENSOR);
+  EXPECT_TRUE(ReadOnnxSequenceFile(write("empty.pb", empty)).empty());
+  // A sequence of sequences, and bytes that are no message, are errors naming the file.
+  onnx::SequenceProto nested;
+  nested.set_elem_type(onnx::SequenceProto::SEQUENCE);
+  *nested.add_sequence_values() = seq;
+  Error e = ErrorOf([&] { ReadOnnxSequenceFile(write("nested.pb", nested)); });
+  EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+  EXPECT_THAT(e.what(), HasSubstr("nested.pb"));
+  std::string junk_path = dir.path() + "/junk.pb";
+  std::ofstream(junk_path, std::ios::binary) << std::string("\xff\xff\xff\x0f", 4);
+  e = ErrorOf([&] { ReadOnnxSequenceFile(junk_path); });
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(e.what(), HasSubstr("junk.pb"));
 }
 
 }  // namespace
