@@ -131,14 +131,16 @@ Expr Split(const Expr& e, const OpDef& op, const Expr& x, const Type& x_type, co
   std::vector<int64_t> sizes;
   bool squeeze = false;
   if (op.name == "seq.split") {
-    sizes.assign(dim, 1);
+    sizes.assign(std::min(dim, kMaxUnrolledIterations + 1), 1);
     squeeze = attrs.GetInt("keepdims") == 0;
   } else if (op.name == "seq.split_chunk") {
     const int64_t chunk = attrs.GetInt("chunk");
     if (chunk <= 0)
       Throw(ErrorCode::kInvalidArgument, DescribeNode(e), ": the split size ", chunk,
             " must be positive");
-    for (int64_t at = 0; at < dim; at += chunk) sizes.push_back(std::min(chunk, dim - at));
+    for (int64_t at = 0; at < dim && static_cast<int64_t>(sizes.size()) <= kMaxUnrolledIterations;
+         at += chunk)
+      sizes.push_back(std::min(chunk, dim - at));
   } else {
     sizes = attrs.GetInts("split");
     int64_t sum = 0;
@@ -152,6 +154,10 @@ Expr Split(const Expr& e, const OpDef& op, const Expr& x, const Type& x_type, co
       Throw(ErrorCode::kInvalidArgument, DescribeNode(e), ": split ", IntsToString(sizes),
             " sums to ", sum, ", not to axis ", axis, "'s size ", dim);
   }
+  // Each piece is a slice that is compiled: as many as a loop unrolls at most.
+  if (static_cast<int64_t>(sizes.size()) > kMaxUnrolledIterations)
+    Throw(ErrorCode::kUnsupported, DescribeNode(e), ": it makes ", sizes.size(),
+          " pieces, more than the ", kMaxUnrolledIterations, " kiln resolves at specialization");
   return Pieces(x, axis, sizes, squeeze, e->name);
 }
 

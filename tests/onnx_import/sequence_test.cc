@@ -252,6 +252,12 @@ TEST(OnnxImportSequence, SplitToSequenceEveryWayWithLengthAndAt) {
   model = Import(SplitModel("scalar", 1, true));
   e = ErrorOf([&] { Interpret(model.graph, {x, I64(0), I64(0)}); });
   EXPECT_THAT(e.what(), AllOf(HasSubstr("'split'"), HasSubstr("must be positive")));
+  // More pieces than kiln compiles: unsupported, naming the node, whatever the count.
+  Tensor wide = RandomTensor(DType::kFloat32, {3, kMaxUnrolledIterations + 1}, 31);
+  model = Import(SplitModel("none", 1, true));
+  e = ErrorOf([&] { Interpret(model.graph, {wide, I64(0)}); });
+  EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("'split'"), HasSubstr("more than the 4096")));
 }
 
 TEST(OnnxImportSequence, IllTypedSequencesAreTypeErrorsNamingTheNode) {
