@@ -8,6 +8,7 @@
 #include "engine/model.h"
 #include "ir/dynamic.h"
 #include "ir/error.h"
+#include "ir/sequence.h"
 #include "ir/type_infer.h"
 #include "ir/visitor.h"
 
@@ -114,6 +115,10 @@ bool RunsAsLoop(const CallNode& call) {
   const FunctionNode* body = AsFunction(call.args[0]);
   const TupleNode* ret = body ? AsTuple(body->body) : nullptr;
   if (!ret || ret->fields.empty()) return false;
+  // Sequences exist only until specialization resolves them (ir/sequence.h): a loop that
+  // carries one unrolls there.
+  for (const Expr& f : ret->fields)
+    if (SequenceElement(f->type)) return false;
   // A body that must itself run in segments cannot unroll into one graph.
   for (const Expr& e : PostOrder(body->body))
     if (const CallNode* c = AsCall(e);
@@ -175,10 +180,7 @@ std::vector<Expr> ValueArgsFromData(const CallNode& call) {
         if (n > kMaxValueInputElements) return true;
         continue;
       }
-      const CallNode* c = AsCall(e);
-      if (c && c->op && c->op->fold_from_types) continue;
-      for (const Expr& op : Operands(e))
-        if (!AsFunction(op)) stack.push_back(op);
+      PushValueSources(e, stack);
     }
     return false;
   };

@@ -212,6 +212,48 @@ bool HasDynamicOps(const Function& fn) {
   return false;
 }
 
+namespace {
+
+// What decides the length of sequence `s` (ir/sequence.h), pushed on `stack`: a split's sizes,
+// not the elements' values (the sequence's own structure is followed, not its data).
+void PushLengthSources(Expr s, std::vector<Expr>& stack) {
+  for (;;) {
+    const CallNode* c = AsCall(s);
+    if (!c || !IsSequenceOp(c->op)) {  // a branch, a loop: everything it reads
+      stack.push_back(s);
+      return;
+    }
+    const std::string& n = c->op->name;
+    if (n == "seq.insert" || n == "dyn.seq.insert" || n == "seq.erase" || n == "dyn.seq.erase") {
+      s = c->args.at(0);  // one more or one less, wherever
+      continue;
+    }
+    // construct and empty: fixed by the graph; a split: its sizes where they are values (else
+    // the split tensor's shape: a type).
+    if (IsDynamicOp(c->op))
+      for (size_t i = FirstValueArg(*c); i < c->args.size(); ++i) stack.push_back(c->args[i]);
+    return;
+  }
+}
+
+}  // namespace
+
+void PushValueSources(const Expr& e, std::vector<Expr>& stack) {
+  if (const CallNode* c = AsCall(e)) {
+    if (c->op && c->op->fold_from_types) return;
+    if (c->op && c->op->name == "seq.length") {
+      PushLengthSources(c->args.at(0), stack);
+      return;
+    }
+    for (const Expr& a : c->args)
+      if (!AsFunction(a)) stack.push_back(a);
+  } else if (const TupleNode* t = AsTuple(e)) {
+    for (const Expr& f : t->fields) stack.push_back(f);
+  } else if (const TupleGetItemNode* g = AsTupleGetItem(e)) {
+    stack.push_back(g->tuple);
+  }
+}
+
 std::vector<int> ValueInputs(const Function& fn) {
   std::unordered_map<const ExprNode*, int> param_index;
   for (size_t i = 0; i < fn->params.size(); ++i) param_index[fn->params[i].get()] = i;
@@ -228,27 +270,10 @@ std::vector<int> ValueInputs(const Function& fn) {
     Expr e = std::move(stack.back());
     stack.pop_back();
     if (!seen.insert(e.get()).second) continue;
-    switch (e->kind) {
-      case ExprKind::kVar: {
-        auto it = param_index.find(e.get());
-        if (it != param_index.end()) found.insert(it->second);
-        break;
-      }
-      case ExprKind::kCall: {
-        const CallNode* c = AsCall(e);
-        if (c->op && c->op->fold_from_types) break;
-        for (const Expr& a : c->args) stack.push_back(a);
-        if (c->fn) stack.push_back(c->fn);
-        break;
-      }
-      case ExprKind::kTuple:
-        for (const Expr& f : AsTuple(e)->fields) stack.push_back(f);
-        break;
-      case ExprKind::kTupleGetItem:
-        stack.push_back(AsTupleGetItem(e)->tuple);
-        break;
-      default:
-        break;
+    if (e->kind != ExprKind::kVar) {
+      PushValueSources(e, stack);
+    } else if (auto it = param_index.find(e.get()); it != param_index.end()) {
+      found.insert(it->second);
     }
   }
   return {found.begin(), found.end()};

@@ -46,6 +46,13 @@ bool HasDynamicOps(const Function& fn);
 // any ops but `shape`-like ones, which read only types). Sorted.
 std::vector<int> ValueInputs(const Function& fn);
 
+// Pushes on `stack` the nodes whose values the value of `e` is computed from: a call's
+// arguments (not a function argument), a tuple's fields, an indexed tuple; none for a
+// shape-like op (OpDef::fold_from_types: it reads types), and for seq.length only what decides
+// the sequence's length (a split's sizes: ir/sequence.h), not its elements. The walk of
+// ValueInputs, and of the engine's search for values computed from data.
+void PushValueSources(const Expr& e, std::vector<Expr>& stack);
+
 // The fold of one call in a value computation: a `shape`-like op (OpDef::fold_from_types) whose
 // argument types are concrete, or a call whose arguments are all constants and whose result
 // type is concrete and small (at most 65536 elements), evaluated with the reference kernel.

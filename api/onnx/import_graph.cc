@@ -1,6 +1,6 @@
 // The ONNX importer's graph walk (import_graph.h): topological order with subgraphs' implicit
-// inputs, and node conversion with If, Loop and Scan, whose subgraphs are converted in scopes
-// that see the enclosing values.
+// inputs, and node conversion with If, Loop, Scan and SequenceMap, whose subgraphs are converted in
+// scopes that see the enclosing values.
 #include "api/onnx/import_graph.h"
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "ir/dynamic.h"
+#include "ir/sequence.h"
 
 namespace kiln::onnx_import {
 
@@ -172,6 +173,8 @@ struct GraphConverter {
         outs = ConvertLoop(node, label, values);
       } else if (node.op_type() == "Scan") {
         outs = ConvertScan(node, label, values);
+      } else if (node.op_type() == "SequenceMap") {
+        outs = ConvertSequenceMap(node, label, values);
       } else {
         OpConverter op = FindConverter(node.op_type());
         if (!op.convert)
@@ -384,6 +387,60 @@ struct GraphConverter {
                  Attrs{{"num_carried", int64_t{carried}}, {"num_scans", int64_t{scans}}}, label);
     std::vector<Expr> results;
     for (int i = 0; i < carried + scans; ++i) results.push_back(MakeTupleGetItem(loop, i));
+    return results;
+  }
+
+  // SequenceMap as the loop it stands for, a dyn.loop over the first sequence's length,
+  // unrolled at specialization (ir/sequence.h): iteration t runs the body on element t of each
+  // sequence input (a tensor input as it is) and appends each body output to its output
+  // sequence, carried from an empty one.
+  std::vector<Expr> ConvertSequenceMap(const onnx::NodeProto& node, const std::string& label,
+                                       const std::unordered_map<std::string, Expr>& values) {
+    const std::string where = StrCat("SequenceMap node ", Quoted(label));
+    if (node.input_size() < 1 || node.input(0).empty())
+      Throw(ErrorCode::kInvalidArgument, where, ": it needs an input sequence");
+    std::vector<Var> head = LoopHead(label), captured;
+    std::vector<Expr> args, body_in;
+    for (int i = 0; i < node.input_size(); ++i) {
+      if (node.input(i).empty())
+        Throw(ErrorCode::kInvalidArgument, where, ": input ", i, " is omitted");
+      const Expr& in = values.at(node.input(i));
+      Var p = MakeVar(StrCat(label, ":in", i), types->TypeOf(in));
+      if (i == 0 && !SequenceElement(p->type))
+        Throw(ErrorCode::kInvalidArgument, where, ": input 0 must be a sequence, is ",
+              TypeToString(p->type));
+      captured.push_back(p);
+      args.push_back(in);
+      body_in.push_back(SequenceElement(p->type)
+                            ? MakeCall("dyn.seq.at", {p, head[0]}, {}, StrCat(label, ":at", i))
+                            : Expr(p));
+    }
+    std::unordered_map<std::string, Expr> scope = values;
+    Capture(GraphAttr(node, label, "body"), values, scope, captured, args);
+    std::vector<Expr> outs = Subgraph(node, label, "body", scope, body_in, node.output_size());
+    std::vector<Var> carried;
+    std::vector<Expr> init, next = {MakeConstant(Tensor::Scalar<bool>(true), label)};
+    for (size_t m = 0; m < outs.size(); ++m) {
+      const TensorTypeNode* t = AsTensor(types->TypeOf(outs[m]));
+      if (!t) Throw(ErrorCode::kUnsupported, where, ": body output ", m, " is not a tensor");
+      init.push_back(
+          MakeCall("seq.empty", {}, Attrs{{"dtype", t->dtype}}, StrCat(label, ":out", m)));
+      carried.push_back(MakeVar(StrCat(label, ":out", m), types->TypeOf(init.back())));
+      next.push_back(MakeCall("seq.insert", {carried.back(), outs[m]}, {}, label));
+    }
+    std::vector<Var> params = head;
+    params.insert(params.end(), carried.begin(), carried.end());
+    params.insert(params.end(), captured.begin(), captured.end());
+    std::vector<Expr> loop_args = {MakeFunction(params, MakeTuple(next))};
+    loop_args.insert(loop_args.end(), init.begin(), init.end());
+    loop_args.insert(loop_args.end(), args.begin(), args.end());
+    loop_args.push_back(MakeCall("seq.length", {args[0]}, {}, StrCat(label, ":length")));
+    loop_args.push_back(MakeConstant(Tensor::Scalar<bool>(true), StrCat(label, ":cond")));
+    const int64_t n = static_cast<int64_t>(outs.size());
+    Expr loop = MakeCall(kDynLoopOp, loop_args,
+                         Attrs{{"num_carried", n}, {"num_scans", int64_t{0}}}, label);
+    std::vector<Expr> results;
+    for (int64_t m = 0; m < n; ++m) results.push_back(MakeTupleGetItem(loop, m));
     return results;
   }
 

@@ -197,6 +197,22 @@ Type DynLoop(TypeRelContext& ctx) {
                     " carried values and ", scans, " scan values"));
   std::vector<Type> outs;
   for (int64_t k = 0; k < carried + scans; ++k) {
+    // A carried sequence (ir/sequence.h): what the elements of every iteration share, known
+    // once the loop unrolls.
+    if (const TensorTypeNode* e = SequenceElement(ret->fields[1 + k]); e && k < carried) {
+      Type element = NoElementYet(e->dtype);
+      for (const TensorTypeNode* x : {SequenceElement(ctx.arg(1 + k)), e}) {
+        if (!x) continue;
+        Type joined;
+        std::string why = JoinElements(*AsTensor(element), *x, &joined);
+        if (!why.empty()) ctx.Fail(StrCat("carried value ", k, " holds ", why));
+        element = joined;
+      }
+      const TensorTypeNode& j = *AsTensor(element);
+      outs.push_back(
+          SequenceType(IsNoElementYet(j) ? element : TensorType(UnknownShape(j.ndim()), j.dtype)));
+      continue;
+    }
     const TensorTypeNode* t = AsTensor(ret->fields[1 + k]);
     if (!t) ctx.Fail(StrCat("body output ", 1 + k, " is not a tensor"));
     // A carried value whose type the body keeps (its output's type is its parameter's) keeps

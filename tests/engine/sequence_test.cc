@@ -90,5 +90,32 @@ def @main(%x: f32[3, n], %k: i64[]) {
   }
 }
 
+// A loop that carries a sequence unrolls at specialization (its trip count a value input),
+// never runs in segments: sequences do not exist past specialization.
+TEST(EngineSequence, ALoopCarryingASequenceUnrollsPerTripCount) {
+  ModelPtr m = test::ModelFromText(R"(
+def @main(%x: f32[n], %trips: i64[]) {
+  %body = fn(%i: i64[], %c: bool[], %acc: List[f32[n]], %v: f32[n]) {
+    (%c, seq.insert(%acc, mul(%v, cast(%i, dtype=f32))))
+  }
+  %loop = dyn.loop(%body, seq.construct(%x), %x, %trips, const(bool[], true), num_carried=1, num_scans=0)
+  seq.concat(%loop.0, axis=0)
+}
+)");
+  EXPECT_FALSE(m->segments());
+  EXPECT_EQ(m->value_inputs(), std::vector<int>{1});
+  Engine engine(test::Eager());
+  Tensor x = RandomTensor(DType::kFloat32, {3}, 9);
+  for (int64_t trips : {2, 5, 0}) {
+    std::vector<Tensor> in = {x, Tensor::Scalar<int64_t>(trips)};
+    std::vector<Tensor> got = engine.Run(*m, in);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].shape(), (std::vector<int64_t>{3 * (trips + 1)}));
+    EXPECT_TRUE(TensorsNear(got[0], Interpret(m->graph(), in).at(0))) << trips;
+    if (trips > 0)  // the last element appended: x * (trips - 1)
+      EXPECT_NEAR(got[0].GetAsDouble(3 * trips + 1), x.GetAsDouble(1) * (trips - 1), 1e-5);
+  }
+}
+
 }  // namespace
 }  // namespace kiln

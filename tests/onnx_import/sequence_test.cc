@@ -375,6 +375,132 @@ TEST(OnnxImportSequence, IfBranchesOfDifferentSequencesResolvePerCondition) {
   EXPECT_THAT(e.what(), AllOf(HasSubstr("'at'"), HasSubstr("sequence of 1 elements")));
 }
 
+// --- Loops and SequenceMap ------------------------------------------------------------------
+
+// A subgraph input of a tensor (rank -1: no shape) or sequence type.
+void GraphInput(onnx::GraphProto* g, const std::string& name, int32_t elem, bool sequence) {
+  onnx::ValueInfoProto* v = g->add_input();
+  v->set_name(name);
+  onnx::TypeProto* t = v->mutable_type();
+  if (sequence) t = t->mutable_sequence_type()->mutable_elem_type();
+  t->mutable_tensor_type()->set_elem_type(elem);
+}
+
+onnx::NodeProto* GraphNode(onnx::GraphProto* g, const std::string& op,
+                           const std::vector<std::string>& ins,
+                           const std::vector<std::string>& outs) {
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type(op);
+  for (const std::string& i : ins) n->add_input(i);
+  for (const std::string& o : outs) n->add_output(o);
+  return n;
+}
+
+// A Loop that carries a sequence from SequenceEmpty and appends x + i at iteration i; the
+// result stacked. The trip count is an input, or the constant 4.
+onnx::ModelProto LoopModel(bool trip_input) {
+  onnx::ModelProto m = NewModel(13);
+  AddInput(m, "x", {3});
+  if (trip_input) AddInput(m, "trips", {}, onnx::TensorProto::INT64);
+  if (!trip_input) AddInit(m, "trips", I64(4));
+  AddInit(m, "yes", Tensor::Scalar<bool>(true));
+  AddNode(m, "SequenceEmpty", {}, {"s0"}, "empty");
+  onnx::NodeProto* loop = AddNode(m, "Loop", {"trips", "yes", "s0"}, {"s"}, "loop");
+  onnx::AttributeProto* a = loop->add_attribute();
+  a->set_name("body");
+  a->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto* g = a->mutable_g();
+  g->set_name("body");
+  GraphInput(g, "i", onnx::TensorProto::INT64, false);
+  GraphInput(g, "c", onnx::TensorProto::BOOL, false);
+  GraphInput(g, "acc", onnx::TensorProto::FLOAT, true);
+  AttrInt(GraphNode(g, "Cast", {"i"}, {"fi"}), "to", onnx::TensorProto::FLOAT);
+  GraphNode(g, "Add", {"x", "fi"}, {"v"});
+  GraphNode(g, "SequenceInsert", {"acc", "v"}, {"acc2"});
+  GraphNode(g, "Identity", {"c"}, {"c2"});
+  g->add_output()->set_name("c2");
+  g->add_output()->set_name("acc2");
+  onnx::NodeProto* cat = AddNode(m, "ConcatFromSequence", {"s"}, {"y"}, "stack");
+  AttrInt(cat, "axis", 0);
+  AttrInt(cat, "new_axis", 1);
+  AddOutput(m, "y");
+  return m;
+}
+
+Tensor Rows(const Tensor& x, int64_t n) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < x.numel(); ++k) v.push_back(x.data<float>()[k] + i);
+  return Tensor::FromVector<float>({n, x.numel()}, v);
+}
+
+TEST(OnnxImportSequence, LoopsCarrySequencesUnrolledAtImportOrSpecialization) {
+  Tensor x = RandomTensor(DType::kFloat32, {3}, 71);
+  EXPECT_TRUE(test::TensorsNear(RunOne(LoopModel(false), {x}), Rows(x, 4), 0, 0));
+  ImportedModel model = Import(LoopModel(true));
+  EXPECT_THAT(Print(model.graph), HasSubstr("dyn.loop("));
+  EXPECT_EQ(ValueInputs(model.graph), std::vector<int>{1});  // the trip count, not x
+  for (int64_t n : {1, 5, 2})
+    EXPECT_TRUE(test::TensorsNear(RunOne(LoopModel(true), {x, I64(n)}), Rows(x, n), 0, 0)) << n;
+  // No iteration: an empty sequence, which cannot be stacked (its shape is unknown).
+  Error e = ErrorOf([&] { Interpret(model.graph, {x, I64(0)}); });
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("'stack'"), HasSubstr("empty sequence")));
+}
+
+// SequenceMap over a sequence input (elements of different lengths) and a tensor: the body
+// adds the tensor and takes the element's shape; two output sequences.
+onnx::ModelProto MapModel() {
+  onnx::ModelProto m = NewModel(17);
+  onnx::ValueInfoProto* s = m.mutable_graph()->add_input();
+  s->set_name("s");
+  s->mutable_type()
+      ->mutable_sequence_type()
+      ->mutable_elem_type()
+      ->mutable_tensor_type()
+      ->set_elem_type(onnx::TensorProto::FLOAT);
+  AddInput(m, "t", {1});
+  AddInput(m, "q", {}, onnx::TensorProto::INT64);
+  onnx::NodeProto* map = AddNode(m, "SequenceMap", {"s", "t"}, {"sums", "shapes"}, "map");
+  onnx::AttributeProto* a = map->add_attribute();
+  a->set_name("body");
+  a->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto* g = a->mutable_g();
+  g->set_name("body");
+  GraphInput(g, "e", onnx::TensorProto::FLOAT, false);
+  GraphInput(g, "u", onnx::TensorProto::FLOAT, false);
+  GraphNode(g, "Add", {"e", "u"}, {"sum"});
+  GraphNode(g, "Shape", {"e"}, {"shape"});
+  g->add_output()->set_name("sum");
+  g->add_output()->set_name("shape");
+  onnx::NodeProto* cat = AddNode(m, "ConcatFromSequence", {"sums"}, {"y"}, "join");
+  AttrInt(cat, "axis", 0);
+  AddNode(m, "SequenceAt", {"shapes", "q"}, {"z"}, "pick");
+  AddOutput(m, "y");
+  AddOutput(m, "z", onnx::TensorProto::INT64);
+  return m;
+}
+
+TEST(OnnxImportSequence, SequenceMapRunsItsBodyOnEveryElement) {
+  OnnxImportOptions o;
+  o.sequence_inputs["s"] = {{Dim::Symbol("a")}, {Dim::Symbol("b")}, {Dim::Symbol("c")}};
+  std::string bytes = Bytes(MapModel());
+  ImportedModel model = ImportOnnxBuffer(bytes.data(), bytes.size(), o);
+  EXPECT_EQ(ValueInputs(model.graph), std::vector<int>{4});  // q; not the elements
+  std::vector<Tensor> parts = {RandomTensor(DType::kFloat32, {2}, 81),
+                               RandomTensor(DType::kFloat32, {5}, 82),
+                               RandomTensor(DType::kFloat32, {1}, 83)};
+  Tensor t = Tensor::FromVector<float>({1}, {0.5f});
+  for (int64_t q : {0, 1, 2}) {
+    std::vector<Tensor> out = Interpret(model.graph, {parts[0], parts[1], parts[2], t, I64(q)});
+    ASSERT_EQ(out.size(), 2u);
+    std::vector<float> want;
+    for (const Tensor& p : parts)
+      for (int64_t k = 0; k < p.numel(); ++k) want.push_back(p.data<float>()[k] + 0.5f);
+    EXPECT_TRUE(test::TensorsNear(out[0], Tensor::FromVector<float>({8}, want), 0, 0));
+    EXPECT_EQ(out[1].data<int64_t>()[0], parts[q].numel()) << q;
+  }
+}
+
 // --- Sequence inputs and data files ----------------------------------------------------------
 
 // A sequence input `s` of f32 tensors (no shape: the model cannot say the length or the
