@@ -22,7 +22,10 @@
 // At specialization (ResolveDynamic) the length of every sequence is known, since it follows
 // from shapes and value inputs: each sequence becomes a Tuple of its elements, SequenceAt the
 // element itself, SequenceLength a constant, SplitToSequence slices, ConcatFromSequence a
-// concat. What is compiled holds no sequence ops.
+// concat. What is compiled holds no sequence ops. A dyn.loop that carries a sequence (ONNX Loop,
+// and SequenceMap, imported as a loop over its input's length) therefore always unrolls there.
+// A sequence's length as a value (a trip count) reads only what decides the length, never the
+// elements' data (PushValueSources, ir/dynamic.h), so elements never become value inputs.
 #pragma once
 
 #include <string>

@@ -104,24 +104,20 @@ Type ConcatRel(TypeRelContext& ctx) {
 // as its last arguments (the first `min_values` of them required).
 void RegisterWithVariant(OpRegistry& r, OpDef def, std::vector<std::string> value_attrs,
                          int min_values) {
-  const std::string name = def.name;
-  std::vector<AttrSpec> static_attrs = def.attrs;
-  {
-    OpDef dyn = def;
-    dyn.name = StrCat("dyn.", name);
-    dyn.doc = StrCat(name, " whose ", value_attrs.front(),
-                     " arrives as a tensor argument; resolved at specialization");
-    dyn.attrs.clear();
-    for (const AttrSpec& a : static_attrs)
-      if (std::find(value_attrs.begin(), value_attrs.end(), a.name) == value_attrs.end())
-        dyn.attrs.push_back(a);
-    dyn.num_data_args = def.min_inputs;
-    dyn.min_inputs = def.min_inputs + min_values;
-    dyn.max_inputs = def.min_inputs + static_cast<int>(value_attrs.size());
-    dyn.static_op = name;
-    dyn.value_attrs = std::move(value_attrs);
-    r.Register(std::move(dyn));
-  }
+  OpDef dyn = def;
+  dyn.name = StrCat("dyn.", def.name);
+  dyn.doc = StrCat(def.name, " whose ", value_attrs.front(),
+                   " arrives as a tensor argument; resolved at specialization");
+  dyn.attrs.clear();
+  for (const AttrSpec& a : def.attrs)
+    if (std::find(value_attrs.begin(), value_attrs.end(), a.name) == value_attrs.end())
+      dyn.attrs.push_back(a);
+  dyn.num_data_args = def.min_inputs;
+  dyn.min_inputs = def.min_inputs + min_values;
+  dyn.max_inputs = def.min_inputs + static_cast<int>(value_attrs.size());
+  dyn.static_op = def.name;
+  dyn.value_attrs = std::move(value_attrs);
+  r.Register(std::move(dyn));
   r.Register(std::move(def));
 }
 
