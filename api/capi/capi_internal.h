@@ -24,14 +24,23 @@ struct kiln_tensor {
 
 // A model and what its introspection functions return: the strings live here so that the
 // `const char*` the C caller gets stay valid as long as the handle.
+// A sequence output `o` (ir/sequence.h) is returned by `model` as seq.length(o) followed by the
+// elements of o, in place: kiln_engine_run_lists regroups them; the other runs refuse such a
+// model (RequireTensorOutputs).
 struct kiln_model {
   struct Io {
     std::string name;
-    kiln::Type type;                    // a tensor type; dims may be symbolic
+    kiln::Type type;  // a tensor type (a sequence's element); dims may be symbolic
     std::vector<std::string> dim_text;  // per dim: "" for a constant, else its text
+    bool sequence = false;
   };
   kiln::ModelPtr model;
   std::vector<Io> inputs, outputs;
+  bool sequence_outputs = false;  // any output is a sequence
+};
+
+struct kiln_tensor_list {
+  std::vector<kiln_tensor> tensors;
 };
 
 struct kiln_engine {
@@ -74,6 +83,10 @@ std::string Str(const char* s, const char* fn, const char* what);
 // A malloc'ed copy, the caller's to free with kiln_string_free.
 char* NewCString(const std::string& s);
 std::string Join(const std::vector<std::string>& v, const char* sep);
+
+// Throws kUnsupported naming `fn` and the first sequence output of `m`, if it has one: only
+// kiln_engine_run_lists returns sequences.
+void RequireTensorOutputs(const kiln_model& m, const char* fn);
 
 // A run whose arguments (kiln_engine_run's) are checked and bound, to execute now or on a
 // stream (engine_api.cc). Holds the inputs' tensors (their storage is shared, so the caller's

@@ -238,6 +238,13 @@ std::vector<std::string> ExpectedOutputTypes(const kiln_model& m,
   return out;
 }
 
+void RequireTensorOutputs(const kiln_model& m, const char* fn) {
+  for (const kiln_model::Io& io : m.outputs)
+    if (io.sequence)
+      Throw(ErrorCode::kUnsupported, fn, ": output '", io.name, "' of model '", m.model->name(),
+            "' is a sequence; run the model with kiln_engine_run_lists");
+}
+
 PreparedRun PrepareRun(kiln_engine* engine, const kiln_model* model, size_t num_inputs,
                        const char* const* input_names, const kiln_tensor* const* inputs,
                        size_t num_outputs, const char* const* output_names, kiln_tensor** outputs,
@@ -253,6 +260,7 @@ PreparedRun BindRun(kiln::Engine* engine, const kiln_model* model, size_t num_in
                     const char* fn) {
   if (!model) Throw(ErrorCode::kInvalidArgument, fn, ": model is NULL");
   const kiln_model& m = *model;
+  RequireTensorOutputs(m, fn);
   PreparedRun run;
   run.engine = engine;
   run.model = model;
@@ -586,6 +594,39 @@ kiln_status kiln_engine_run(kiln_engine* engine, const kiln_model* model, size_t
   kiln_capi::PrepareRun(engine, model, num_inputs, input_names, inputs, num_outputs, output_names,
                         outputs, __func__)
       .Execute();
+  KILN_API_END
+}
+
+kiln_status kiln_engine_run_lists(kiln_engine* engine, const kiln_model* model, size_t num_inputs,
+                                  const char* const* input_names, const kiln_tensor* const* inputs,
+                                  size_t num_outputs, kiln_tensor_list** outputs) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(engine);
+  KILN_REQUIRE(model);
+  KILN_REQUIRE(outputs);
+  if (num_outputs != model->outputs.size())
+    Throw(ErrorCode::kInvalidArgument, __func__, ": model '", model->model->name(), "' has ",
+          model->outputs.size(), " outputs; num_outputs is ", num_outputs);
+  std::vector<kiln::Tensor> in = GatherInputs(*model, num_inputs, input_names, inputs, __func__);
+  // A sequence output comes as its length, then its elements (kiln_model's comment).
+  std::vector<kiln::Tensor> flat = engine->engine->Run(*model->model, in);
+  std::vector<std::unique_ptr<kiln_tensor_list>> lists;
+  size_t k = 0;
+  for (const kiln_model::Io& io : model->outputs) {
+    size_t n = 1;
+    if (io.sequence) {
+      KILN_CHECK(k < flat.size() && flat[k].numel() == 1, __func__, ": no length for output '",
+                 io.name, "'");
+      n = static_cast<size_t>(flat[k++].GetAsDouble(0));
+    }
+    KILN_CHECK(k + n <= flat.size(), __func__, ": ", flat.size(), " results for output '", io.name,
+               "'");
+    auto list = std::make_unique<kiln_tensor_list>();
+    for (size_t i = 0; i < n; ++i) list->tensors.push_back({std::move(flat[k++])});
+    lists.push_back(std::move(list));
+  }
+  KILN_CHECK(k == flat.size(), __func__, ": ", flat.size(), " results, ", k, " regrouped");
+  for (size_t j = 0; j < lists.size(); ++j) outputs[j] = lists[j].release();
   KILN_API_END
 }
 

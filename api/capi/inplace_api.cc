@@ -78,7 +78,7 @@ bool RunInPlaceFast(kiln_engine* engine, const kiln_model* model, size_t num_inp
   if (!engine || !model || (num_inputs && !inputs) || !outputs) return false;
   const kiln_model& m = *model;
   if (num_inputs != m.inputs.size() || num_outputs != m.outputs.size() || num_inputs > kMaxIo ||
-      num_outputs > kMaxIo || !num_outputs || tls_scratch.busy)
+      num_outputs > kMaxIo || !num_outputs || tls_scratch.busy || m.sequence_outputs)
     return false;
   // Each model input's tensor; every slot named once, every type matching.
   const kiln_tensor* by_input[kMaxIo] = {};
@@ -159,6 +159,7 @@ kiln_status kiln_binding_create(kiln_engine* engine, const kiln_model* model, ki
   KILN_REQUIRE(engine);
   KILN_REQUIRE(model);
   KILN_REQUIRE(out);
+  kiln_capi::RequireTensorOutputs(*model, __func__);
   auto b = std::make_unique<kiln_binding>();
   b->engine = engine->engine.get();
   b->model = model;

@@ -24,6 +24,7 @@
 #include "engine/engine.h"
 #include "engine/model.h"
 #include "ir/error.h"
+#include "ir/sequence.h"
 #include "ir/text.h"
 #include "ir/type_infer.h"
 #include "passes/instrument.h"
@@ -87,10 +88,28 @@ std::vector<int64_t> ToShape(size_t rank, const int64_t* shape, const char* fn) 
 // ---- models ---------------------------------------------------------------------------
 
 kiln_model::Io MakeIo(std::string name, const kiln::Type& type) {
-  kiln_model::Io io{std::move(name), type, {}};
+  kiln_model::Io io{std::move(name), type, {}, false};
   if (const kiln::TensorTypeNode* tt = kiln::AsTensor(type))
     for (const kiln::Dim& d : tt->shape) io.dim_text.push_back(d.is_const() ? "" : d.ToString());
   return io;
+}
+
+// `model` returning, before each sequence output (of `out_types`, its outputs' types), that
+// sequence's length, so a run's flat results can be regrouped (kiln_model's comment).
+kiln::ModelPtr WithSequenceLengths(const kiln::Model& model,
+                                   const std::vector<kiln::Type>& out_types) {
+  const kiln::Function& g = model.graph();
+  const kiln::TupleNode* tuple = out_types.size() > 1 ? kiln::AsTuple(g->body) : nullptr;
+  std::vector<kiln::Expr> outs;
+  for (size_t j = 0; j < out_types.size(); ++j) {
+    kiln::Expr o = tuple                  ? tuple->fields[j]
+                   : out_types.size() > 1 ? kiln::MakeTupleGetItem(g->body, static_cast<int>(j))
+                                          : g->body;
+    if (kiln::SequenceElement(out_types[j]))
+      outs.push_back(kiln::MakeCall("seq.length", {o}, {}, kiln::StrCat(o->name, ":length")));
+    outs.push_back(o);
+  }
+  return kiln::Model::Create(kiln::MakeFunction(g->params, kiln::MakeTuple(outs)), model.name());
 }
 
 // Wraps a created model with its input and output names (`output_names` empty: `output_<i>`).
@@ -110,11 +129,17 @@ std::unique_ptr<kiln_model> WrapModel(kiln::ModelPtr model,
     out_types.push_back(g->body->type);
   for (size_t j = 0; j < out_types.size(); ++j) {
     std::string name = j < output_names.size() ? output_names[j] : kiln::StrCat("output_", j);
-    if (!kiln::AsTensor(out_types[j]))
+    const kiln::TensorTypeNode* element = kiln::SequenceElement(out_types[j]);
+    if (!kiln::AsTensor(out_types[j]) && !element)
       Throw(ErrorCode::kUnsupported, "model '", model->name(), "': output '", name, "' has type ",
-            kiln::TypeToString(out_types[j]), "; outputs must be tensors");
-    m->outputs.push_back(MakeIo(std::move(name), out_types[j]));
+            kiln::TypeToString(out_types[j]), "; outputs must be tensors or sequences of them");
+    m->outputs.push_back(
+        MakeIo(std::move(name),
+               element ? kiln::TensorType(element->shape, element->dtype) : out_types[j]));
+    m->outputs.back().sequence = element != nullptr;
+    m->sequence_outputs = m->sequence_outputs || element;
   }
+  if (m->sequence_outputs) model = WithSequenceLengths(*model, out_types);
   m->model = std::move(model);
   return m;
 }

@@ -212,6 +212,42 @@ kiln_status kiln_model_output_dim(const kiln_model* model, size_t index, size_t 
 kiln_status kiln_model_print(const kiln_model* model, char** out_text);
 
 /* ---------------------------------------------------------------------------------------- */
+/* Sequences of tensors (ONNX SequenceConstruct, SplitToSequence, SequenceMap, ...)           */
+/* ---------------------------------------------------------------------------------------- */
+
+/* kiln resolves every sequence when it specializes a model, so a sequence *input*'s length and
+ * its elements' ranks are part of the model, as a tensor input's rank is: they are given when
+ * the model is loaded, and each element becomes an input of its own, named `<input>.<i>`. A
+ * sequence *output* may have any length: kiln_engine_run_lists returns it as a list. */
+
+/* The graph inputs of the ONNX model file at `path` (initializers left out), as a JSON array in
+ * ONNX order, the caller's to free with kiln_string_free: [{"name": "x", "sequence": false},
+ * ...]. For a loader that must give sequence inputs' element shapes before it loads. */
+kiln_status kiln_onnx_file_inputs_json(const char* path, char** out_json);
+/* Loading with `options` imports the sequence input `input` as `num_elements` elements, element
+ * i of rank ranks[i] with dims taken in turn from `dims` (ranks[0] of them for element 0, then
+ * ranks[1] ...); a dim of -1 is symbolic, so one model serves any size there. Setting an input
+ * again replaces its elements. A sequence input without them is KILN_UNSUPPORTED naming it. */
+kiln_status kiln_load_options_set_sequence_input(kiln_load_options* options, const char* input,
+                                                 size_t num_elements, const size_t* ranks,
+                                                 const int64_t* dims);
+/* Whether output `index` is a sequence (1) or a tensor (0). A sequence output's type
+ * (kiln_model_output_type) is its elements' dtype and rank. */
+kiln_status kiln_model_output_is_sequence(const kiln_model* model, size_t index, int* out);
+
+/* A list of tensors: a sequence output, or a sequence read from a file. Threading: immutable;
+ * thread-safe. */
+typedef struct kiln_tensor_list kiln_tensor_list;
+kiln_status kiln_tensor_list_size(const kiln_tensor_list* list, size_t* out);
+/* Tensor `index`, owned by the list (valid while it lives). */
+kiln_status kiln_tensor_list_get(const kiln_tensor_list* list, size_t index,
+                                 const kiln_tensor** out);
+void kiln_tensor_list_destroy(kiln_tensor_list* list);
+/* A serialized ONNX SequenceProto of tensors (a test case's input or output that is a
+ * sequence), copied into a new list. Errors name the file. */
+kiln_status kiln_tensor_list_read_onnx_pb(const char* path, kiln_tensor_list** out);
+
+/* ---------------------------------------------------------------------------------------- */
 /* Graph building                                                                            */
 /* ---------------------------------------------------------------------------------------- */
 
@@ -409,6 +445,15 @@ kiln_status kiln_engine_run(kiln_engine* engine, const kiln_model* model, size_t
                             const char* const* input_names, const kiln_tensor* const* inputs,
                             size_t num_outputs, const char* const* output_names,
                             kiln_tensor** outputs);
+
+/* Runs `model` as kiln_engine_run does (inputs alike) and returns every output, in model
+ * order, as a new list, the caller's to destroy: a tensor output's list holds it alone, a
+ * sequence output's its elements. `num_outputs` must be the model's output count. The way to
+ * run a model with sequence outputs: kiln_engine_run, its asynchronous form and bindings refuse
+ * one, naming the output. */
+kiln_status kiln_engine_run_lists(kiln_engine* engine, const kiln_model* model, size_t num_inputs,
+                                  const char* const* input_names, const kiln_tensor* const* inputs,
+                                  size_t num_outputs, kiln_tensor_list** outputs);
 
 /* A prepared run of one model on one engine: each input and output bound once by name (the
  * name looked up and the tensor's type checked then), then run any number of times, with no

@@ -18,6 +18,8 @@
 #include <tuple>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "api/cli/cli.h"
 
 namespace kiln::cli {
@@ -130,56 +132,192 @@ TensorPtr AsBFloat16IfBits(TensorPtr t, kiln_dtype want) {
   return out;
 }
 
-// Runs one case dir on `engine`; "" when it passes, else the reason.
+struct ListDeleter {
+  void operator()(kiln_tensor_list* l) const { kiln_tensor_list_destroy(l); }
+};
+using ListPtr = std::unique_ptr<kiln_tensor_list, ListDeleter>;
+struct LoadOptionsDeleter {
+  void operator()(kiln_load_options* o) const { kiln_load_options_destroy(o); }
+};
+
+// A graph input of the case's model as its files give it: a tensor, or a sequence's elements.
+struct CaseInput {
+  std::string name;
+  bool sequence = false;
+};
+
+std::vector<CaseInput> OnnxInputs(const std::string& model_path) {
+  char* json = nullptr;
+  Check(kiln_onnx_file_inputs_json(model_path.c_str(), &json), "cannot load '" + model_path + "'");
+  std::string text = json;
+  kiln_string_free(json);
+  std::vector<CaseInput> v;
+  for (const nlohmann::json& in : nlohmann::json::parse(text))
+    v.push_back({in.at("name").get<std::string>(), in.at("sequence").get<bool>()});
+  return v;
+}
+
+// A copy of `t`, the caller's.
+TensorPtr CopyOf(const kiln_tensor* t) {
+  size_t rank = 0, n = 0;
+  kiln_dtype dtype = KILN_F32;
+  void* from = nullptr;
+  Check(kiln_tensor_rank(t, &rank), "tensor");
+  Check(kiln_tensor_dtype(t, &dtype), "tensor");
+  std::vector<int64_t> dims(rank);
+  Check(kiln_tensor_shape(t, rank, dims.data()), "tensor");
+  kiln_tensor* c = nullptr;
+  Check(kiln_tensor_create(dtype, rank, dims.data(), &c), "tensor");
+  TensorPtr copy(c);
+  Check(kiln_tensor_nbytes(t, &n), "tensor");
+  Check(kiln_tensor_data(t, &from), "tensor");
+  if (n) Check(kiln_tensor_copy_from_host(c, from, n), "tensor");
+  return copy;
+}
+
+// The elements of a list, as borrowed tensors.
+std::vector<const kiln_tensor*> Elements(const kiln_tensor_list* list) {
+  size_t n = 0;
+  Check(kiln_tensor_list_size(list, &n), "list");
+  std::vector<const kiln_tensor*> v(n);
+  for (size_t i = 0; i < n; ++i) Check(kiln_tensor_list_get(list, i, &v[i]), "list");
+  return v;
+}
+
+// The model for one data set: as loaded once, or, when it has sequence inputs, loaded with the
+// element shapes of this set's sequences (kiln_load_options_set_sequence_input).
+ModelPtr LoadForSet(const std::string& path, const std::vector<CaseInput>& onnx_inputs,
+                    const std::vector<ListPtr>& lists) {
+  kiln_load_options* o = nullptr;
+  Check(kiln_load_options_create(&o), "load options");
+  std::unique_ptr<kiln_load_options, LoadOptionsDeleter> options(o);
+  for (size_t k = 0; k < onnx_inputs.size(); ++k) {
+    if (!onnx_inputs[k].sequence) continue;
+    std::vector<size_t> ranks;
+    std::vector<int64_t> dims;
+    for (const kiln_tensor* t : Elements(lists[k].get())) {
+      size_t rank = 0;
+      Check(kiln_tensor_rank(t, &rank), "tensor");
+      std::vector<int64_t> shape(rank);
+      Check(kiln_tensor_shape(t, rank, shape.data()), "tensor");
+      ranks.push_back(rank);
+      dims.insert(dims.end(), shape.begin(), shape.end());
+    }
+    Check(kiln_load_options_set_sequence_input(options.get(), onnx_inputs[k].name.c_str(),
+                                               ranks.size(), ranks.data(), dims.data()),
+          "load options");
+  }
+  kiln_model* m = nullptr;
+  Check(kiln_model_load_onnx_file_with(path.c_str(), options.get(), &m),
+        "cannot load '" + path + "'");
+  return ModelPtr(m);
+}
+
+// Runs one case dir on `engine`; "" when it passes, else the reason. A sequence input or
+// output (its file a SequenceProto) is given and compared element by element.
 std::string RunCase(const std::filesystem::path& dir, kiln_engine* engine, double rtol,
                     double atol) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir)) return "not a directory";
-  ModelPtr model = LoadModel((dir / "model.onnx").string());
+  const std::string model_path = (dir / "model.onnx").string();
+  const std::vector<CaseInput> onnx_inputs = OnnxInputs(model_path);
+  const bool sequence_inputs = std::any_of(onnx_inputs.begin(), onnx_inputs.end(),
+                                           [](const CaseInput& c) { return c.sequence; });
+  ModelPtr loaded = sequence_inputs ? ModelPtr() : LoadModel(model_path);
   std::vector<fs::path> sets;
   for (const fs::directory_entry& e : fs::directory_iterator(dir))
     if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0)
       sets.push_back(e.path());
   std::sort(sets.begin(), sets.end());
   if (sets.empty()) return "no test_data_set_* directory";
-  std::vector<IoType> inputs = ModelIo(model.get(), true);
-  std::vector<IoType> outputs = ModelIo(model.get(), false);
   for (const fs::path& set : sets) {
     const std::string where = set.filename().string();
-    auto read_all = [&](const char* prefix) {
-      std::vector<TensorPtr> v;
-      for (int k = 0;; ++k) {
-        fs::path file = set / (prefix + std::to_string(k) + ".pb");
-        if (!fs::exists(file)) break;
-        kiln_tensor* t = nullptr;
-        Check(kiln_tensor_read_onnx_pb(file.string().c_str(), &t), where);
-        v.emplace_back(t);
-      }
-      return v;
+    auto file = [&](const char* prefix, size_t k) {
+      return set / (prefix + std::to_string(k) + ".pb");
     };
-    std::vector<TensorPtr> in = read_all("input_");
-    std::vector<TensorPtr> want = read_all("output_");
-    for (size_t k = 0; k < in.size() && k < inputs.size(); ++k)
-      in[k] = AsBFloat16IfBits(std::move(in[k]), inputs[k].dtype);
-    for (size_t k = 0; k < want.size() && k < outputs.size(); ++k)
-      want[k] = AsBFloat16IfBits(std::move(want[k]), outputs[k].dtype);
-    if (in.size() != inputs.size())
-      return where + ": " + std::to_string(in.size()) + " input files for a model of " +
-             std::to_string(inputs.size()) + " inputs";
-    if (want.size() != outputs.size())
-      return where + ": " + std::to_string(want.size()) + " output files for a model of " +
-             std::to_string(outputs.size()) + " outputs";
+    auto count = [&](const char* prefix) {
+      size_t k = 0;
+      while (fs::exists(file(prefix, k))) ++k;
+      return k;
+    };
+    // Input k is read as the model's graph input k says: a tensor or a sequence.
+    if (count("input_") != onnx_inputs.size())
+      return where + ": " + std::to_string(count("input_")) + " input files for a model of " +
+             std::to_string(onnx_inputs.size()) + " inputs";
+    std::vector<TensorPtr> tensors(onnx_inputs.size());
+    std::vector<ListPtr> lists(onnx_inputs.size());
+    for (size_t k = 0; k < onnx_inputs.size(); ++k) {
+      const std::string path = file("input_", k).string();
+      if (onnx_inputs[k].sequence) {
+        kiln_tensor_list* l = nullptr;
+        Check(kiln_tensor_list_read_onnx_pb(path.c_str(), &l), where);
+        lists[k].reset(l);
+      } else {
+        kiln_tensor* t = nullptr;
+        Check(kiln_tensor_read_onnx_pb(path.c_str(), &t), where);
+        tensors[k].reset(t);
+      }
+    }
+    ModelPtr for_set = sequence_inputs ? LoadForSet(model_path, onnx_inputs, lists) : ModelPtr();
+    const kiln_model* model = sequence_inputs ? for_set.get() : loaded.get();
+    std::vector<IoType> inputs = ModelIo(model, true);
+    std::vector<IoType> outputs = ModelIo(model, false);
+    // The model's inputs: each tensor, and each sequence's elements in their place.
+    std::vector<TensorPtr> converted;
     std::vector<const kiln_tensor*> in_ptrs;
-    for (const TensorPtr& t : in) in_ptrs.push_back(t.get());
-    std::vector<kiln_tensor*> out_ptrs(outputs.size(), nullptr);
-    Check(kiln_engine_run(engine, model.get(), in_ptrs.size(), nullptr, in_ptrs.data(),
-                          out_ptrs.size(), nullptr, out_ptrs.data()),
+    for (size_t k = 0; k < onnx_inputs.size(); ++k) {
+      std::vector<const kiln_tensor*> parts =
+          lists[k] ? Elements(lists[k].get()) : std::vector<const kiln_tensor*>{tensors[k].get()};
+      for (const kiln_tensor* t : parts) {
+        const size_t i = in_ptrs.size();
+        kiln_dtype have = KILN_F32;
+        Check(kiln_tensor_dtype(t, &have), "tensor");
+        if (i < inputs.size() && have == KILN_U16 && inputs[i].dtype == KILN_BF16) {
+          converted.push_back(AsBFloat16IfBits(CopyOf(t), KILN_BF16));
+          t = converted.back().get();
+        }
+        in_ptrs.push_back(t);
+      }
+    }
+    if (in_ptrs.size() != inputs.size())
+      return where + ": " + std::to_string(in_ptrs.size()) + " input tensors for a model of " +
+             std::to_string(inputs.size()) + " inputs";
+    if (count("output_") != outputs.size())
+      return where + ": " + std::to_string(count("output_")) + " output files for a model of " +
+             std::to_string(outputs.size()) + " outputs";
+    // Every output as a list: a tensor output's holds it alone.
+    std::vector<ListPtr> got(outputs.size());
+    std::vector<kiln_tensor_list*> got_ptrs(outputs.size(), nullptr);
+    Check(kiln_engine_run_lists(engine, model, in_ptrs.size(), nullptr, in_ptrs.data(),
+                                got_ptrs.size(), got_ptrs.data()),
           where);
-    std::vector<TensorPtr> got;
-    for (kiln_tensor* t : out_ptrs) got.emplace_back(t);
-    for (size_t j = 0; j < got.size(); ++j) {
-      std::string why = Compare(got[j].get(), want[j].get(), rtol, atol);
-      if (!why.empty()) return where + ": output '" + outputs[j].name + "': " + why;
+    for (size_t j = 0; j < got.size(); ++j) got[j].reset(got_ptrs[j]);
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      int sequence = 0;
+      Check(kiln_model_output_is_sequence(model, j, &sequence), "model");
+      const std::string path = file("output_", j).string();
+      std::vector<TensorPtr> want;
+      if (sequence) {
+        kiln_tensor_list* l = nullptr;
+        Check(kiln_tensor_list_read_onnx_pb(path.c_str(), &l), where);
+        ListPtr list(l);
+        for (const kiln_tensor* t : Elements(list.get())) want.push_back(CopyOf(t));
+      } else {
+        kiln_tensor* t = nullptr;
+        Check(kiln_tensor_read_onnx_pb(path.c_str(), &t), where);
+        want.emplace_back(t);
+      }
+      for (TensorPtr& w : want) w = AsBFloat16IfBits(std::move(w), outputs[j].dtype);
+      std::vector<const kiln_tensor*> have = Elements(got[j].get());
+      if (have.size() != want.size())
+        return where + ": output '" + outputs[j].name + "': got a sequence of " +
+               std::to_string(have.size()) + " tensors, expected " + std::to_string(want.size());
+      for (size_t e = 0; e < want.size(); ++e) {
+        std::string why = Compare(have[e], want[e].get(), rtol, atol);
+        if (!why.empty())
+          return where + ": output '" + outputs[j].name + "'" +
+                 (sequence ? " element " + std::to_string(e) : std::string()) + ": " + why;
+      }
     }
   }
   return "";

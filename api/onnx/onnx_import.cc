@@ -453,7 +453,7 @@ Expr SequenceInput(const onnx::ValueInfoProto& v, const OnnxImportOptions& optio
   if (it == options.sequence_inputs.end())
     Throw(ErrorCode::kUnsupported, what,
           " is a sequence: kiln imports it given its elements' shapes "
-          "(OnnxImportOptions::sequence_inputs)");
+          "(OnnxImportOptions::sequence_inputs; in C, kiln_load_options_set_sequence_input)");
   std::vector<Expr> elements;
   for (size_t i = 0; i < it->second.size(); ++i) {
     Var p = MakeVar(StrCat(v.name(), ".", i), TensorType(it->second[i], *dtype));
@@ -627,6 +627,19 @@ Tensor ReadOnnxTensorFile(const std::string& path, std::string* name) {
   Tensor t = onnx_import::TensorFromProto(proto, dir, StrCat("ONNX tensor file '", path, "'"));
   if (name) *name = proto.name();
   return t;
+}
+
+std::vector<OnnxGraphInput> OnnxGraphInputs(const std::string& path, uint64_t max_model_bytes) {
+  std::string bytes =
+      ReadWholeFile(path, std::min(max_model_bytes, kMaxProtobufBytes), "an ONNX model");
+  onnx::ModelProto model;
+  ParseMessage(bytes.data(), bytes.size(), &model, StrCat("ONNX model '", path, "'"));
+  std::set<std::string> initializers;
+  for (const onnx::TensorProto& t : model.graph().initializer()) initializers.insert(t.name());
+  std::vector<OnnxGraphInput> inputs;
+  for (const onnx::ValueInfoProto& v : model.graph().input())
+    if (!initializers.count(v.name())) inputs.push_back({v.name(), v.type().has_sequence_type()});
+  return inputs;
 }
 
 std::vector<Tensor> ReadOnnxSequenceFile(const std::string& path, std::string* name) {

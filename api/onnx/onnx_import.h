@@ -77,6 +77,17 @@ ImportedModel ImportOnnxBuffer(const void* data, size_t size,
 Tensor ReadOnnxTensorFile(const std::string& path, std::string* name = nullptr);
 Tensor ReadOnnxTensorBuffer(const void* data, size_t size, std::string* name = nullptr);
 
+// A graph input of an ONNX model as a loader sees it before importing: its name and whether it
+// is a sequence (whose elements' shapes OnnxImportOptions::sequence_inputs must then give).
+struct OnnxGraphInput {
+  std::string name;
+  bool sequence = false;
+};
+// The graph inputs of the model file at `path` that are not initializers, in ONNX order. Reads
+// and parses the file (not the weights' external data); errors as ImportOnnxFile's.
+std::vector<OnnxGraphInput> OnnxGraphInputs(const std::string& path,
+                                            uint64_t max_model_bytes = kMaxProtobufBytes);
+
 // A serialized ONNX SequenceProto of tensors (a backend test case's input or output that is a
 // sequence: the model's type says which file holds one) as its elements; `name` receives the
 // proto's name when non-null. A sequence of anything but tensors is kUnsupported; other errors as

@@ -47,6 +47,23 @@ std::optional<size_t> HeaderLength(const httplib::Request& req) {
   return static_cast<size_t>(n);
 }
 
+// Why `model` cannot be served ("" when it can): the Open Inference Protocol's outputs are
+// tensors, so a model that returns a sequence is refused at load, naming the output.
+std::string SequenceOutput(const kiln_model* model) {
+  size_t n = 0;
+  kiln_model_num_outputs(model, &n);
+  for (size_t i = 0; i < n; ++i) {
+    int sequence = 0;
+    const char* name = "";
+    kiln_model_output_is_sequence(model, i, &sequence);
+    kiln_model_output_name(model, i, &name);
+    if (sequence)
+      return std::string("output '") + name +
+             "' is a sequence; the Open Inference Protocol returns tensors only";
+  }
+  return "";
+}
+
 // The model path patterns: /v2/models/NAME or /v2/models/NAME/versions/VERSION, then `tail`.
 std::string ModelRoute(const char* tail) {
   return std::string(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)") + tail;
@@ -76,6 +93,11 @@ Server::Server(const std::string& model_dir, kiln_engine* engine, ServeOptions o
     kiln_model* m = nullptr;
     if (kiln_model_load_onnx_file(f.c_str(), &m) != KILN_OK) {
       s->error = kiln_last_error();
+    } else if (std::string why = SequenceOutput(m); !why.empty()) {
+      kiln_model_destroy(m);
+      s->error = why;
+    }
+    if (!s->error.empty()) {
       std::fprintf(stderr, "kiln serve: model '%s' failed to load: %s\n", s->name.c_str(),
                    s->error.c_str());
     } else {
