@@ -112,8 +112,9 @@ def @main(%x: f32[n], %trips: i64[]) {
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].shape(), (std::vector<int64_t>{3 * (trips + 1)}));
     EXPECT_TRUE(TensorsNear(got[0], Interpret(m->graph(), in).at(0))) << trips;
-    if (trips > 0)  // the last element appended: x * (trips - 1)
+    if (trips > 0) {  // the last element appended: x * (trips - 1)
       EXPECT_NEAR(got[0].GetAsDouble(3 * trips + 1), x.GetAsDouble(1) * (trips - 1), 1e-5);
+    }
   }
 }
 
