@@ -324,6 +324,17 @@ TEST(OnnxImportSequence, APositionComputedFromASmallInputIsResolved) {
   }
 }
 
+// A subgraph attribute `name` of node `n` (a Loop's or SequenceMap's body, an If's branch),
+// the graph named so too.
+onnx::GraphProto* BodyAttr(onnx::NodeProto* n, const std::string& name) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto* g = a->mutable_g();
+  g->set_name(name);
+  return g;
+}
+
 // An If whose branches make sequences of different lengths and element shapes, on a condition
 // given as an input: typed before specialization as what both share, resolved to the taken
 // branch's elements.
@@ -335,11 +346,7 @@ onnx::ModelProto IfModel() {
   AddInput(m, "q", {}, onnx::TensorProto::INT64);
   onnx::NodeProto* n = AddNode(m, "If", {"c"}, {"s"}, "choose");
   auto branch = [&](const std::string& name, const std::vector<std::string>& elements) {
-    onnx::AttributeProto* a = n->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::GRAPH);
-    onnx::GraphProto* g = a->mutable_g();
-    g->set_name(name);
+    onnx::GraphProto* g = BodyAttr(n, name);
     onnx::NodeProto* make = g->add_node();
     make->set_op_type("SequenceConstruct");
     make->set_name(name + "_make");
@@ -406,11 +413,7 @@ onnx::ModelProto LoopModel(bool trip_input) {
   AddInit(m, "yes", Tensor::Scalar<bool>(true));
   AddNode(m, "SequenceEmpty", {}, {"s0"}, "empty");
   onnx::NodeProto* loop = AddNode(m, "Loop", {"trips", "yes", "s0"}, {"s"}, "loop");
-  onnx::AttributeProto* a = loop->add_attribute();
-  a->set_name("body");
-  a->set_type(onnx::AttributeProto::GRAPH);
-  onnx::GraphProto* g = a->mutable_g();
-  g->set_name("body");
+  onnx::GraphProto* g = BodyAttr(loop, "body");
   GraphInput(g, "i", onnx::TensorProto::INT64, false);
   GraphInput(g, "c", onnx::TensorProto::BOOL, false);
   GraphInput(g, "acc", onnx::TensorProto::FLOAT, true);
@@ -451,21 +454,11 @@ TEST(OnnxImportSequence, LoopsCarrySequencesUnrolledAtImportOrSpecialization) {
 // adds the tensor and takes the element's shape; two output sequences.
 onnx::ModelProto MapModel() {
   onnx::ModelProto m = NewModel(17);
-  onnx::ValueInfoProto* s = m.mutable_graph()->add_input();
-  s->set_name("s");
-  s->mutable_type()
-      ->mutable_sequence_type()
-      ->mutable_elem_type()
-      ->mutable_tensor_type()
-      ->set_elem_type(onnx::TensorProto::FLOAT);
+  GraphInput(m.mutable_graph(), "s", onnx::TensorProto::FLOAT, true);
   AddInput(m, "t", {1});
   AddInput(m, "q", {}, onnx::TensorProto::INT64);
   onnx::NodeProto* map = AddNode(m, "SequenceMap", {"s", "t"}, {"sums", "shapes"}, "map");
-  onnx::AttributeProto* a = map->add_attribute();
-  a->set_name("body");
-  a->set_type(onnx::AttributeProto::GRAPH);
-  onnx::GraphProto* g = a->mutable_g();
-  g->set_name("body");
+  onnx::GraphProto* g = BodyAttr(map, "body");
   GraphInput(g, "e", onnx::TensorProto::FLOAT, false);
   GraphInput(g, "u", onnx::TensorProto::FLOAT, false);
   GraphNode(g, "Add", {"e", "u"}, {"sum"});
@@ -507,13 +500,7 @@ TEST(OnnxImportSequence, SequenceMapRunsItsBodyOnEveryElement) {
 // ranks), a tensor t appended to it, and the element at position q and the length returned.
 onnx::ModelProto SequenceInputModel() {
   onnx::ModelProto m = NewModel(13);
-  onnx::ValueInfoProto* s = m.mutable_graph()->add_input();
-  s->set_name("s");
-  s->mutable_type()
-      ->mutable_sequence_type()
-      ->mutable_elem_type()
-      ->mutable_tensor_type()
-      ->set_elem_type(onnx::TensorProto::FLOAT);
+  GraphInput(m.mutable_graph(), "s", onnx::TensorProto::FLOAT, true);
   AddInput(m, "t", {3});
   AddInput(m, "q", {}, onnx::TensorProto::INT64);
   AddNode(m, "SequenceInsert", {"s", "t"}, {"s2"}, "append");
