@@ -35,6 +35,10 @@ ROWS = {
     "dynamic_conv": [{"x": [1, 3, 224, 224]}, {"x": [1, 3, 320, 240]}],
     "seg_head": [{"x": [1, 3, 320, 320]}],
     "resnet_like": [{"x": [1, 3, 224, 224]}],
+    # ocr_models.py: a text detector, recognizer and direction classifier, as exported.
+    "ocr_det": [{"x": [1, 3, 320, 320]}, {"x": [1, 3, 640, 480]}],
+    "ocr_rec": [{"x": [1, 3, 48, 320]}, {"x": [6, 3, 48, 320]}],
+    "ocr_cls": [{"x": [1, 3, 48, 192]}, {"x": [6, 3, 48, 192]}],
 }
 
 
