@@ -24,6 +24,9 @@ PassPtr DefaultGraphPipeline() {
   p.push_back(r.Create("CommonSubexprElimination"));
   // After CSE, whose merging leaves tuple fields and branches unused.
   p.push_back(r.Create("DeadCodeElimination"));
+  // After folding (its weights final); before ChannelsLastConvs and WinogradConvs, which choose
+  // a conv's form from its kernel.
+  p.push_back(r.Create("TrimConvTaps"));
   // After folding (its weights final) and CSE (one conv per distinct conv); before FuseOps,
   // which fuses the chains' elementwise ops into conv_nhwc's kernels.
   p.push_back(r.Create("ChannelsLastConvs"));

@@ -107,7 +107,7 @@ TEST(DefaultPipeline, PrintsAsAPipelineStringThatParsesBack) {
   EXPECT_EQ(text,
             "InferType,SimplifyInference,FoldConstant,FoldScaleAxis,SimplifyExpr,"
             "CommonSubexprElimination,"
-            "DeadCodeElimination,ChannelsLastConvs,WinogradConvs,ConvTransposeAsMatmul,"
+            "DeadCodeElimination,TrimConvTaps,ChannelsLastConvs,WinogradConvs,ConvTransposeAsMatmul,"
             "PackConstantWeights,"
             "FuseOps");
   EXPECT_EQ(PipelineToString(ParsePipeline(text)), text);
