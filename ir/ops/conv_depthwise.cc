@@ -133,8 +133,9 @@ std::optional<std::vector<LTensor>> LowerDepthwiseConv(LowerContext& ctx,
                        loop::Store(buf, out_index(col), value(col)));
     };
     // Tap by tap over the columns [from, to) of the row, each tap within its range; the outer
-    // taps each checked per row when `guarded`.
-    auto tap_by_tap = [&](const std::vector<std::pair<int64_t, int64_t>>& spans, bool guarded) {
+    // taps of dim d are [kfrom[d], kfrom[d] + kcount[d]), each checked per row when `guarded`.
+    auto tap_by_tap = [&](const std::vector<std::pair<int64_t, int64_t>>& spans, bool guarded,
+                          const std::vector<int64_t>& kfrom, const std::vector<int64_t>& kcount) {
       std::vector<Expr> k;
       std::vector<loop::Var> kvars;
       for (size_t d = 0; d < last; ++d) {
@@ -160,44 +161,103 @@ std::optional<std::vector<LTensor>> LowerDepthwiseConv(LowerContext& ctx,
               loop::MakeBinary(loop::BinaryOp::kLT, row_at, I64(dims[d].in)));
           body = loop::IfThenElse(inside, body);
         }
-        body = loop::For(kvars[d], I64(0), I64(dims[d].kernel), loop::ForKind::kSerial, body);
+        body = loop::For(kvars[d], I64(kfrom[d]), I64(kcount[d]), loop::ForKind::kSerial, body);
       }
       return body;
     };
     auto init = [&](int64_t from, int64_t to) {
       return fill(from, to, [&](const Expr&) { return bias_value; });
     };
+    std::vector<int64_t> all_from(last, 0), all_count(last);
+    for (size_t d = 0; d < last; ++d) all_count[d] = dims[d].kernel;
     // A row some outer tap of which reads padding: tap by tap, checked.
-    Stmt checked = loop::Seq({init(0, lw.out), tap_by_tap({{0, lw.out}}, true)});
-    Stmt row = checked;
-    if (lo_all < hi_all) {
-      // A row whose outer taps are all inside x: the interior columns in registers, every tap
-      // a term of one sum (a Reduce over the outer taps would keep its accumulator in memory
-      // per column, and VectorizeLoops would leave the loop scalar).
-      const std::vector<std::vector<Expr>> outer_taps = TapIndices(dims, last);
+    Stmt checked =
+        loop::Seq({init(0, lw.out), tap_by_tap({{0, lw.out}}, true, all_from, all_count)});
+    // A row whose outer taps [kfrom, kfrom + kcount) are all inside x (and the others all
+    // outside): the interior columns in registers, every tap a term of one sum (a Reduce over
+    // the outer taps would keep its accumulator in memory per column, and VectorizeLoops would
+    // leave the loop scalar); the border columns tap by tap.
+    auto whole_row = [&](const std::vector<int64_t>& kfrom, const std::vector<int64_t>& kcount) {
       Stmt interior = fill(lo_all, hi_all, [&](const Expr& col) {
         Expr sum = bias_value;
-        for (const std::vector<Expr>& k : outer_taps)
+        for (const std::vector<Expr>& k : TapIndices(dims, last)) {
+          bool used = true;
+          for (size_t d = 0; d < last; ++d) {
+            int64_t kd = 0;
+            used =
+                used && loop::IsConstInt(k[d], &kd) && kd >= kfrom[d] && kd < kfrom[d] + kcount[d];
+          }
+          if (!used) continue;
           for (int64_t kv = 0; kv < lw.kernel; ++kv) sum = loop::Add(sum, term(k, kv, col));
+        }
         return sum;
       });
       std::vector<std::pair<int64_t, int64_t>> border = {{0, lo_all}, {hi_all, lw.out}};
-      Stmt whole =
-          loop::Seq({init(0, lo_all), init(hi_all, lw.out), tap_by_tap(border, false), interior});
-      Expr all_inside;
-      for (size_t d = 0; d < last; ++d) {
-        const WindowDim& g = dims[d];
-        Expr first = input_at(d, o[d], I64(0)), end = input_at(d, o[d], I64(g.kernel - 1));
-        Expr in_d = loop::MakeBinary(loop::BinaryOp::kAnd,
-                                     loop::MakeBinary(loop::BinaryOp::kGE, first, I64(0)),
-                                     loop::MakeBinary(loop::BinaryOp::kLT, end, I64(g.in)));
-        all_inside = all_inside ? loop::MakeBinary(loop::BinaryOp::kAnd, all_inside, in_d) : in_d;
+      return loop::Seq({init(0, lo_all), init(hi_all, lw.out),
+                        tap_by_tap(border, false, kfrom, kcount), interior});
+    };
+    Stmt nest;
+    // 2-D with few rows that read padding (a 5 x 5 window over 6 rows: 4 of them): each such
+    // row on its own, over the rows of taps it reads, in registers as the others; checked tap
+    // by tap, the 6 x 160 rows of 256 channels took 1.26 ms where ONNX Runtime takes 1.07.
+    constexpr int64_t kMaxBorderRows = 8;
+    const WindowDim& g0 = dims[0];
+    auto row_taps = [&](int64_t row) {  // [first, end) of the taps of `row` inside x
+      int64_t first = 0, end = 0;
+      for (int64_t ky = 0; ky < g0.kernel; ++ky) {
+        const int64_t at = row * g0.stride + ky * g0.dilation - g0.pad_begin;
+        if (at < 0) first = ky + 1;
+        if (at < g0.in) end = ky + 1;
       }
-      row = all_inside ? loop::IfThenElse(all_inside, whole, checked) : whole;
+      return std::pair<int64_t, int64_t>{first, std::max(first, end)};
+    };
+    int64_t full_from = g0.out, full_to = g0.out;  // the rows all of whose taps are inside
+    for (int64_t row = 0; row < g0.out; ++row) {
+      auto [first, end] = row_taps(row);
+      if (first == 0 && end == g0.kernel) {
+        if (full_from == g0.out) full_from = row;
+        full_to = row + 1;
+      }
     }
-    Stmt nest = row;
-    for (size_t d = last; d-- > 0;)
-      nest = loop::For(o[d], I64(0), I64(dims[d].out), loop::ForKind::kSerial, nest);
+    const int64_t border_rows = g0.out - (full_to - std::min(full_from, full_to));
+    if (lo_all < hi_all && r == 2 && border_rows <= kMaxBorderRows) {
+      std::vector<Stmt> rows;
+      const loop::Var row_var = o[0];
+      for (int64_t row = 0; row < g0.out; ++row) {
+        if (row >= full_from && row < full_to) {
+          if (row == full_from) {
+            o[0] = row_var;
+            rows.push_back(loop::For(row_var, I64(full_from), I64(full_to - full_from),
+                                     loop::ForKind::kSerial, whole_row(all_from, all_count)));
+          }
+          continue;
+        }
+        auto [first, end] = row_taps(row);
+        o[0] = ctx.NewVar("o");  // a loop of one trip, so the row stays a variable for the index
+        Stmt body = end > first ? whole_row({first}, {end - first}) : init(0, lw.out);
+        rows.push_back(loop::For(o[0], I64(row), I64(1), loop::ForKind::kSerial, body));
+      }
+      o[0] = row_var;
+      nest = loop::Seq(std::move(rows));
+    } else {
+      Stmt row = checked;
+      if (lo_all < hi_all) {
+        Stmt whole = whole_row(all_from, all_count);
+        Expr all_inside;
+        for (size_t d = 0; d < last; ++d) {
+          const WindowDim& g = dims[d];
+          Expr first = input_at(d, o[d], I64(0)), end = input_at(d, o[d], I64(g.kernel - 1));
+          Expr in_d = loop::MakeBinary(loop::BinaryOp::kAnd,
+                                       loop::MakeBinary(loop::BinaryOp::kGE, first, I64(0)),
+                                       loop::MakeBinary(loop::BinaryOp::kLT, end, I64(g.in)));
+          all_inside = all_inside ? loop::MakeBinary(loop::BinaryOp::kAnd, all_inside, in_d) : in_d;
+        }
+        row = all_inside ? loop::IfThenElse(all_inside, whole, checked) : whole;
+      }
+      nest = row;
+      for (size_t d = last; d-- > 0;)
+        nest = loop::For(o[d], I64(0), I64(dims[d].out), loop::ForKind::kSerial, nest);
+    }
     nest = loop::For(c, I64(0), x.shape[1], loop::ForKind::kSerial, nest);
     return loop::For(n, I64(0), x.shape[0], loop::ForKind::kSerial, nest);
   });

@@ -113,6 +113,13 @@ std::vector<ConvCase> ConvCases() {
        {2, 1, 1, 3},
        true,
        {{"group", int64_t{2}}, {"strides", Ints{1, 3}}, {"pads", Ints{0, 4, 0, 5}}}},
+      // 5 x 5 over 6 rows: 4 rows read padding, each summed over its own rows of taps; then
+      // 12 such rows (dilated), past the rows handled one by one, checked tap by tap.
+      {{2, 5, 6, 64}, {5, 1, 5, 5}, true, {{"group", int64_t{5}}, {"pads", Ints{2, 2, 2, 2}}}},
+      {{1, 3, 20, 60},
+       {3, 1, 5, 5},
+       false,
+       {{"group", int64_t{3}}, {"dilations", Ints{3, 1}}, {"pads", Ints{6, 2, 6, 2}}}},
       {{1, 2, 101},
        {2, 1, 3},
        true,
