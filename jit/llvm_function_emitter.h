@@ -50,7 +50,8 @@ class FunctionEmitter {
         func_(func),
         kernel_(kernel),
         reassociate_reductions_(options.reassociate_reductions),
-        math_target_{.avx512f = VectorRegisterBits(options) >= 512} {
+        vector_bits_(VectorRegisterBits(options)),
+        math_target_{.avx512f = vector_bits_ >= 512} {
     if (options.fast_math || options.fp_contract) {
       // kernel.h's fast_math means reassociation and contraction only: NaN and infinity
       // keep their meaning, so maximum/minimum and comparisons still behave.
@@ -182,6 +183,7 @@ class FunctionEmitter {
   const loop::PrimFuncNode& func_;
   llvm::Function* kernel_;
   bool reassociate_reductions_;
+  int vector_bits_;               // the target's vector register width (jit/kernel.h)
   InlineMathTarget math_target_;  // what the inline math may use (jit/llvm_vector_math.h)
   llvm::Function* fn_ = nullptr;  // the function statements are emitted into
   // Scopes, innermost last. Vectors rather than maps so that closures are built in a

@@ -841,6 +841,47 @@ TEST(LLVMCodegen, LoopsOfTwoSumsAreInterleaved) {
   }
 }
 
+// A loop of one sum or max over a short constant trip count (under 8 vectors) gets a vector
+// width, no interleaving and no unroll, so LLVM vectorizes it instead of unrolling it into one
+// scalar chain; longer and shorter ones get no hint. Sums and maxima come out right either way,
+// for trip counts the width divides (40: 8 lanes), does not (49), and at the edges (8, 9).
+TEST(LLVMCodegen, ShortReductionsGetAVectorWidth) {
+  Var k = loop::MakeVar("k");
+  for (int64_t len : {5, 8, 9, 12, 40, 49, 63, 300}) {
+    SCOPED_TRACE(len);
+    Buffer a = Buf("a", DType::kFloat32, {I(len)}), out = Buf("out", DType::kFloat32, {I(2)});
+    Expr sum = loop::Load(out, {I(0)}), max = loop::Load(out, {I(1)}), v = loop::Load(a, {k});
+    Stmt body = loop::Seq(
+        {loop::Store(out, {I(0)}, loop::FloatImm(0)),
+         loop::For(k, I(0), I(len), ForKind::kSerial, loop::Store(out, {I(0)}, loop::Add(sum, v))),
+         loop::Store(out, {I(1)}, loop::FloatImm(-INFINITY)),
+         loop::For(k, I(0), I(len), ForKind::kSerial,
+                   loop::Store(out, {I(1)},
+                               loop::Select(loop::MakeBinary(BinaryOp::kGT, v, max), v, max)))});
+    auto f = MakeFunc("short_sum", {a, out}, 1, {}, body);
+    CodegenOptions o0;
+    o0.opt_level = 0;
+    const std::string source = BuildLLVM({f}, o0)->source();
+    // Hinted below 8 vectors of the target's f32 lanes (16 with AVX-512, 8 with AVX2).
+    const int64_t lanes = VectorRegisterBits(o0) / 32;
+    const bool hinted = len >= 8 && len < 8 * lanes;
+    EXPECT_EQ(source.find("llvm.loop.vectorize.width") != std::string::npos, hinted) << source;
+    EXPECT_EQ(source.find("llvm.loop.unroll.disable") != std::string::npos, hinted) << source;
+    auto mod = BuildLLVM({f}, CodegenOptions{});
+    std::vector<float> x(len), y(2, -1);
+    double s = 0;
+    float m = -INFINITY;
+    for (int64_t e = 0; e < len; ++e) {
+      x[e] = static_cast<float>((e * 37) % 101) / 50.0f - 1.0f;
+      s += x[e];
+      m = std::max(m, x[e]);
+    }
+    Call(mod->Lookup("short_sum"), {x.data(), y.data()});
+    EXPECT_NEAR(y[0], s, 1e-4);
+    EXPECT_EQ(y[1], m);
+  }
+}
+
 // A kMaxOrdered update (`acc = v > acc ? v : acc`, as LowerReductions writes it) becomes a
 // vectorized llvm.maxnum: the max of any length, odd ones and 1 included, is exact.
 TEST(LLVMCodegen, OrderedMaxIsAVectorMax) {
