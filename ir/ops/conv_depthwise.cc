@@ -170,9 +170,6 @@ std::optional<std::vector<LTensor>> LowerDepthwiseConv(LowerContext& ctx,
     };
     std::vector<int64_t> all_from(last, 0), all_count(last);
     for (size_t d = 0; d < last; ++d) all_count[d] = dims[d].kernel;
-    // A row some outer tap of which reads padding: tap by tap, checked.
-    Stmt checked =
-        loop::Seq({init(0, lw.out), tap_by_tap({{0, lw.out}}, true, all_from, all_count)});
     // A row whose outer taps [kfrom, kfrom + kcount) are all inside x (and the others all
     // outside): the interior columns in registers, every tap a term of one sum (a Reduce over
     // the outer taps would keep its accumulator in memory per column, and VectorizeLoops would
@@ -240,6 +237,9 @@ std::optional<std::vector<LTensor>> LowerDepthwiseConv(LowerContext& ctx,
       o[0] = row_var;
       nest = loop::Seq(std::move(rows));
     } else {
+      // A row some outer tap of which reads padding: tap by tap, checked.
+      Stmt checked =
+          loop::Seq({init(0, lw.out), tap_by_tap({{0, lw.out}}, true, all_from, all_count)});
       Stmt row = checked;
       if (lo_all < hi_all) {
         Stmt whole = whole_row(all_from, all_count);
