@@ -103,7 +103,8 @@ int CarriedSums(const loop::ForNode* n, DType* dtype = nullptr) {
 // 40 (attention over 40 positions) summed and maxed with 40 vaddss and 39 vmaxss a row, twice
 // ONNX Runtime's time. A width that divides the trip count (else the widest that runs twice),
 // without interleaving and kept a loop (LLVM's full unroll comes before its vectorizer, and would
-// leave it nothing to vectorize), keeps the chain a few vector steps long.
+// leave it nothing to vectorize), keeps the chain a few vector steps long. Only where reductions
+// may reassociate: an explicit width lets LLVM reorder a float sum even without the reassoc flag.
 int ShortReductionWidth(const loop::ForNode* n, int vector_bits) {
   DType dtype;
   int64_t trips;
@@ -425,7 +426,8 @@ void FunctionEmitter::EmitFor(const loop::ForNode* n) {
       if (CarriedSums(n) >= 2) {
         EmitSerialFor(n, LoopMetadata({Property("llvm.loop.interleave.count", b_.getInt32(4)),
                                        Property("llvm.loop.unroll.disable")}));
-      } else if (int width = ShortReductionWidth(n, vector_bits_); width > 0) {
+      } else if (int width = reassociate_reductions_ ? ShortReductionWidth(n, vector_bits_) : 0;
+                 width > 0) {
         EmitSerialFor(n, LoopMetadata({Property("llvm.loop.vectorize.enable", b_.getTrue()),
                                        Property("llvm.loop.vectorize.width", b_.getInt32(width)),
                                        Property("llvm.loop.interleave.count", b_.getInt32(1)),

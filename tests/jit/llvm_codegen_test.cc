@@ -879,6 +879,18 @@ TEST(LLVMCodegen, ShortReductionsGetAVectorWidth) {
     Call(mod->Lookup("short_sum"), {x.data(), y.data()});
     EXPECT_NEAR(y[0], s, 1e-4);
     EXPECT_EQ(y[1], m);
+    // Without reassociation the hint would still let LLVM split the sum into partial sums
+    // (an explicit width allows reordering): no hint, and the sum is the in-order one.
+    CodegenOptions exact;
+    exact.reassociate_reductions = false;
+    exact.fp_contract = false;
+    auto strict = BuildLLVM({f}, exact);
+    EXPECT_EQ(strict->source().find("llvm.loop.vectorize.width"), std::string::npos);
+    float in_order = 0;
+    for (float e : x) in_order += e;
+    Call(strict->Lookup("short_sum"), {x.data(), y.data()});
+    EXPECT_EQ(y[0], in_order);
+    EXPECT_EQ(y[1], m);
   }
 }
 
