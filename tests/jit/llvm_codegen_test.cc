@@ -894,6 +894,43 @@ TEST(LLVMCodegen, ShortReductionsGetAVectorWidth) {
   }
 }
 
+// Symbolic extents (shape-generic kernels): a tail shorter than a vector (`n % 4`) keeps its
+// scalar loop, neither vectorized nor unrolled, and a loop over `n` is not unrolled; constant
+// extents get no such hint. Each copies right for every n, 0 and 1 included.
+TEST(LLVMCodegen, SymbolicLoopsAreNotUnrolled) {
+  Var n = loop::MakeVar("n"), i = loop::MakeVar("i"), j = loop::MakeVar("j"),
+      k = loop::MakeVar("k");
+  Buffer a = Buf("a", DType::kFloat32, {n}), out = Buf("out", DType::kFloat32, {n}),
+         c = Buf("c", DType::kFloat32, {I(64)}), cout = Buf("cout", DType::kFloat32, {I(64)});
+  Expr full = loop::Mul(loop::FloorDiv(n, I(4)), I(4));
+  Stmt body = loop::Seq(
+      {Loop1D(i, full, loop::Store(out, {i}, loop::Mul(loop::Load(a, {i}), loop::FloatImm(2)))),
+       loop::For(j, full, loop::FloorMod(n, I(4)), ForKind::kSerial,
+                 loop::Store(out, {j}, loop::Mul(loop::Load(a, {j}), loop::FloatImm(3)))),
+       Loop1D(k, I(64), loop::Store(cout, {k}, loop::Load(c, {k})))});
+  auto f = MakeFunc("sym", {a, out, c, cout}, 2, {n}, body);
+  CodegenOptions o0;
+  o0.opt_level = 0;
+  const std::string source = BuildLLVM({f}, o0)->source();
+  // Two symbolic loops hinted (the constant one not), not to unroll, the tail not to vectorize.
+  size_t hinted = 0, at = 0;
+  while ((at = source.find("!llvm.loop !", at)) != std::string::npos) ++hinted, ++at;
+  EXPECT_EQ(hinted, 2u) << source;
+  EXPECT_THAT(source, HasSubstr("!{!\"llvm.loop.unroll.disable\"}"));
+  EXPECT_THAT(source, HasSubstr("!{!\"llvm.loop.vectorize.enable\", i1 false}"));
+  auto mod = BuildLLVM({f});
+  std::vector<float> x(64), y(64), cx(64, 1.5f), cy(64);
+  for (int e = 0; e < 64; ++e) x[e] = static_cast<float>(e) - 20.5f;
+  for (int64_t len : {0, 1, 3, 4, 17, 63, 64}) {
+    std::fill(y.begin(), y.end(), -7.0f);
+    Call(mod->Lookup("sym"), {x.data(), y.data(), cx.data(), cy.data()}, {len});
+    const int64_t cut = len / 4 * 4;
+    for (int64_t e = 0; e < 64; ++e)
+      EXPECT_EQ(y[e], e < cut ? x[e] * 2 : e < len ? x[e] * 3 : -7.0f) << len << " " << e;
+    EXPECT_EQ(cy, cx);
+  }
+}
+
 // A kMaxOrdered update (`acc = v > acc ? v : acc`, as LowerReductions writes it) becomes a
 // vectorized llvm.maxnum: the max of any length, odd ones and 1 included, is exact.
 TEST(LLVMCodegen, OrderedMaxIsAVectorMax) {
