@@ -1,6 +1,6 @@
-// The C API's implementation, shared by its files (kiln.cc: status, tensors, models, graph
-// building, passes; engine_api.cc: options, engines, runs, statistics): the handles behind
-// kiln.h's opaque types, the helpers both use, and the frame every fallible function has
+// The C API's implementation, shared by its files (kiln.cc: status, tensors, models; graph_api.cc:
+// graph building, passes; engine_api.cc: options, engines, runs, statistics): the handles behind
+// kiln.h's opaque types, the helpers they share, and the frame every fallible function has
 // (KILN_API_BEGIN ... KILN_API_END, kiln.cc's file comment). Not installed.
 #pragma once
 
@@ -83,6 +83,12 @@ std::string Str(const char* s, const char* fn, const char* what);
 // A malloc'ed copy, the caller's to free with kiln_string_free.
 char* NewCString(const std::string& s);
 std::string Join(const std::vector<std::string>& v, const char* sep);
+// The DType of a kiln_dtype; one out of range is kInvalidArgument naming `fn`.
+kiln::DType ToDType(kiln_dtype d, const char* fn);
+// Wraps a created model with its input and output names (`output_names` empty: `output_<i>`).
+std::unique_ptr<kiln_model> WrapModel(kiln::ModelPtr model,
+                                      const std::vector<std::string>& input_names,
+                                      const std::vector<std::string>& output_names);
 
 // Throws kUnsupported naming `fn` and the first sequence output of `m`, if it has one: only
 // kiln_engine_run_lists returns sequences.
