@@ -77,6 +77,26 @@ std::optional<int64_t> AffineCoefficient(const Expr& e, const VarNode* v) {
   return AffineCoefficientIf(e, v, [v](const Expr& x) { return Mentions(x, v); });
 }
 
+std::optional<Expr> SymbolicAffineCoefficient(const Expr& e, const VarNode* v) {
+  if (e.get() == v) return IntImm(1, e->dtype);
+  if (!Mentions(e, v)) return IntImm(0, e->dtype);
+  const BinaryNode* b = AsBinary(e);
+  if (!b) return std::nullopt;
+  if (b->op == BinaryOp::kMul) {
+    // One factor reads v, the other is the coefficient's factor.
+    const bool in_a = Mentions(b->a, v), in_b = Mentions(b->b, v);
+    if (in_a && in_b) return std::nullopt;
+    std::optional<Expr> c = SymbolicAffineCoefficient(in_a ? b->a : b->b, v);
+    if (!c) return std::nullopt;
+    return Mul(*c, in_a ? b->b : b->a);
+  }
+  if (b->op != BinaryOp::kAdd && b->op != BinaryOp::kSub) return std::nullopt;
+  std::optional<Expr> x = SymbolicAffineCoefficient(b->a, v);
+  std::optional<Expr> y = SymbolicAffineCoefficient(b->b, v);
+  if (!x || !y) return std::nullopt;
+  return b->op == BinaryOp::kAdd ? Add(*x, *y) : Sub(*x, *y);
+}
+
 bool IsRowSplitWalk(const Expr& e, const VarNode* v, int64_t align) {
   struct Unsplit : Mutator {
     const VarNode* v;

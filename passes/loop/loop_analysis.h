@@ -28,6 +28,17 @@ bool MentionsOrLoads(const Expr& e, const VarSet& vars);
 std::optional<int64_t> AffineCoefficient(const Expr& e, const VarNode* v, const VarSet& variant);
 std::optional<int64_t> AffineCoefficient(const Expr& e, const VarNode* v);
 
+// The coefficient c when `e` is `c * v + r`, where c may be an expression (a symbolic stride:
+// `h_ * w + w_` is w in h_): built from +, - and products with a factor that does not read v;
+// c and r do not read v. nullopt when it is not of that form. c is built with loop::Add and
+// loop::Mul, which fold constants (a coefficient 1 is IntImm(1)).
+std::optional<Expr> SymbolicAffineCoefficient(const Expr& e, const VarNode* v);
+
+// `e` with LoopSimplify's rules applied bottom-up: one canonical form for shape expressions
+// that were built apart (a buffer's `(w + -1) // 2 + 1` and a loop's `(w - 1) // 2 + 1`).
+// Defined with the pass, in simplify.cc.
+Expr SimplifyExpr(const Expr& e);
+
 // Whether `e` walks along v through rows: its non-affine terms are (x // c) and (x % c) with x
 // = v + r (coefficient 1) and c a multiple of `align`, there is at least one, and with each
 // x // c taken as constant and each x % c as x, e is v + r'. CollapseLoops' row-split reads:

@@ -23,6 +23,7 @@
 //   - x + 0, x - 0, x * 1, x * 0, x // 1, x / 1 -> x or 0; x % 1 -> 0; x - x -> 0;
 //     (a + b) - b -> a; (a - b) + b -> a; c1 - (a + c2) -> (c1 - c2) - a;
 //   - min/max(x, x) -> x; min(min(x, c1), c2) -> min(x, min(c1, c2)) (and max);
+//     max(x % c1, c) -> x % c1 for c <= 0 and min(x % c1, c) -> x % c1 for c >= c1 - 1;
 //   - x == x, x <= x, x >= x -> true; x != x, x < x, x > x -> false;
 //   - (x % c) % c -> x % c, and (x % c1) % c2 -> x % c2 when c2 divides c1;
 //     for 0 < c1 <= c2: (x % c1) // c2 -> 0 and (x % c1) % c2 -> x % c1 (the range of a modulo).
@@ -63,6 +64,7 @@
 #include <limits>
 
 #include "ir/loop/loop_text.h"
+#include "passes/loop/loop_analysis.h"
 #include "passes/loop_pass.h"
 
 namespace kiln {
@@ -607,6 +609,12 @@ Expr RewriteIntMinMax(const BinaryNode* n, const Expr& e) {
     loop::FoldIntBinary(n->op, c1, c, e->dtype, &r);
     return Bin(n->op, ba->a, IntLike(r, e));
   }
+  // The range of a modulo: max(x % c1, c) -> x % c1 for c <= 0, min(x % c1, c) -> x % c1 for
+  // c >= c1 - 1 (c1 > 0). TileLoops writes a tail's extent as max(n % 64, 0).
+  if (const BinaryNode* m = loop::AsBinary(a);
+      IntConst(b, &c) && m && m->op == BinaryOp::kFloorMod && IntConst(m->b, &c1) && c1 > 0 &&
+      (n->op == BinaryOp::kMax ? c <= 0 : c >= c1 - 1))
+    return a;
   if (e->dtype == DType::kInt64) {  // min(x + c1, x + c2) -> x + min(c1, c2)
     SumParts pa = SplitSum(a), pb = SplitSum(b);
     if (pa.rest && pb.rest && Same(pa.rest, pb.rest)) {
@@ -731,6 +739,13 @@ Expr Rewrite(const Expr& e) {
 }
 
 }  // namespace
+
+loop::Expr loop::SimplifyExpr(const loop::Expr& e) {
+  struct PostOrder : loop::Mutator {
+    Expr MutateExpr(const Expr& x) override { return Rewrite(loop::Mutator::MutateExpr(x)); }
+  };
+  return PostOrder().MutateExpr(e);
+}
 
 void RegisterLoopSimplifyPass(PassRegistry& r) {
   r.Register(PassRegistration{

@@ -10,6 +10,7 @@
 #include "common/loop_test_util.h"
 #include "ir/loop/loop_text.h"
 #include "jit/kernel.h"
+#include "passes/loop/loop_analysis.h"
 #include "passes/loop_pass.h"
 
 namespace kiln::loop {
@@ -159,7 +160,26 @@ TEST(LoopSimplify, MinMaxAndComparisons) {
                           {Cmp(BinaryOp::kLT, x, x), "false"},
                           {Cmp(BinaryOp::kLT, Add(x, I(1)), Add(x, I(2))), "true"},
                           {Cmp(BinaryOp::kLT, x, y), "x < y"},
+                          // The range of a modulo, [0, c): a tail's max(n % 64, 0).
+                          {Max(FloorMod(x, I(64)), I(0)), "x % 64"},
+                          {Max(FloorMod(x, I(64)), I(-3)), "x % 64"},
+                          {Max(FloorMod(x, I(64)), I(1)), "max(x % 64, 1)"},
+                          {Min(FloorMod(x, I(64)), I(63)), "x % 64"},
+                          {Min(FloorMod(x, I(64)), I(62)), "min(x % 64, 62)"},
+                          {Max(FloorMod(x, I(-4)), I(0)), "max(x % -4, 0)"},
                       });
+}
+
+// The whole-expression form other passes use to compare shape expressions built apart.
+TEST(LoopSimplify, SimplifyExprCanonicalizesAWholeTree) {
+  Scalars s;
+  Expr built =
+      Raw(BinaryOp::kAdd, Raw(BinaryOp::kFloorDiv, Raw(BinaryOp::kAdd, s.x, I(-1)), I(2)), I(1));
+  Expr other =
+      Raw(BinaryOp::kAdd, Raw(BinaryOp::kFloorDiv, Raw(BinaryOp::kSub, s.x, I(1)), I(2)), I(1));
+  EXPECT_FALSE(StructuralEqual(built, other));
+  EXPECT_TRUE(StructuralEqual(SimplifyExpr(built), SimplifyExpr(other)));
+  EXPECT_EQ(Print(SimplifyExpr(built)), "(x - 1) // 2 + 1");
 }
 
 TEST(LoopSimplify, NarrowIntegersWrapAndKeepOnlyWrapSafeRules) {
