@@ -88,6 +88,7 @@
 #include "ir/loop/loop_text.h"
 #include "ir/loop/loop_visitor.h"
 #include "passes/loop/loop_analysis.h"
+#include "passes/loop/symbolic_bound.h"
 #include "passes/loop_pass.h"
 
 namespace kiln {
@@ -107,7 +108,8 @@ using loop::VarSet;
 struct Options {
   int64_t min_work;
   int64_t collapse_below;
-  bool nest = true;  // whether the nests inside a symbolic outer loop may be parallel too
+  const VarSet* dims;  // the kernel's scalar parameters: dims, >= 0
+  bool nest = true;    // whether the nests inside a symbolic outer loop may be parallel too
 };
 
 // Inclusive value ranges of loop variables inside the loop being checked.
@@ -213,6 +215,14 @@ class NestScanner : public loop::AccessScanner {
     return out;
   }
 
+  // The (min, extent) of each loop variable whose loops all have the same bounds, constant or
+  // not.
+  std::map<const VarNode*, std::pair<Expr, Expr>> LoopBounds() const {
+    std::map<const VarNode*, std::pair<Expr, Expr>> out = bounds_;
+    for (const VarNode* v : uneven_) out.erase(v);
+    return out;
+  }
+
  protected:
   void VisitAlloc(const loop::AllocNode* n, const Stmt& self) override {
     allocated.insert(n->buffer.get());
@@ -220,6 +230,10 @@ class NestScanner : public loop::AccessScanner {
   }
   void VisitFor(const loop::ForNode* n, const Stmt& self) override {
     bound.insert(n->var.get());
+    auto [at, first] = bounds_.emplace(n->var.get(), std::make_pair(n->min, n->extent));
+    if (!first && !(loop::StructuralEqual(at->second.first, n->min) &&
+                    loop::StructuralEqual(at->second.second, n->extent)))
+      uneven_.insert(n->var.get());
     int64_t min, extent, max;
     if (loop::IsConstInt(n->min, &min) && loop::IsConstInt(n->extent, &extent) && extent > 0 &&
         !__builtin_add_overflow(min, extent - 1, &max)) {
@@ -246,6 +260,8 @@ class NestScanner : public loop::AccessScanner {
  private:
   Ranges ranges_;
   VarSet unbounded_;
+  std::map<const VarNode*, std::pair<Expr, Expr>> bounds_;
+  VarSet uneven_;
 };
 
 std::optional<int64_t> ExtentBound(const Expr& e);
@@ -327,8 +343,80 @@ bool PartitionedByIteration(const std::vector<const Access*>& accesses, const Va
   return false;
 }
 
+// The partition rule for symbolic strides and extents (symbolic_bound.h), as CollapseLoops
+// leaves a shape-generic conv's pixels: `out[i1 * (h * w) + p_outer * 256 + p_inner]` with the
+// tails `out[i1 * (h * w) + h * w // 256 * 256 + p]`. Every access's flat index must be
+// C * v + inner + rest, with one C (a sum over atoms) for all of them, the inner loop variables'
+// coefficients >= 0, and, with rest_0 the first access's rest, rest - rest_0 + inner in
+// [0, C - 1] over the inner loops' bounds. Then iteration v keeps to the window
+// [C * v + rest_0, C * v + rest_0 + C - 1].
+bool SymbolicallyPartitioned(const std::vector<const Access*>& accesses, const VarNode* v,
+                             const NestScanner& scan, const VarSet& dims) {
+  using Form = loop::SymbolicForms::Form;
+  const std::map<const VarNode*, std::pair<Expr, Expr>> loops = scan.LoopBounds();
+  VarSet loop_vars{v}, opaque;
+  for (const auto& [u, b] : loops) loop_vars.insert(u);
+  for (const VarNode* u : scan.bound)
+    if (!loop_vars.count(u)) opaque.insert(u);
+  loop::SymbolicForms forms(loop_vars, opaque, dims);
+  struct Window {
+    Form base, lo, hi;
+  };
+  std::optional<Form> stride;
+  std::vector<Window> windows;
+  for (const Access* a : accesses) {
+    std::optional<Expr> flat = loop::FlatIndex(*a->buffer, *a->indices);
+    std::optional<Form> f = flat ? forms.Of(*flat) : std::nullopt;
+    if (!f) return false;
+    Form c = loop::SymbolicForms::CoefficientOf(*f, v);
+    if (stride ? !(c == *stride) : c == Form{}) return false;
+    stride = c;
+    Form rest = loop::SymbolicForms::Without(*f, v);
+    Window w;
+    w.base = rest;
+    for (const VarNode* u : loop::SymbolicForms::LoopVars(rest))
+      w.base = loop::SymbolicForms::Without(w.base, u);
+    w.lo = w.hi = w.base;
+    for (const VarNode* u : loop::SymbolicForms::LoopVars(rest)) {
+      Form k = loop::SymbolicForms::CoefficientOf(rest, u);
+      auto b = loops.find(u);
+      if (b == loops.end() || !forms.ProvablyNonNegative(k)) return false;
+      std::optional<Form> min = forms.Of(b->second.first), extent = forms.Of(b->second.second);
+      if (!min || !extent || !loop::SymbolicForms::LoopVars(*min).empty() ||
+          !loop::SymbolicForms::LoopVars(*extent).empty())
+        return false;
+      // Over [min, min + extent - 1]: k >= 0, so k * min is the least and k * (min + extent
+      // - 1) the most (a loop that runs no iteration makes no access).
+      Form one;
+      one.constant = 1;
+      std::optional<Form> last = loop::SymbolicForms::Add(*min, *extent);
+      if (last) last = loop::SymbolicForms::Add(*last, one, -1);
+      std::optional<Form> low = loop::SymbolicForms::Mul(k, *min);
+      std::optional<Form> high = last ? loop::SymbolicForms::Mul(k, *last) : std::nullopt;
+      std::optional<Form> lo = low ? loop::SymbolicForms::Add(w.lo, *low) : std::nullopt;
+      std::optional<Form> hi = high ? loop::SymbolicForms::Add(w.hi, *high) : std::nullopt;
+      if (!lo || !hi) return false;
+      w.lo = *lo;
+      w.hi = *hi;
+    }
+    windows.push_back(w);
+  }
+  if (!stride) return false;
+  Form top = *stride;  // C - 1
+  top.constant -= 1;
+  for (const Window& w : windows) {
+    std::optional<Form> above = loop::SymbolicForms::Add(w.lo, windows[0].base, -1);
+    std::optional<Form> below = loop::SymbolicForms::Add(w.hi, windows[0].base, -1);
+    if (below) below = loop::SymbolicForms::Add(top, *below, -1);
+    if (!above || !below || !forms.ProvablyNonNegative(*above) ||
+        !forms.ProvablyNonNegative(*below))
+      return false;
+  }
+  return true;
+}
+
 // The safety rule of the file comment.
-bool IterationsIndependent(const loop::ForNode* n) {
+bool IterationsIndependent(const loop::ForNode* n, const VarSet& dims) {
   NestScanner scan;
   scan.VisitStmt(n->body);
   scan.bound.insert(n->var.get());
@@ -340,7 +428,8 @@ bool IterationsIndependent(const loop::ForNode* n) {
     std::vector<const Access*> of_b;
     for (const Access& a : scan.accesses)
       if (a.buffer == b) of_b.push_back(&a);
-    if (!PartitionedByIteration(of_b, n->var.get(), ExtentBound(n->extent), scan.bound, ranges))
+    if (!PartitionedByIteration(of_b, n->var.get(), ExtentBound(n->extent), scan.bound, ranges) &&
+        !SymbolicallyPartitioned(of_b, n->var.get(), scan, dims))
       return false;
   }
   return true;
@@ -404,13 +493,14 @@ int64_t Work(const Stmt& s) {
 
 // The outer loop and the one loop that is its body as one parallel loop; null when the pair
 // does not qualify (file comment).
-Stmt Collapse(const loop::ForNode* outer) {
+Stmt Collapse(const loop::ForNode* outer, const VarSet& dims) {
   const loop::ForNode* inner = loop::AsFor(outer->body);
   int64_t outer_min, inner_min;
   if (!inner || inner->for_kind != ForKind::kSerial || !loop::IsConstInt(outer->min, &outer_min) ||
       outer_min != 0 || !loop::IsConstInt(inner->min, &inner_min) || inner_min != 0 ||
       loop::Mentions(inner->extent, outer->var.get()) ||
-      !loop::ContainsStmtKind(inner->body, {loop::StmtKind::kFor}) || !IterationsIndependent(inner))
+      !loop::ContainsStmtKind(inner->body, {loop::StmtKind::kFor}) ||
+      !IterationsIndependent(inner, dims))
     return nullptr;
   loop::Var fused = loop::MakeVar(outer->var->name + "_" + inner->var->name);
   Stmt body =
@@ -438,13 +528,13 @@ class Parallelizer : public loop::Mutator {
 };
 
 Stmt ParallelizeNest(const loop::ForNode* n, const Stmt& self, const Options& opt) {
-  if (n->for_kind != ForKind::kSerial || !IterationsIndependent(n)) return self;
+  if (n->for_kind != ForKind::kSerial || !IterationsIndependent(n, *opt.dims)) return self;
   int64_t work = Work(n->body), extent;
   std::optional<int64_t> bound = ExtentBound(n->extent);
   if (bound ? *bound < 2 || SaturatingMul(*bound, work) < opt.min_work : work < 1) return self;
   const bool small_constant = loop::IsConstInt(n->extent, &extent) && extent < opt.collapse_below;
   if ((small_constant || (!bound && opt.collapse_below > 0)))
-    if (Stmt collapsed = Collapse(n)) return collapsed;
+    if (Stmt collapsed = Collapse(n, *opt.dims)) return collapsed;
   Stmt body = n->body;
   if (!bound && opt.nest) {
     Options inner = opt;
@@ -480,8 +570,10 @@ void RegisterParallelizeLoopsPass(PassRegistry& r) {
             return CreateLoopFuncPass(
                 PassInfo{"ParallelizeLoops", 1, {}},
                 [](const loop::PrimFunc& f, const PassContext& ctx) {
+                  VarSet dims;
+                  for (const loop::Var& d : f->scalar_params) dims.insert(d.get());
                   Options opt{NonNegativeConfig(ctx, kMinWorkKey),
-                              NonNegativeConfig(ctx, kCollapseBelowKey)};
+                              NonNegativeConfig(ctx, kCollapseBelowKey), &dims};
                   return loop::WithBody(f, Parallelizer(opt).MutateStmt(f->body));
                 },
                 o);

@@ -415,6 +415,43 @@ TEST(ParallelizeLoops, FlatIndexWithRowsAboveTheReach) {
   EXPECT_EQ(loop::Print(Parallelize(overlapping)), loop::Print(overlapping));
 }
 
+// A shape-generic conv's pixels after CollapseLoops and TileLoops: channel m writes
+// [m * (h * w), (m + 1) * (h * w)) through a tiled pixel loop and its tail. The strides and the
+// extents are symbols, so only the symbolic rule (symbolic_bound.h) shows the channels apart.
+loop::PrimFunc TiledPixels(int64_t tile_stride, int64_t tail_extra) {
+  Var h = loop::MakeVar("h"), w = loop::MakeVar("w");
+  Var m = loop::MakeVar("m"), po = loop::MakeVar("po"), pi = loop::MakeVar("pi");
+  Var pt = loop::MakeVar("pt");
+  Expr hw = loop::Mul(h, w);
+  Buffer x = Buf("x", {loop::Mul(I(8), hw)}), out = Buf("out", {loop::Mul(I(8), hw)});
+  auto scale = [&](const Expr& at) {
+    return loop::Store(out, {at}, loop::Mul(loop::Load(x, {at}), F(2)));
+  };
+  Expr tiled = loop::Add(loop::Mul(m, hw), loop::Add(loop::Mul(po, I(tile_stride)), pi));
+  Expr tail =
+      loop::Add(loop::Mul(m, hw), loop::Add(loop::Mul(loop::FloorDiv(hw, I(16)), I(16)), pt));
+  return Func(
+      {x, out}, 1, {h, w},
+      Loop(
+          m, I(8),
+          loop::Seq({Loop(po, loop::FloorDiv(hw, I(16)), Loop(pi, I(16), scale(tiled))),
+                     Loop(pt, loop::Add(loop::FloorMod(hw, I(16)), I(tail_extra)), scale(tail))})));
+}
+
+TEST(ParallelizeLoops, SymbolicStrideWithTiledPixels) {
+  auto f = TiledPixels(16, 0);
+  auto g = Parallelize(f);
+  EXPECT_THAT(BodyText(g), HasSubstr("for m in [0, 8) parallel {"));
+  ExpectSameResults(f, g, {{1, 1}, {3, 5}, {4, 4}, {7, 9}, {16, 17}});
+  // A tile stride of 17 runs past the channel's h * w pixels, and so does a tail one longer:
+  // both stay serial.
+  for (auto [stride, extra] : {std::pair<int64_t, int64_t>{17, 0}, {16, 1}}) {
+    auto overlapping = TiledPixels(stride, extra);
+    EXPECT_EQ(loop::Print(Parallelize(overlapping)), loop::Print(overlapping))
+        << stride << " " << extra;
+  }
+}
+
 // A row block past the last full one (TileLoops' rows left over) starts at a constant multiple
 // of the row stride, which goes with the rows: the offset 4 * 12544 does not count against the
 // column tile's reach; an offset of 4 * 12544 + 64 (the next tile's columns) would.
