@@ -15,17 +15,17 @@
 // then blocks, with the bias and activation applied as each tile is stored.
 //
 // The rule. A serial loop over a in [0, A) whose body is exactly a serial loop over b in
-// [0, B) (constant extents, mins 0) collapses when every load and store in the inner body that
-// reads a or b has a flat element offset F (sum of index * stride, with the buffer's strides
-// or row-major ones) that is affine in both, with coef(a) = B * coef(b): then
-// F = coef(b) * (a * B + b) + r, and with p = a * B + b running over [0, A * B) in order, the
-// access is F(a = 0, b = p), and iterations run in the same order as before. a and b must
-// appear nowhere else (a loop bound, a condition, a value): those would need p // B and p % B.
-// A rewritten access is a single flat index into its buffer, re-made with explicit strides for
-// the whole function (every reference to a buffer names one object); Verify, FlattenBuffers and
-// the code generator read a single index into a buffer with explicit strides as the flat offset.
-// Applied bottom up, so [N, C, H, W] elementwise loops collapse to one loop where all accesses
-// allow it (a broadcast along C stops the collapse at C).
+// [0, B) (mins 0; extents constant, or symbolic as below) collapses when every load and store in
+// the inner body that reads a or b has a flat element offset F (sum of index * stride, with the
+// buffer's strides or row-major ones) that is affine in both, with coef(a) = B * coef(b): then F =
+// coef(b) * (a * B + b) + r, and with p = a * B + b running over [0, A * B) in order, the access is
+// F(a = 0, b = p), and iterations run in the same order as before. a and b must appear nowhere else
+// (a loop bound, a condition, a value): those would need p // B and p % B. A rewritten access is a
+// single flat index into its buffer, re-made with explicit strides for the whole function (every
+// reference to a buffer names one object); Verify, FlattenBuffers and the code generator read a
+// single index into a buffer with explicit strides as the flat offset. Applied bottom up, so [N, C,
+// H, W] elementwise loops collapse to one loop where all accesses allow it (a broadcast along C
+// stops the collapse at C).
 //
 // Row-split reads. Before TileLoops (below), a column walk whose rows lie Q elements apart
 // where the loop pair covers B < Q of each (a 3x3 conv reading its zero-padded input: rows of
@@ -36,6 +36,13 @@
 // contiguous (the small CNN's 3x3 conv at 16 x 16 then computes 256 columns per image, not the
 // 288 of its padded rows).
 //
+// Symbolic extents (a shape-generic kernel's image, [C, H, W] with H and W run-time values):
+// the same rule, with coefficients that are expressions: coef(a) must be the same expression
+// as B * coef(b), as a dense buffer's strides are (x[c, h, w]: w for h, 1 for w). Uncollapsed,
+// the column loop of such a kernel is an image row, and the rows of a detection net's deep
+// layers (10, 20, 40 pixels) ran mostly or wholly in scalar tails: its generic 1x1 convs took
+// 20-45x the specialized ones. No row-split reads there (their rows must be a multiple of 16).
+//
 // Two modes, two places in the pipeline (option `column_walks_only`):
 //  - before TileLoops, only pairs whose inner loop holds a reduction that reads along the
 //    collapsed variable with coefficient 1 (the column walk TileLoops blocks: a 1x1 conv's
@@ -44,9 +51,12 @@
 //  - after FuseLoops, all pairs.
 #include <map>
 #include <optional>
+#include <utility>
 
+#include "ir/loop/loop_text.h"
 #include "ir/loop/loop_visitor.h"
 #include "passes/loop/loop_analysis.h"
+#include "passes/loop/symbolic_bound.h"
 #include "passes/loop_pass.h"
 
 namespace kiln {
@@ -95,7 +105,8 @@ class InnerLoopVars : public loop::Visitor {
 
 class Collapser : public loop::Mutator {
  public:
-  explicit Collapser(bool column_walks_only) : column_walks_only_(column_walks_only) {}
+  Collapser(bool column_walks_only, loop::VarSet dims)
+      : column_walks_only_(column_walks_only), dims_(std::move(dims)) {}
 
   // The buffers collapses re-made, each once for the whole function.
   const loop::ExplicitStrides& strided() const { return strided_; }
@@ -116,13 +127,17 @@ class Collapser : public loop::Mutator {
  private:
   Stmt TryCollapse(const loop::ForNode* outer) {
     const loop::ForNode* inner = loop::AsFor(outer->body);
-    int64_t a_extent, b_extent, zero;
+    int64_t a_extent = 0, b_extent = 0, zero;
     if (!inner || outer->for_kind != ForKind::kSerial || inner->for_kind != ForKind::kSerial ||
-        !loop::IsConstInt(outer->extent, &a_extent) ||
-        !loop::IsConstInt(inner->extent, &b_extent) || !loop::IsConstInt(outer->min, &zero) ||
-        zero != 0 || !loop::IsConstInt(inner->min, &zero) || zero != 0 || a_extent < 1 ||
-        b_extent < 1)
+        !loop::IsConstInt(outer->min, &zero) || zero != 0 || !loop::IsConstInt(inner->min, &zero) ||
+        zero != 0)
       return nullptr;
+    const bool constant =
+        loop::IsConstInt(outer->extent, &a_extent) && loop::IsConstInt(inner->extent, &b_extent);
+    if (constant && (a_extent < 1 || b_extent < 1)) return nullptr;
+    // A symbolic pair runs A * B times: only when neither extent can be negative (two
+    // negative ones would run a positive product of iterations where the pair ran none).
+    if (!constant && !(NonNegative(outer->extent) && NonNegative(inner->extent))) return nullptr;
     const VarNode* a = outer->var.get();
     const VarNode* b = inner->var.get();
     OtherUses other(a, b);
@@ -132,11 +147,33 @@ class Collapser : public loop::Mutator {
     scan.VisitStmt(inner->body);
     InnerLoopVars inner_loops;
     inner_loops.VisitStmt(inner->body);
+    // Coefficients must be the same in every iteration of the pair: free of its variables,
+    // of the loops inside and of loads.
+    loop::VarSet variant = inner_loops.vars;
+    variant.insert(a);
+    variant.insert(b);
     bool column_walk = false;
     for (const loop::Access& acc : scan.accesses) {
       if (!MentionsAny(*acc.indices, a, b)) continue;
       std::optional<Expr> flat = loop::FlatIndex(*acc.buffer, *acc.indices);
       if (!flat) return nullptr;
+      if (!constant) {
+        // A symbolic extent (a shape-generic kernel's image): the same rule with coefficients
+        // that are expressions, coef(a) the same expression as B * coef(b) (the strides of a
+        // dense buffer are products of the extents inside: x[c, h, w] has w for h), and no
+        // row-split reads.
+        std::optional<Expr> ca = loop::SymbolicAffineCoefficient(*flat, a);
+        std::optional<Expr> cb = loop::SymbolicAffineCoefficient(*flat, b);
+        if (!ca || !cb || loop::MentionsOrLoads(*ca, variant) ||
+            loop::MentionsOrLoads(*cb, variant) ||
+            !loop::StructuralEqual(loop::SimplifyExpr(*ca),
+                                   loop::SimplifyExpr(loop::Mul(inner->extent, *cb))))
+          return nullptr;
+        int64_t unit = 0;
+        column_walk |= !acc.store && acc.loop_depth > 0 && loop::IsConstInt(*cb, &unit) &&
+                       unit == 1 && loop::Mentions(*flat, inner_loops.vars);
+        continue;
+      }
       std::optional<int64_t> ca = loop::AffineCoefficient(*flat, a);
       std::optional<int64_t> cb = loop::AffineCoefficient(*flat, b);
       if (!ca || !cb) return nullptr;
@@ -156,9 +193,12 @@ class Collapser : public loop::Mutator {
     if (column_walks_only_ && !column_walk) return nullptr;
 
     loop::Var p = loop::MakeVar(outer->var->name + "_" + inner->var->name);
-    AccessRewriter rewrite(this, outer->var, inner->var, p, b_extent);
+    AccessRewriter rewrite(this, outer->var, inner->var, p, constant ? b_extent : 0);
     Stmt body = rewrite.MutateStmt(inner->body);
-    return loop::For(p, loop::IntImm(0), loop::IntImm(a_extent * b_extent), ForKind::kSerial, body);
+    return loop::For(
+        p, loop::IntImm(0),
+        constant ? loop::IntImm(a_extent * b_extent) : loop::Mul(outer->extent, inner->extent),
+        ForKind::kSerial, body);
   }
 
   // Rewrites the accesses of one collapsed body to single flat indices in p.
@@ -185,9 +225,10 @@ class Collapser : public loop::Mutator {
    private:
     Expr Flat(const loop::BufferNode& buf, const std::vector<Expr>& indices) {
       Expr flat = *loop::FlatIndex(buf, indices);  // TryCollapse checked every such access
-      // Affine with coef(a) = B * coef(b) (TryCollapse's rule), else a row-split read.
-      if (*loop::AffineCoefficient(flat, a_.get()) ==
-          b_extent_ * *loop::AffineCoefficient(flat, b_.get()))
+      // Affine with coef(a) = B * coef(b) (TryCollapse's rule; always, for a symbolic B, which
+      // b_extent_ 0 stands for), else a row-split read.
+      if (b_extent_ == 0 || *loop::AffineCoefficient(flat, a_.get()) ==
+                                b_extent_ * *loop::AffineCoefficient(flat, b_.get()))
         return loop::Substitute(loop::Substitute(flat, a_, loop::IntImm(0)), b_, p_);
       Expr row = loop::FloorDiv(p_, loop::IntImm(b_extent_));
       Expr column = loop::FloorMod(p_, loop::IntImm(b_extent_));
@@ -198,13 +239,23 @@ class Collapser : public loop::Mutator {
     int64_t b_extent_;
   };
 
+  // Whether an extent is >= 0 for every value of the kernel's dims (>= 0 themselves).
+  bool NonNegative(const Expr& extent) const {
+    loop::SymbolicForms forms({}, {}, dims_);
+    std::optional<loop::SymbolicForms::Form> f = forms.Of(extent);
+    return f && forms.ProvablyNonNegative(*f);
+  }
+
   bool column_walks_only_;
+  loop::VarSet dims_;  // the kernel's scalar parameters
   bool collapsed_ = false;
   loop::ExplicitStrides strided_;
 };
 
 loop::PrimFunc CollapseLoops(const loop::PrimFunc& f, bool column_walks_only) {
-  Collapser collapser(column_walks_only);
+  loop::VarSet dims;
+  for (const loop::Var& d : f->scalar_params) dims.insert(d.get());
+  Collapser collapser(column_walks_only, std::move(dims));
   Stmt body = collapser.MutateStmt(f->body);
   if (!collapser.changed()) return f;
   // Allocs, frees and accesses the collapses did not rewrite still name the old buffers.

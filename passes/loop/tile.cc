@@ -409,7 +409,8 @@ Stmt TileJ(const loop::ForNode* n, const ReductionBody& body, int64_t tile, cons
 // j loop's and the reduction loops' bounds do not depend on i, and every store outside the
 // accumulators writes one element per (i, j) (an index `c * i + r` free of j, another
 // `c' * j + r'` free of i, c and c' nonzero; or one index `c * i + c' * j + r` with |c| at least
-// |c'| times j's extent), so no two rows touch one element.
+// |c'| times j's extent, or c the expression c' * extent for a symbolic extent), so no two rows
+// touch one element.
 bool RowBlockable(const loop::ForNode* n, const loop::ForNode* j, const ReductionBody& body) {
   if (n->for_kind != ForKind::kSerial || n->var->dtype != DType::kInt64) return false;
   const VarNode* i = n->var.get();
@@ -447,6 +448,14 @@ bool RowBlockable(const loop::ForNode* n, const loop::ForNode* j, const Reductio
       // j spans less than |ci|.
       flat = flat || (ci && cj && *cj != 0 && loop::IsConstInt(j->extent, &j_extent) &&
                       std::abs(*ci) >= std::abs(*cj) * j_extent);
+      // The same with a symbolic row stride (a shape-generic conv's collapsed pixels, h * w
+      // per output channel): ci is the expression cj * j's extent, cj > 0.
+      if (!flat && !ci && cj && *cj > 0) {
+        std::optional<Expr> sci = loop::SymbolicAffineCoefficient(e, i);
+        flat = sci && !Mentions(*sci, i) && !Mentions(*sci, jv) &&
+               loop::StructuralEqual(loop::SimplifyExpr(*sci),
+                                     loop::SimplifyExpr(loop::Mul(loop::IntImm(*cj), j->extent)));
+      }
     }
     if (!(by_i && by_j) && !flat) return false;
   }

@@ -95,6 +95,43 @@ TEST(CollapseLoops, NestsThatStay) {
   EXPECT_EQ(Print(Collapsed(crop)->body), Print(crop->body));
 }
 
+// A shape-generic image: x[c, h, w] and out[c, h, w] over symbolic H and W collapse to one loop
+// over H * W per channel (x's dense strides have W for h). The extents are written as lowering
+// leaves a strided layer's ((W + -1) // 2 + 1 for the buffer, (W - 1) // 2 + 1 for the loop):
+// they compare after simplification. A crop (an inner extent that is not the row) stays, and so
+// does an extent that may be negative.
+TEST(CollapseLoops, SymbolicImageBecomesOnePixelLoop) {
+  Var hs = MakeVar("hs"), ws = MakeVar("ws");
+  Var c = MakeVar("c"), h = MakeVar("h"), w = MakeVar("w");
+  Expr rows = Add(FloorDiv(Add(hs, I(-1)), I(2)), I(1));
+  Expr cols = Add(FloorDiv(Add(ws, I(-1)), I(2)), I(1));
+  Expr cols_loop = Add(FloorDiv(Sub(ws, I(1)), I(2)), I(1));
+  Buffer x = F32("x", {I(3), rows, cols}), s = F32("s", {I(3)}),
+         out = F32("out", {I(3), rows, cols});
+  auto kernel = [&](const Expr& inner, const Expr& outer) {
+    return MakePrimFunc(
+        {x, s, out}, {hs, ws},
+        Loop(c, I(3),
+             Loop(h, outer,
+                  Loop(w, inner, Store(out, {c, h, w}, Mul(Load(x, {c, h, w}), Load(s, {c})))))));
+  };
+  PrimFunc f = kernel(cols_loop, rows);
+  PrimFunc g = Collapsed(f);
+  EXPECT_EQ(Print(g->body), R"(for c in [0, 3) {
+  for h_w in [0, ((hs + -1) // 2 + 1) * ((ws - 1) // 2 + 1)) {
+    out[c * (((hs + -1) // 2 + 1) * ((ws + -1) // 2 + 1)) + h_w] = x[c * (((hs + -1) // 2 + 1) * ((ws + -1) // 2 + 1)) + h_w] * s[c]
+  }
+}
+)");
+  test::ExpectSameResults(f, g, {53, -2, 2}, {{1, 1}, {5, 8}, {9, 3}});
+  PrimFunc crop = kernel(FloorDiv(ws, I(4)), rows);
+  EXPECT_EQ(Print(Collapsed(crop)->body), Print(crop->body));
+  // Rows that may number below 0 (hs - 3 for hs < 3): collapsed, the pair would run a
+  // positive product of iterations where it ran none.
+  PrimFunc maybe_negative = kernel(cols_loop, Sub(hs, I(3)));
+  EXPECT_EQ(Print(Collapsed(maybe_negative)->body), Print(maybe_negative->body));
+}
+
 // A reduction over [H, W] (a global pool): its two loops become one, in the same order, so the
 // sum is bit for bit the same.
 TEST(CollapseLoops, ReductionOverTheImage) {

@@ -128,6 +128,30 @@ TEST(TileLoops, FlatIndexRowsRunAsBlocks) {
   ExpectSameResults(f, g);
 }
 
+// The same with a symbolic row length (a shape-generic 1x1 conv's pixels after CollapseLoops:
+// out[m * (h * w) + p], p over h * w): the rows are h * w apart, the stride the expression of
+// the columns' extent, so they run as blocks; rows written at a shorter stride do not.
+TEST(TileLoops, SymbolicFlatIndexRowsRunAsBlocks) {
+  auto kernel = [](bool overlapping) {
+    Var h = loop::MakeVar("h"), w = loop::MakeVar("w");
+    Var i = loop::MakeVar("i"), j = loop::MakeVar("j"), k = loop::MakeVar("k");
+    Expr hw = loop::Mul(h, w);
+    Expr stride = overlapping ? loop::Sub(hw, I(1)) : hw;
+    Buffer a = Buf("a", {I(8), I(5)}), b = Buf("b", {I(5), hw});
+    Buffer out = Buf("out", {loop::Add(loop::Mul(I(8), hw), I(8))});
+    Expr dot = Sum(loop::Mul(loop::Load(a, {i, k}), loop::Load(b, {k, j})), k, I(5));
+    return Func(
+        {a, b, out}, 2, {h, w},
+        Loop(i, I(8), Loop(j, hw, loop::Store(out, {loop::Add(loop::Mul(i, stride), j)}, dot))));
+  };
+  auto f = kernel(false);
+  auto g = Tile(f, 64, "TileLoops", 4);
+  EXPECT_THAT(BodyText(g), HasSubstr("alloc acc0: f32[256] local")) << BodyText(g);
+  ExpectSameResults(f, g, {{1, 1}, {3, 7}, {9, 10}});
+  EXPECT_THAT(BodyText(Tile(kernel(true), 64, "TileLoops", 4)),
+              Not(HasSubstr("alloc acc0: f32[256] local")));
+}
+
 // Structurally equal reductions in one store (an activation reading its input twice) share one
 // accumulator, whatever their axes are named.
 TEST(TileLoops, EqualReductionsShareAnAccumulator) {
