@@ -96,6 +96,85 @@ std::vector<PadExprs> SymbolicPads(const std::vector<WindowDim>& dims, const std
   return pads;
 }
 
+namespace {
+
+bool IsZero(const Expr& e) {
+  int64_t v = -1;
+  return loop::IsConstInt(e, &v) && v == 0;
+}
+
+// sum over `red` of x * w in `acc`, plus the bias of output channel m, as t.
+Expr ConvSum(Expr xv, Expr wv, std::vector<loop::IterVar> red, const std::optional<LTensor>& bias,
+             const Expr& m, DType t, DType acc) {
+  if (acc != t) {
+    xv = loop::Cast(acc, xv);
+    wv = loop::Cast(acc, wv);
+  }
+  Expr sum = loop::Reduce(loop::ReduceKind::kSum, loop::Mul(xv, wv), std::move(red));
+  if (bias) sum = loop::Add(sum, loop::Cast(acc, bias->at({m})));
+  return loop::Cast(t, sum);
+}
+
+// The 2-D conv as a product over whole padded rows. The padded input is copied split by
+// stride phase, xs[n, c, ph, pw, r, q] = padded[n, c, r * sh + ph, q * sw + pw], each phase a
+// plane of Wq = ceil(Wp / sw) columns and one spare row; output (oh, ow) at tap (kh, kw) reads
+// plane ((kh * dh) % sh, (kw * dw) % sw) at row oh + (kh * dh) // sh, column ow + (kw * dw) //
+// sw. The product runs over Wq columns per output row (Wq - OW of them thrown away), so its
+// rows and columns are one run of OH * Wq pixels in both the planes and a wide result:
+// CollapseLoops makes them one pixel loop, and TileLoops blocks output channels over it as it
+// blocks a 1x1 conv. Without this, the symbolic rows (10 to 80 pixels in a detection net's
+// deep layers) ran in column tails, mostly scalar, and the blocks shared weights rather than
+// input loads: the generic 3x3 convs took 4-20x their specialized time. A column past the last
+// reads into the next row (or the spare one), which only thrown-away columns do.
+LTensor WideConv2d(LowerContext& ctx, const LTensor& x, const LTensor& w,
+                   const std::optional<LTensor>& bias, const std::vector<WindowDim>& dims,
+                   const std::vector<PadExprs>& pads, const std::vector<int64_t>& kernel,
+                   int64_t group, DType acc, const std::vector<Expr>& out_shape) {
+  const DType t = x.dtype;
+  const int64_t sh = dims[0].stride, sw = dims[1].stride;
+  const Expr hp = loop::Add(x.shape[2], loop::Add(pads[0].begin, pads[0].end));
+  const Expr wp = loop::Add(x.shape[3], loop::Add(pads[1].begin, pads[1].end));
+  const Expr hq = loop::FloorDiv(loop::Add(hp, I64(sh - 1)), I64(sh));
+  const Expr wq = loop::FloorDiv(loop::Add(wp, I64(sw - 1)), I64(sw));
+  const std::vector<Expr> split_shape = {
+      x.shape[0], x.shape[1], I64(sh), I64(sw), loop::Add(hq, I64(1)), wq};
+  auto split_at = [x, pads, sh, sw](const std::vector<Expr>& idx) {
+    const Expr row = loop::Sub(loop::Add(loop::Mul(idx[4], I64(sh)), idx[2]), pads[0].begin);
+    const Expr col = loop::Sub(loop::Add(loop::Mul(idx[5], I64(sw)), idx[3]), pads[1].begin);
+    const Expr inside = And(InRange(row, I64(0), x.shape[2]), InRange(col, I64(0), x.shape[3]));
+    auto clamp = [](const Expr& e, const Expr& n) {
+      return loop::Max(I64(0), loop::Min(e, loop::Sub(n, I64(1))));
+    };
+    return loop::Select(inside,
+                        x.at({idx[0], idx[1], clamp(row, x.shape[2]), clamp(col, x.shape[3])}),
+                        lower::Const(0, x.dtype));
+  };
+  const LTensor xs = ctx.Materialize(LTensor{t, split_shape, split_at}, "conv_phases");
+  auto wide_at = [&ctx, xs, w, bias, dims, kernel, group, t, acc](const std::vector<Expr>& idx) {
+    const Expr& m = idx[1];
+    loop::Var c = ctx.NewVar("kc");
+    std::vector<Expr> xi = {idx[0], GroupInputChannel(m, c, w, group), nullptr, nullptr, nullptr,
+                            nullptr};
+    std::vector<Expr> wi = {m, c};
+    std::vector<loop::IterVar> red = {{c, w.shape[1]}};
+    for (int i = 0; i < 2; ++i) {
+      loop::Var k = ctx.NewVar("kt");
+      const Expr at = loop::Mul(k, I64(dims[i].dilation));
+      const int64_t s = dims[i].stride;
+      xi[2 + i] = s == 1 ? I64(0) : loop::FloorMod(at, I64(s));
+      xi[4 + i] = loop::Add(idx[2 + i], s == 1 ? at : loop::FloorDiv(at, I64(s)));
+      wi.push_back(k);
+      red.push_back({k, I64(kernel[i])});
+    }
+    return ConvSum(xs.at(xi), w.at(wi), std::move(red), bias, m, t, acc);
+  };
+  const LTensor wide = ctx.Materialize(
+      LTensor{t, {out_shape[0], out_shape[1], out_shape[2], wq}, wide_at}, "conv_wide");
+  return LTensor{t, out_shape, [wide](const std::vector<Expr>& idx) { return wide.at(idx); }};
+}
+
+}  // namespace
+
 std::vector<LTensor> LowerConvSymbolic(LowerContext& ctx, const std::vector<LTensor>& in,
                                        const Attrs& attrs, const std::vector<Type>& out_types,
                                        const std::vector<int64_t>& kernel) {
@@ -109,13 +188,22 @@ std::vector<LTensor> LowerConvSymbolic(LowerContext& ctx, const std::vector<LTen
     axes.push_back(2 + i);
     extents.push_back(x.shape[2 + i]);
   }
-  const LTensor p = PaddedForWindow(ctx, x, axes, SymbolicPads(dims, extents, attrs));
+  const std::vector<PadExprs> pads = SymbolicPads(dims, extents, attrs);
   const int64_t group = attrs.GetInt("group");
   const DType t = x.dtype;
   // f32 sums in f32, as conv's GEMM form does; the other float dtypes in f64, as conv.
   const DType acc = t == DType::kFloat32 ? t : DType::kFloat64;
   std::optional<LTensor> bias;
   if (in.size() == 3) bias = in[2];
+  // A 1x1 stride-1 conv without pads is already one run of pixels per channel.
+  const bool pointwise =
+      r == 2 && kernel[0] == 1 && kernel[1] == 1 && dims[0].stride == 1 && dims[1].stride == 1 &&
+      std::all_of(pads.begin(), pads.end(),
+                  [](const PadExprs& p) { return IsZero(p.begin) && IsZero(p.end); });
+  if (r == 2 && !pointwise)
+    return {WideConv2d(ctx, x, w, bias, dims, pads, kernel, group, acc,
+                       ctx.ShapeExpr(AsTensor(out_types[0])->shape))};
+  const LTensor p = PaddedForWindow(ctx, x, axes, pads);
   auto at = [&ctx, p, w, bias, dims, kernel, group, t, acc](const std::vector<Expr>& idx) {
     const Expr& m = idx[1];
     const Expr cg = w.shape[1];
@@ -129,14 +217,7 @@ std::vector<LTensor> LowerConvSymbolic(LowerContext& ctx, const std::vector<LTen
       wi.push_back(k);
       red.push_back({k, I64(kernel[i])});  // taps innermost: a tap row is a run of the input row
     }
-    Expr xv = p.at(xi), wv = w.at(wi);
-    if (acc != t) {
-      xv = loop::Cast(acc, xv);
-      wv = loop::Cast(acc, wv);
-    }
-    Expr sum = loop::Reduce(loop::ReduceKind::kSum, loop::Mul(xv, wv), std::move(red));
-    if (bias) sum = loop::Add(sum, loop::Cast(acc, bias->at({m})));
-    return loop::Cast(t, sum);
+    return ConvSum(p.at(xi), w.at(wi), std::move(red), bias, m, t, acc);
   };
   return {LTensor{t, ctx.ShapeExpr(AsTensor(out_types[0])->shape), at}};
 }

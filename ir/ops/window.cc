@@ -214,7 +214,12 @@ Shape WindowOutShapeOf(TypeRelContext& ctx, const TensorTypeNode& x, const Dim& 
       out.push_back(FloorDiv(in + Dim(d.stride - 1), Dim(d.stride)));
       continue;
     }
-    // pad_begin and pad_end do not depend on the size outside SAME (VALID: 0).
+    // pad_begin and pad_end do not depend on the size outside SAME (VALID: 0). A window must
+    // fit, as ComputeWindow requires of constant sizes: checked when a run binds the size (a
+    // shape-generic conv reads whole padded rows, and past them with no window that fits).
+    ctx.AssertAtMost(
+        Dim(ek), in + Dim(d.pad_begin + d.pad_end),
+        StrCat("spatial dim ", i, ": the effective kernel ", ek, " (at most the padded input)"));
     const Dim span = in + Dim(d.pad_begin + d.pad_end - ek);
     if (!ceil_mode) {
       out.push_back(FloorDiv(span, Dim(d.stride)) + Dim(1));

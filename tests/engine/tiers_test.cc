@@ -480,6 +480,10 @@ TEST(EngineTiers, ShapeChecksHoldInEveryTier) {
        "const(f32[3], [0, 0, 0]), num_groups=2) }",
        {RandomTensor(DType::kFloat32, {2, 3}, 3)},
        "modulo num_groups 2"},
+      {"def @main(%x: f32[1, 1, h, w]) { conv(%x, const(f32[1, 1, 3, 3], [1, 1, 1, 1, 1, 1, 1, "
+       "1, 1])) }",
+       {RandomTensor(DType::kFloat32, {1, 1, 3, 2}, 4)},
+       "the effective kernel 3 (at most the padded input)"},
   };
   for (CompilePolicy p :
        {CompilePolicy::kEager, CompilePolicy::kTiered, CompilePolicy::kGenericOnly}) {
