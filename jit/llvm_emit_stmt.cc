@@ -120,22 +120,6 @@ int ShortReductionWidth(const loop::ForNode* n, int vector_bits) {
   return static_cast<int>(width);
 }
 
-// The most iterations a symbolic extent can have, where it is a tail that tiling or
-// vectorization left (`x % c`, or a min with one); -1 when unknown or constant.
-int64_t TailBound(const Expr& e) {
-  int64_t c;
-  if (loop::IsConstInt(e, &c)) return -1;
-  const loop::BinaryNode* b = e->kind == ExprKind::kBinary ? loop::AsBinary(e) : nullptr;
-  if (b && b->op == loop::BinaryOp::kFloorMod && loop::IsConstInt(b->b, &c) && c > 0) return c - 1;
-  if (b && b->op == loop::BinaryOp::kMin) {
-    int64_t x = loop::IsConstInt(b->a, &c) ? c : TailBound(b->a);
-    int64_t y = loop::IsConstInt(b->b, &c) ? c : TailBound(b->b);
-    if (x >= 0 && y >= 0) return std::min(x, y);
-    return std::max(x, y);
-  }
-  return -1;
-}
-
 }  // namespace
 
 // ---- Stores, Alloc and Free ----
@@ -459,8 +443,10 @@ void FunctionEmitter::EmitFor(const loop::ForNode* n) {
                                        Property("llvm.loop.vectorize.width", b_.getInt32(width)),
                                        Property("llvm.loop.interleave.count", b_.getInt32(1)),
                                        Property("llvm.loop.unroll.disable")}));
-      } else if (int64_t bound = TailBound(n->extent);
-                 bound >= 0 && bound < std::max(2, vector_bits_ / 32)) {
+      } else if (std::optional<int64_t> bound = loop::ExtentBound(n->extent);
+                 !loop::IsConstInt(n->extent) && bound && *bound >= 0 &&
+                 *bound < std::max(2, vector_bits_ / 32)) {
+        // A symbolic tail bounded below one vector (`x % 16`): kept scalar.
         EmitSerialFor(n, LoopMetadata({Property("llvm.loop.vectorize.enable", b_.getFalse()),
                                        Property("llvm.loop.unroll.disable")}));
       } else if (int64_t trips; !loop::IsConstInt(n->extent, &trips)) {

@@ -156,6 +156,19 @@ bool IsConstInt(const Expr& e, int64_t* value) {
   return true;
 }
 
+std::optional<int64_t> ExtentBound(const Expr& e) {
+  int64_t c;
+  if (IsConstInt(e, &c)) return c;
+  const BinaryNode* b = AsBinary(e);
+  if (b && b->op == BinaryOp::kFloorMod && IsConstInt(b->b, &c) && c > 0) return c - 1;
+  if (b && b->op == BinaryOp::kMin) {
+    std::optional<int64_t> x = ExtentBound(b->a), y = ExtentBound(b->b);
+    if (x && y) return std::min(*x, *y);
+    return x ? x : y;
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 // A float zero of the given sign: x + (-0.0) and x - (+0.0) are x for every x, but

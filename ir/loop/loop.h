@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -330,6 +331,11 @@ Stmt Seq(std::vector<Stmt> stmts);  // flattens nested Seqs; a single statement 
 
 // The integer value of an IntImm, if `e` is one.
 bool IsConstInt(const Expr& e, int64_t* value = nullptr);
+// The most iterations a loop of extent `e` runs: its value, or the bound of the tails that
+// tiling and vectorization leave (`x % c` runs at most c - 1, a min at most its least bounded
+// operand); nullopt when unknown. ParallelizeLoops counts such tails as short work, and the
+// code generator keeps those shorter than a vector scalar.
+std::optional<int64_t> ExtentBound(const Expr& e);
 
 // Two's-complement wrap of `v` to the width of an integer dtype `t` (bool: 0 or 1), as
 // generated code computes.

@@ -264,8 +264,6 @@ class NestScanner : public loop::AccessScanner {
   VarSet uneven_;
 };
 
-std::optional<int64_t> ExtentBound(const Expr& e);
-
 // The span (max - min) of the values the inner terms of `forms` take, leaving out the terms
 // whose coefficient is a multiple of `modulus` (0: none left out) and, likewise, the multiples
 // of it in the constant offset (a row block's rows past the last full block start at
@@ -428,7 +426,8 @@ bool IterationsIndependent(const loop::ForNode* n, const VarSet& dims) {
     std::vector<const Access*> of_b;
     for (const Access& a : scan.accesses)
       if (a.buffer == b) of_b.push_back(&a);
-    if (!PartitionedByIteration(of_b, n->var.get(), ExtentBound(n->extent), scan.bound, ranges) &&
+    if (!PartitionedByIteration(of_b, n->var.get(), loop::ExtentBound(n->extent), scan.bound,
+                                ranges) &&
         !SymbolicallyPartitioned(of_b, n->var.get(), scan, dims))
       return false;
   }
@@ -443,21 +442,6 @@ int64_t SaturatingMul(int64_t a, int64_t b) {
   return r;
 }
 
-// The most iterations an extent can have: its value, or the bound of `x % c` and `min` (the
-// tails that tiling and vectorization leave are short); nullopt when unknown.
-std::optional<int64_t> ExtentBound(const Expr& e) {
-  int64_t c;
-  if (loop::IsConstInt(e, &c)) return c;
-  const loop::BinaryNode* b = loop::AsBinary(e);
-  if (b && b->op == loop::BinaryOp::kFloorMod && loop::IsConstInt(b->b, &c) && c > 0) return c - 1;
-  if (b && b->op == loop::BinaryOp::kMin) {
-    std::optional<int64_t> x = ExtentBound(b->a), y = ExtentBound(b->b);
-    if (x && y) return std::min(*x, *y);
-    return x ? x : y;
-  }
-  return std::nullopt;
-}
-
 // Stores run by one execution of `s`; unbounded symbolic extents count as large (file comment).
 int64_t Work(const Stmt& s) {
   if (!s) return 0;
@@ -467,7 +451,7 @@ int64_t Work(const Stmt& s) {
     case loop::StmtKind::kFor: {
       const loop::ForNode* n = loop::AsFor(s);
       int64_t body = Work(n->body);
-      std::optional<int64_t> extent = ExtentBound(n->extent);
+      std::optional<int64_t> extent = loop::ExtentBound(n->extent);
       if (!extent) return body > 0 ? kLotsOfWork : 0;
       return SaturatingMul(std::max<int64_t>(*extent, 0), body);
     }
@@ -530,7 +514,7 @@ class Parallelizer : public loop::Mutator {
 Stmt ParallelizeNest(const loop::ForNode* n, const Stmt& self, const Options& opt) {
   if (n->for_kind != ForKind::kSerial || !IterationsIndependent(n, *opt.dims)) return self;
   int64_t work = Work(n->body), extent;
-  std::optional<int64_t> bound = ExtentBound(n->extent);
+  std::optional<int64_t> bound = loop::ExtentBound(n->extent);
   if (bound ? *bound < 2 || SaturatingMul(*bound, work) < opt.min_work : work < 1) return self;
   const bool small_constant = loop::IsConstInt(n->extent, &extent) && extent < opt.collapse_below;
   if ((small_constant || (!bound && opt.collapse_below > 0)))
