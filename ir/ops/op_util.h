@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -94,7 +95,9 @@ class BroadcastIndex {
     int64_t acc = 1;
     for (size_t i = in_shape.size(); i-- > 0;) {
       strides_[off + i] = in_shape[i] == 1 ? 0 : acc;
-      acc *= in_shape[i];
+      // Saturates where a shape with a zero dim has others whose product overflows: no index
+      // of such a tensor is ever read.
+      if (__builtin_mul_overflow(acc, in_shape[i], &acc)) acc = std::numeric_limits<int64_t>::max();
     }
   }
   // Input offset for an output multi-index.
