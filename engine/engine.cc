@@ -184,7 +184,11 @@ Engine::Engine(EngineOptions options)
   arena_.initialize();
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  // A background compile still running (a model's generic tier, say, in a process that ran one
+  // shape) stops at its next kernel instead of holding the destructor for the rest of it.
+  stopping_.store(true, std::memory_order_relaxed);
+}
 
 std::shared_ptr<PassContext> Engine::MakePassContext() const {
   auto ctx = std::make_shared<PassContext>();
@@ -272,13 +276,8 @@ std::shared_ptr<const Executable> Engine::GetOrBuild(const Model& model, uint64_
     req.symbols = std::move(symbols);
     req.arena = &arena_;
     exe = Build(model, req);
-    auto spec = std::make_shared<Specialization>();
-    spec->model_id = model.id();
-    spec->key_hash = key_hash;
-    spec->signature = mine->signature;
-    spec->exe = exe;
     std::unique_lock<std::shared_mutex> lock(mu_);
-    InsertLocked(std::move(spec));
+    PublishLocked(model.id(), key_hash, mine->signature, exe);
     in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), mine));
   } catch (...) {
     compile_errors_.fetch_add(1, std::memory_order_relaxed);
@@ -358,6 +357,26 @@ void Engine::InsertLocked(std::shared_ptr<Specialization> spec) {
   const uint64_t key_hash = spec->key_hash;
   cache_.emplace(key_hash, std::move(spec));
   TrimLocked(kept);
+}
+
+void Engine::PublishLocked(uint64_t model_id, uint64_t key_hash,
+                           const std::vector<int64_t>& signature,
+                           std::shared_ptr<const Executable> exe) {
+  auto [begin, end] = cache_.equal_range(key_hash);
+  for (auto it = begin; it != end; ++it) {
+    Specialization& s = *it->second;
+    if (s.model_id != model_id || s.signature != signature) continue;
+    cached_bytes_ += CachedExecutableBytes(*exe) - CachedExecutableBytes(*s.exe);
+    s.exe = std::move(exe);
+    TrimLocked(&s);
+    return;
+  }
+  auto spec = std::make_shared<Specialization>();
+  spec->model_id = model_id;
+  spec->key_hash = key_hash;
+  spec->signature = signature;
+  spec->exe = std::move(exe);
+  InsertLocked(std::move(spec));
 }
 
 void Engine::TrimLocked(const Specialization* keep) {

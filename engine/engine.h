@@ -51,7 +51,8 @@ enum class CompilePolicy {
   // engine's arena).
   kEager,
   // The model's shape-generic executable (kernels that take the dims as arguments, compiled
-  // once, on the model's first run) serves the shape at once; once the shape has been run
+  // once, on the background compile pool from the model's first run; until it is ready a new
+  // shape is compiled as under kEager) serves the shape at once; once the shape has been run
   // `specialize_after` times it is queued for specialization on the background compile pool,
   // and the specialized executable replaces the generic one for later runs when it is ready.
   kTiered,
@@ -342,8 +343,9 @@ class Engine {
     std::atomic<uint64_t> lookups{0};       // hits, for SeenShapes
     std::atomic<bool> queued{false};        // queued for background specialization
   };
-  // A model's shape-generic executable, built once by the first run that needs it; null in the
-  // future when the model has none (`why` says why).
+  // A model's shape-generic executable, built once: by the first run that needs it (kGenericOnly)
+  // or in the background from the model's first run (kTiered); null in the future when the
+  // model has none (`why` says why).
   struct GenericEntry {
     std::shared_future<std::shared_ptr<const Executable>> exe;
     std::string model_name;
@@ -449,9 +451,17 @@ class Engine {
   // specialization, queued and published.
   std::shared_ptr<const Executable> ServeGeneric(const Model& model, uint64_t key_hash,
                                                  std::span<const Tensor> inputs, bool* defer_queue);
-  // `build_missing`: false looks only, null unless it is built (a build in flight is not
-  // waited for).
-  std::shared_ptr<const Executable> GenericFor(const Model& model, bool build_missing = true);
+  // kNo looks only: null unless it is built (a build in flight is not waited for). kHere
+  // builds it on this thread when no one has started it, and waits for a build in flight.
+  // kBackground starts its build on the compile pool when no one has, and returns null unless
+  // it is built.
+  enum class GenericBuild { kNo, kHere, kBackground };
+  std::shared_ptr<const Executable> GenericFor(const Model& model, GenericBuild build);
+  // Builds `model`'s generic executable on `arena` unless `why` says it has none, and fulfils
+  // `entry`'s promise with it (null when it has none, `why` then set).
+  std::shared_ptr<const Executable> BuildGeneric(
+      const Model& model, tbb::task_arena* arena, std::string why, GenericEntry* entry,
+      std::promise<std::shared_ptr<const Executable>>* promise);
   // `symbols`: the inputs' binding of the model's symbols, checked (the generic executable
   // serving the shape has it): the request thread does not bind the inputs a second time.
   void QueueSpecialization(const Model& model, uint64_t key_hash, std::span<const Tensor> inputs,
@@ -463,6 +473,10 @@ class Engine {
   // Caches `spec`, first evicting the least recently used entries its model has past
   // max_specializations, then those of any model past max_cache_bytes (never `spec` itself).
   void InsertLocked(std::shared_ptr<Specialization> spec);
+  // Caches a specialized `exe` for the shape key: in the key's entry when it has one (a generic
+  // binding that served the shape while it compiled), else in a new one (InsertLocked).
+  void PublishLocked(uint64_t model_id, uint64_t key_hash, const std::vector<int64_t>& signature,
+                     std::shared_ptr<const Executable> exe);
   // Evicts least recently used entries of any model but `keep` while cached_bytes_ is over
   // the budget.
   void TrimLocked(const Specialization* keep);
@@ -532,6 +546,8 @@ class Engine {
   // own on the hit path.
   mutable std::atomic<uint64_t> generic_runs_{0}, generic_binds_{0}, generic_builds_{0},
       generic_unavailable_{0}, background_queued_{0}, background_dropped_{0};
+  // Set by the destructor: builds stop before their next kernel compile (kCancelled).
+  std::atomic<bool> stopping_{false};
   // Last, so it is destroyed first: its running jobs use the members above.
   CompilePool compile_pool_;
 };

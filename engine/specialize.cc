@@ -253,6 +253,8 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
     auto compile = [&](GroupCompile& g) {
       TraceSpan span("compile", g.name);  // a cache hit shows as a short span
       try {
+        if (stopping_.load(std::memory_order_relaxed))
+          Throw(ErrorCode::kCancelled, "the engine is being destroyed");
         g.kernel =
             kernels_.GetOrCompile(KernelKey::Make(g.fn, options_.target, codegen_, pipeline_hash_),
                                   [&] { return CompileKernel(g.fn, g.name, codegen_); });

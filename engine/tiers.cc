@@ -64,37 +64,50 @@ std::string GenericPrecondition(const Model& model) {
 
 }  // namespace
 
-std::shared_ptr<const Executable> Engine::GenericFor(const Model& model, bool build_missing) {
+std::shared_ptr<const Executable> Engine::GenericFor(const Model& model, GenericBuild build) {
   std::shared_ptr<GenericEntry> entry;
-  std::promise<std::shared_ptr<const Executable>> promise;
-  bool build = false;
+  std::shared_ptr<std::promise<std::shared_ptr<const Executable>>> promise;  // set: we build it
   {
     std::lock_guard<std::mutex> lock(generic_mu_);
     auto it = generic_.find(model.id());
-    if (!build_missing) {
-      if (it == generic_.end() ||
-          it->second->exe.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
-        return nullptr;
-      return it->second->exe.get();
-    }
-    if (it == generic_.end()) {
+    if (it != generic_.end()) {
+      entry = it->second;
+    } else if (build == GenericBuild::kNo) {
+      return nullptr;
+    } else {
+      promise = std::make_shared<std::promise<std::shared_ptr<const Executable>>>();
       entry = std::make_shared<GenericEntry>();
-      entry->exe = promise.get_future().share();
+      entry->exe = promise->get_future().share();
       entry->model_name = model.name();
       generic_.emplace(model.id(), entry);
-      build = true;
-    } else {
-      entry = it->second;
     }
   }
-  if (!build) return entry->exe.get();  // never throws: a failed build leaves null
-  std::shared_ptr<const Executable> exe;
+  if (!promise) {  // built, or being built by another caller or in the background
+    if (build == GenericBuild::kHere) return entry->exe.get();  // a failed build leaves null
+    return entry->exe.wait_for(std::chrono::seconds(0)) == std::future_status::ready
+               ? entry->exe.get()
+               : nullptr;
+  }
   std::string why = GenericPrecondition(model);
+  if (why.empty() && build == GenericBuild::kBackground) {
+    std::shared_ptr<const Model> keep = model.shared_from_this();
+    compile_pool_.Submit([this, keep, entry, promise] {
+      BuildGeneric(*keep, &compile_arena_, "", entry.get(), promise.get());
+    });
+    return nullptr;
+  }
+  return BuildGeneric(model, &arena_, std::move(why), entry.get(), promise.get());
+}
+
+std::shared_ptr<const Executable> Engine::BuildGeneric(
+    const Model& model, tbb::task_arena* arena, std::string why, GenericEntry* entry,
+    std::promise<std::shared_ptr<const Executable>>* promise) {
+  std::shared_ptr<const Executable> exe;
   if (why.empty()) {
     try {
       BuildRequest req;
       req.generic = true;
-      req.arena = &arena_;
+      req.arena = arena;
       exe = Build(model, req);
       generic_builds_.fetch_add(1, std::memory_order_relaxed);
       // Every shape bound to it shares these launches' counters; its plan is a placeholder.
@@ -102,11 +115,14 @@ std::shared_ptr<const Executable> Engine::GenericFor(const Model& model, bool bu
     } catch (const std::exception& e) {
       why = e.what();
       exe = nullptr;
+    } catch (...) {
+      why = "an unknown error";
+      exe = nullptr;
     }
   }
   if (!exe) generic_unavailable_.fetch_add(1, std::memory_order_relaxed);
   entry->why = why;  // before set_value: readers read it after the future is ready
-  promise.set_value(exe);
+  promise->set_value(exe);
   return exe;
 }
 
@@ -129,7 +145,16 @@ std::shared_ptr<const Executable> Engine::ServeGeneric(const Model& model, uint6
   // The fast way, once the generic executable is built: bound straight from the tensors. Where
   // it gives up, the inputs are checked first (bad ones are the caller's error, and build
   // nothing), then bound by names, which names any fault (engine/generic_bind.h).
-  std::shared_ptr<const Executable> generic = GenericFor(model, /*build_missing=*/false);
+  std::shared_ptr<const Executable> generic = GenericFor(model, GenericBuild::kNo);
+  if (!generic && options_.policy == CompilePolicy::kTiered) {
+    // Not built yet, or none: a model's shape-generic kernels take a few times a shape's
+    // specialization to compile (a detection-shaped conv net: 6.6 s against 2.0), so the
+    // shapes that come before it is ready are compiled as eager would compile them, and it
+    // builds meanwhile on the background compile pool. A model's first run never waits longer
+    // than under kEager.
+    GenericFor(model, GenericBuild::kBackground);
+    return nullptr;
+  }
   if (generic) PrefetchGeneric(*generic);
   std::shared_ptr<Executable> fast;
   if (generic && generic->generic->binder) fast = generic->generic->binder->Bind(*generic, inputs);
@@ -138,7 +163,7 @@ std::shared_ptr<const Executable> Engine::ServeGeneric(const Model& model, uint6
     spec->exe = std::move(fast);
   } else {
     std::map<std::string, int64_t> symbols = BindInputs(model, inputs);
-    generic = GenericFor(model);
+    generic = GenericFor(model, GenericBuild::kHere);
     if (!generic) return nullptr;
     std::vector<TensorSignature> sigs;
     for (const Tensor& t : inputs) sigs.push_back({t.dtype(), t.shape(), t.nbytes()});
@@ -200,6 +225,11 @@ void Engine::QueueSpecialization(const Model& model, uint64_t key_hash,
     for (const std::shared_ptr<InFlight>& f : in_flight_)
       if (f->model_id == model.id() && f->key_hash == key_hash && f->signature == mine->signature)
         return;  // already being compiled
+    // Already compiled: by a compile of the key that was in flight when a run bound the
+    // generic tier to it (the model's first shapes compile as eager does).
+    if (Specialization* done = FindLocked(model, key_hash, inputs);
+        done && done->exe->tier == Tier::kSpecialized)
+      return;
     mine->result = promise->get_future().share();
     in_flight_.push_back(mine);
   }
@@ -217,8 +247,10 @@ void Engine::QueueSpecialization(const Model& model, uint64_t key_hash,
       bool cached = false;
       auto [begin, end] = cache_.equal_range(mine->key_hash);
       for (auto it = begin; it != end && !cached; ++it)
-        cached = it->second->model_id == mine->model_id && it->second->signature == mine->signature;
-      if (!cached) {
+        cached = it->second->model_id == mine->model_id &&
+                 it->second->signature == mine->signature &&
+                 it->second->exe->tier == Tier::kGeneric;
+      if (!cached) {  // or specialized meanwhile, by an eager compile of the key
         in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), mine));
         mine->dropped = true;  // before the result: a waiter reads it after
         lock.unlock();
@@ -242,25 +274,8 @@ void Engine::QueueSpecialization(const Model& model, uint64_t key_hash,
     }
     {
       std::unique_lock<std::shared_mutex> lock(mu_);
-      bool published = false;
-      auto [begin, end] = cache_.equal_range(mine->key_hash);
-      for (auto it = begin; it != end && !published; ++it) {
-        Specialization& s = *it->second;
-        if (s.model_id != mine->model_id || s.signature != mine->signature) continue;
-        cached_bytes_ += CachedExecutableBytes(*exe) - CachedExecutableBytes(*s.exe);
-        s.exe = exe;
-        TrimLocked(&s);
-        published = true;
-        break;  // `it` may be gone: trimming erases entries
-      }
-      if (!published) {  // evicted meanwhile: cached anew, it was asked for
-        auto spec = std::make_shared<Specialization>();
-        spec->model_id = mine->model_id;
-        spec->key_hash = mine->key_hash;
-        spec->signature = mine->signature;
-        spec->exe = exe;
-        InsertLocked(std::move(spec));
-      }
+      // Into the shape's generic entry; evicted meanwhile, cached anew (it was asked for).
+      PublishLocked(mine->model_id, mine->key_hash, mine->signature, exe);
       in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), mine));
     }
     specializations_.fetch_add(1, std::memory_order_relaxed);
@@ -313,11 +328,13 @@ Explanation Engine::Explain(const Model& model, std::span<const Tensor> inputs) 
   if (options_.policy != CompilePolicy::kEager) {
     std::lock_guard<std::mutex> lock(generic_mu_);
     auto it = generic_.find(model.id());
-    bool unavailable =
-        it != generic_.end() &&
-        it->second->exe.wait_for(std::chrono::seconds(0)) == std::future_status::ready &&
-        !it->second->exe.get();
-    if (!unavailable && GenericPrecondition(model).empty()) x.tier = Tier::kGeneric;
+    const bool ready = it != generic_.end() && it->second->exe.wait_for(std::chrono::seconds(0)) ==
+                                                   std::future_status::ready;
+    const bool unavailable = ready && !it->second->exe.get();
+    // Tiered: until the generic executable is built, a new shape compiles as under kEager.
+    const bool serves =
+        options_.policy == CompilePolicy::kGenericOnly ? !unavailable : ready && !unavailable;
+    if (serves && GenericPrecondition(model).empty()) x.tier = Tier::kGeneric;
   }
   if (seen.empty()) {
     x.reason = StrCat("first run of model '", model.name(), "'");

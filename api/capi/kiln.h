@@ -382,8 +382,10 @@ kiln_status kiln_options_set_config_bool(kiln_options* options, const char* key,
  * 0: unbounded. */
 kiln_status kiln_options_set_max_specializations(kiln_options* options, int max);
 /* How a shape with no compiled executable yet is served: "tiered" (the default: the model's
- * shape-generic kernels, compiled on its first run, serve it at once, and the shape is
- * specialized on a background compile pool and served specialized when ready), "eager" (the
+ * shape-generic kernels serve it at once, and the shape is specialized on a background compile
+ * pool and served specialized when ready; the generic kernels build on that pool from the
+ * model's first run, whose shape, like any that comes before they are ready, compiles as under
+ * "eager"), "eager" (the
  * run waits while its shape compiles) or "generic_only" (never specialized). A model whose dims
  * values decide, or with no symbolic dims, is served eagerly under every policy. */
 kiln_status kiln_options_set_compile_policy(kiln_options* options, const char* policy);

@@ -54,17 +54,6 @@ std::string ShapeText(const std::map<std::string, std::vector<int64_t>>& shape) 
   return s;
 }
 
-// The tier that would serve these inputs now (kiln_engine_explain).
-bool ServedSpecialized(kiln_engine* engine, const kiln_model* model,
-                       const std::vector<const kiln_tensor*>& in) {
-  char* json = nullptr;
-  Check(kiln_engine_explain(engine, model, in.size(), nullptr, in.data(), &json), "explain");
-  std::string s = json;
-  kiln_string_free(json);
-  return s.find("\"cached\":true") != std::string::npos &&
-         s.find("\"tier\":\"specialized\"") != std::string::npos;
-}
-
 struct Row {
   std::string shape;
   double first_ms = 0;

@@ -72,6 +72,10 @@ void FillRandom(kiln_tensor* t, std::mt19937& rng);
 std::string FirstValues(const kiln_tensor* t, int64_t limit);
 // The p-th percentile (0-100) of `v`, nearest rank; 0 for none.
 double Percentile(std::vector<double> v, double p);
+// Whether these inputs' shape key is cached with a specialized executable now
+// (kiln_engine_explain).
+bool ServedSpecialized(kiln_engine* engine, const kiln_model* model,
+                       const std::vector<const kiln_tensor*>& in);
 
 // The commands: each parses its arguments (UsageError on bad usage, Failure on a C API error)
 // and returns the exit status.

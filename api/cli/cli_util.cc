@@ -282,4 +282,14 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
+bool ServedSpecialized(kiln_engine* engine, const kiln_model* model,
+                       const std::vector<const kiln_tensor*>& in) {
+  char* json = nullptr;
+  Check(kiln_engine_explain(engine, model, in.size(), nullptr, in.data(), &json), "explain");
+  std::string s = json;
+  kiln_string_free(json);
+  return s.find("\"cached\":true") != std::string::npos &&
+         s.find("\"tier\":\"specialized\"") != std::string::npos;
+}
+
 }  // namespace kiln::cli

@@ -766,7 +766,9 @@ static void test_mlp(void) {
     CHECK(json && strstr(json, "\"tier\":\"specialized\""));
     kiln_string_free(json);
     OK(kiln_engine_stats_json(tiered, &json));
-    CHECK(json && strstr(json, "\"generic_builds\":1") && strstr(json, "\"background_queued\":1"));
+    /* The model's first run compiled its shape as eager does; the generic tier built meanwhile. */
+    CHECK(json && strstr(json, "\"generic_builds\":1") && strstr(json, "\"specializations\":1") &&
+          strstr(json, "\"background_queued\":0"));
     kiln_string_free(json);
     FAILS(kiln_engine_wait_background_compiles(NULL), KILN_INVALID_ARGUMENT, "engine is NULL");
 

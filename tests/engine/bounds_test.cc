@@ -124,6 +124,10 @@ TEST(EngineBounds, BoundSmallerThanTheShapesInUseDoesNotThrash) {
     want.push_back(reference.Run(*model, inputs.back()));
   }
   Engine engine(test::With([](EngineOptions& o) { o.max_specializations = 2; }));
+  // Past the model's first run, whose shape compiles as eager does while the generic tier
+  // builds: the thrash in question is the generic tier's.
+  engine.Run(*model, inputs[0]);
+  engine.WaitForBackgroundCompiles();
   std::barrier start(kThreads);
   std::atomic<int> wrong{0};
   std::vector<std::thread> threads;
@@ -147,14 +151,14 @@ TEST(EngineBounds, BoundSmallerThanTheShapesInUseDoesNotThrash) {
       static_cast<unsigned long>(s.kernel_compiles), static_cast<unsigned long>(s.evictions),
       static_cast<unsigned long>(s.evicted_served_generic));
   EXPECT_EQ(wrong.load(), 0);
-  EXPECT_EQ(s.runs, static_cast<uint64_t>(kThreads * kRunsPerThread));
-  EXPECT_LE(s.specializations, static_cast<uint64_t>(kShapes + 2));
+  EXPECT_EQ(s.runs, static_cast<uint64_t>(kThreads * kRunsPerThread + 1));
+  EXPECT_LE(s.specializations, static_cast<uint64_t>(kShapes + 3));
   EXPECT_EQ(s.generic_builds, 1u);
   EXPECT_LE(s.cached_executables, 2u);
   EXPECT_GT(s.generic_runs, 0u);
   // Kernels: the generic executable's, and each specialization's.
   const uint64_t per_shape = engine.Prepare(*model, inputs[0])->launches().size();
-  EXPECT_LE(s.kernel_compiles, (kShapes + 2 + 1) * per_shape);
+  EXPECT_LE(s.kernel_compiles, (kShapes + 3 + 1) * per_shape);
 }
 
 // Forget is not eviction: a forgotten model's shapes are specialized again.
