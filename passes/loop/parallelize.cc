@@ -350,13 +350,14 @@ bool PartitionedByIteration(const std::vector<const Access*>& accesses, const Va
 // [C * v + rest_0, C * v + rest_0 + C - 1].
 bool SymbolicallyPartitioned(const std::vector<const Access*>& accesses, const VarNode* v,
                              const NestScanner& scan, const VarSet& dims) {
-  using Form = loop::SymbolicForms::Form;
+  using Forms = loop::SymbolicForms;
+  using Form = Forms::Form;
   const std::map<const VarNode*, std::pair<Expr, Expr>> loops = scan.LoopBounds();
   VarSet loop_vars{v}, opaque;
   for (const auto& [u, b] : loops) loop_vars.insert(u);
   for (const VarNode* u : scan.bound)
     if (!loop_vars.count(u)) opaque.insert(u);
-  loop::SymbolicForms forms(loop_vars, opaque, dims);
+  Forms forms(loop_vars, opaque, dims);
   struct Window {
     Form base, lo, hi;
   };
@@ -366,33 +367,30 @@ bool SymbolicallyPartitioned(const std::vector<const Access*>& accesses, const V
     std::optional<Expr> flat = loop::FlatIndex(*a->buffer, *a->indices);
     std::optional<Form> f = flat ? forms.Of(*flat) : std::nullopt;
     if (!f) return false;
-    Form c = loop::SymbolicForms::CoefficientOf(*f, v);
+    Form c = Forms::CoefficientOf(*f, v);
     if (stride ? !(c == *stride) : c == Form{}) return false;
     stride = c;
-    Form rest = loop::SymbolicForms::Without(*f, v);
+    Form rest = Forms::Without(*f, v);
     Window w;
-    w.base = rest;
-    for (const VarNode* u : loop::SymbolicForms::LoopVars(rest))
-      w.base = loop::SymbolicForms::Without(w.base, u);
+    w.base = Forms::Invariant(rest);
     w.lo = w.hi = w.base;
-    for (const VarNode* u : loop::SymbolicForms::LoopVars(rest)) {
-      Form k = loop::SymbolicForms::CoefficientOf(rest, u);
+    for (const VarNode* u : Forms::LoopVars(rest)) {
+      Form k = Forms::CoefficientOf(rest, u);
       auto b = loops.find(u);
       if (b == loops.end() || !forms.ProvablyNonNegative(k)) return false;
       std::optional<Form> min = forms.Of(b->second.first), extent = forms.Of(b->second.second);
-      if (!min || !extent || !loop::SymbolicForms::LoopVars(*min).empty() ||
-          !loop::SymbolicForms::LoopVars(*extent).empty())
+      if (!min || !extent || !Forms::LoopVars(*min).empty() || !Forms::LoopVars(*extent).empty())
         return false;
       // Over [min, min + extent - 1]: k >= 0, so k * min is the least and k * (min + extent
       // - 1) the most (a loop that runs no iteration makes no access).
       Form one;
       one.constant = 1;
-      std::optional<Form> last = loop::SymbolicForms::Add(*min, *extent);
-      if (last) last = loop::SymbolicForms::Add(*last, one, -1);
-      std::optional<Form> low = loop::SymbolicForms::Mul(k, *min);
-      std::optional<Form> high = last ? loop::SymbolicForms::Mul(k, *last) : std::nullopt;
-      std::optional<Form> lo = low ? loop::SymbolicForms::Add(w.lo, *low) : std::nullopt;
-      std::optional<Form> hi = high ? loop::SymbolicForms::Add(w.hi, *high) : std::nullopt;
+      std::optional<Form> last = Forms::Add(*min, *extent);
+      if (last) last = Forms::Add(*last, one, -1);
+      std::optional<Form> low = Forms::Mul(k, *min);
+      std::optional<Form> high = last ? Forms::Mul(k, *last) : std::nullopt;
+      std::optional<Form> lo = low ? Forms::Add(w.lo, *low) : std::nullopt;
+      std::optional<Form> hi = high ? Forms::Add(w.hi, *high) : std::nullopt;
       if (!lo || !hi) return false;
       w.lo = *lo;
       w.hi = *hi;
@@ -403,9 +401,9 @@ bool SymbolicallyPartitioned(const std::vector<const Access*>& accesses, const V
   Form top = *stride;  // C - 1
   top.constant -= 1;
   for (const Window& w : windows) {
-    std::optional<Form> above = loop::SymbolicForms::Add(w.lo, windows[0].base, -1);
-    std::optional<Form> below = loop::SymbolicForms::Add(w.hi, windows[0].base, -1);
-    if (below) below = loop::SymbolicForms::Add(top, *below, -1);
+    std::optional<Form> above = Forms::Add(w.lo, windows[0].base, -1);
+    std::optional<Form> below = Forms::Add(w.hi, windows[0].base, -1);
+    if (below) below = Forms::Add(top, *below, -1);
     if (!above || !below || !forms.ProvablyNonNegative(*above) ||
         !forms.ProvablyNonNegative(*below))
       return false;

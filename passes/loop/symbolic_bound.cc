@@ -99,6 +99,13 @@ std::vector<const VarNode*> SymbolicForms::LoopVars(const Form& f) {
   return vars;
 }
 
+Form SymbolicForms::Invariant(const Form& f) {
+  Form out = f;
+  for (auto it = out.terms.begin(); it != out.terms.end();)
+    it = it->first.first ? out.terms.erase(it) : std::next(it);
+  return out;
+}
+
 int SymbolicForms::AtomIndex(const Expr& e) {
   for (size_t i = 0; i < atoms_.size(); ++i)
     if (StructuralEqual(atoms_[i], e)) return static_cast<int>(i);

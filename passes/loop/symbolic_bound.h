@@ -56,6 +56,8 @@ class SymbolicForms {
   static Form Without(const Form& f, const VarNode* v);
   // The loop variables a form mentions.
   static std::vector<const VarNode*> LoopVars(const Form& f);
+  // The form without any loop variable's monomials: its part over atoms alone.
+  static Form Invariant(const Form& f);
 
   // Arithmetic on forms; nullopt on overflow or, for Mul, a product of two non-constant forms
   // that is not a monomial (atom times atom, variable times variable).

@@ -81,6 +81,17 @@ TEST(SymbolicForms, ReadsLoopVariablesAsMonomials) {
   EXPECT_EQ(SymbolicForms::CoefficientOf(*f, p.get()).constant, 16);
   EXPECT_EQ(SymbolicForms::Without(SymbolicForms::Without(*f, m.get()), p.get()).constant, 5);
   EXPECT_EQ(SymbolicForms::LoopVars(*f).size(), 2u);
+  // Without every loop variable: the part over atoms (here 5); an atom's monomial stays
+  // (h * w + m * 2 -> h * w).
+  EXPECT_EQ(SymbolicForms::Invariant(*f),
+            SymbolicForms::Without(SymbolicForms::Without(*f, m.get()), p.get()));
+  std::optional<SymbolicForms::Form> g = forms.Of(Add(hw, Mul(m, I(2))));
+  ASSERT_TRUE(g);
+  SymbolicForms::Form gi = SymbolicForms::Invariant(*g);
+  EXPECT_EQ(gi.constant, 0);
+  ASSERT_EQ(gi.terms.size(), 1u);
+  EXPECT_EQ(gi.terms.begin()->second, 1);
+  EXPECT_TRUE(SymbolicForms::LoopVars(gi).empty());
   // Not monomials: a loop variable under a division, a product of two, an opaque variable.
   EXPECT_FALSE(forms.Of(FloorDiv(p, I(4))));
   EXPECT_FALSE(forms.Of(Mul(m, p)));
