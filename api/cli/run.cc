@@ -264,10 +264,10 @@ int RunCommand(const std::vector<std::string>& args) {
   double first_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (kiln_tensor* t : out_ptrs) out_owned.emplace_back(t);
-  // Under the tiered policy the first run was served by the model's shape-generic kernels and
-  // queued the shape for specialization: the timed runs measure what serves it from then on.
-  // A model's first run compiles its shape as eager does (the generic tier builds meanwhile, for
-  // shapes this process will not run, and stops when the engine goes): nothing to wait for.
+  // The timed runs measure what serves the shape for good. Under the tiered policy a model's
+  // first run compiles its shape as eager does (the generic tier builds meanwhile, for shapes
+  // this process will not run, and stops when the engine goes): nothing to wait for. Where the
+  // first run was served by the generic tier instead, its specialization is waited for.
   double background_ms = 0;
   if (!ServedSpecialized(engine.get(), model.get(), in_ptrs)) {
     t0 = std::chrono::steady_clock::now();
