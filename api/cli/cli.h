@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <string>
@@ -76,6 +77,9 @@ double Percentile(std::vector<double> v, double p);
 // (kiln_engine_explain).
 bool ServedSpecialized(kiln_engine* engine, const kiln_model* model,
                        const std::vector<const kiln_tensor*>& in);
+// Writes the engine's trace (made with kiln_options_set_trace) to `path` and says so on `say`;
+// Failure names --trace and the path when it cannot.
+void WriteTrace(kiln_engine* engine, const std::string& path, FILE* say);
 
 // The commands: each parses its arguments (UsageError on bad usage, Failure on a C API error)
 // and returns the exit status.

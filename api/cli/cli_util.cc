@@ -292,4 +292,17 @@ bool ServedSpecialized(kiln_engine* engine, const kiln_model* model,
          s.find("\"tier\":\"specialized\"") != std::string::npos;
 }
 
+void WriteTrace(kiln_engine* engine, const std::string& path, FILE* say) {
+  char* json = nullptr;
+  Check(kiln_engine_trace_json(engine, &json), "--trace");
+  std::string text = json;
+  kiln_string_free(json);
+  FILE* f = std::fopen(path.c_str(), "wb");
+  bool written = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (f && std::fclose(f) != 0) written = false;
+  if (!written) throw Failure{"--trace: cannot write '" + path + "'"};
+  std::fprintf(say, "trace: %zu bytes written to %s (chrome://tracing or ui.perfetto.dev)\n",
+               text.size(), path.c_str());
+}
+
 }  // namespace kiln::cli

@@ -7,7 +7,7 @@
 //            [--print-ir after=PASS|all] [--time-passes] [--stats] [--explain]
 //            [--trace FILE.json] [--pipeline 'InferType,FoldConstant,FuseOps(max_group_size=8)']
 //   kiln bench MODEL --shapes 'x=1x784;x=7x784' [--iters N] [--policy P] [--threads N] [--json]
-//              [--compile-nice N] [--cache-dir D] [--record FILE] [--warm FILE]
+//              [--compile-nice N] [--cache-dir D] [--record FILE] [--warm FILE] [--trace F]
 //   kiln compile MODEL [--shape NAME=1x784 ...] --emit cuda|ptx|llvm|asm [--target T]
 //                [--opt-level N] [--disable-pass P] OUT_DIR
 //   kiln serve MODEL_DIR [--host H] [--port P] [--max-batch ROWS] [--batch-delay-us U]
@@ -26,7 +26,9 @@
 //
 // bench runs the shapes in order through one engine (policy tiered unless given) and prints per
 // shape: the first call, the p50 while tier 0 (the model's shape-generic kernels) served it,
-// the p50 once specialized, and when the switch happened after the first call. --record writes
+// the p50 once specialized, and when the switch happened after the first call. Each shape runs
+// --iters times, waits for the background compiles, and runs --iters times again, so that the
+// next shape's first call comes after runs, as in a server under traffic. --record writes
 // the shapes it ran to a file; --warm compiles a file's shapes before the first request (from
 // the disk cache of --cache-dir when an earlier process filled it).
 //
@@ -70,6 +72,7 @@ const char kUsage[] =
     "  kiln bench MODEL --shapes 'NAME=DIMS ...;NAME=DIMS ...' [--iters N]\n"
     "           [--policy tiered|eager|generic_only] [--threads N] [--compile-nice 0-19]\n"
     "           [--json] [--cache-dir D] [--record SHAPES_FILE] [--warm SHAPES_FILE]\n"
+    "           [--trace FILE.json]\n"
     "  kiln compile MODEL [--shape NAME=1x784 ...] --emit cuda|ptx|llvm|asm\n"
     "           [--target 'cuda -arch=sm_90'] [--opt-level N] [--disable-pass P] OUT_DIR\n"
     "  kiln serve MODEL_DIR [--host 127.0.0.1] [--port 8000 (0: any)] [--max-batch ROWS]\n"

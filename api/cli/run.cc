@@ -336,18 +336,7 @@ int RunCommand(const std::vector<std::string>& args) {
       std::printf("  %-32s %5d calls %10.3f ms\n", p.c_str(), observer.totals[p].first,
                   observer.totals[p].second);
   }
-  if (!trace_path.empty()) {
-    char* json = nullptr;
-    Check(kiln_engine_trace_json(engine.get(), &json), "--trace");
-    std::string text = json;
-    kiln_string_free(json);
-    FILE* f = std::fopen(trace_path.c_str(), "wb");
-    bool written = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (f && std::fclose(f) != 0) written = false;
-    if (!written) throw Failure{"--trace: cannot write '" + trace_path + "'"};
-    std::printf("trace: %zu bytes written to %s (chrome://tracing or ui.perfetto.dev)\n",
-                text.size(), trace_path.c_str());
-  }
+  if (!trace_path.empty()) WriteTrace(engine.get(), trace_path, stdout);
   if (stats) {
     char* json = nullptr;
     Check(kiln_engine_stats_json(engine.get(), &json), "stats");

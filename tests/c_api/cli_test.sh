@@ -206,6 +206,17 @@ expect_output "bench --compile-nice out of range" 2 "nice 20 is not 0 to 19" \
   -- "$KILN" bench "$MLP" --shapes "x=5x4" --compile-nice 20
 expect_output "bench --json" 0 '{"shapes":[{"shape":"x=5x4","first_ms":' '"kernel_compiles":' \
   -- "$KILN" bench "$MLP" --shapes "x=5x4" --iters 2 --policy eager --json
+# --trace: every run a span; a shape runs once, --iters times, waits for the background
+# compiles and runs --iters times again (so 2 x 5 runs); with --json the message is on stderr.
+"$KILN" bench "$MLP" --shapes "x=1x4;x=7x4" --iters 2 --json --trace "$WORK/bench_trace.json" \
+  >"$WORK/bench_trace_stdout.json" 2>/dev/null
+expect_output "bench --trace: a run span per run, stdout JSON" 0 "ok" -- /usr/bin/python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))
+runs = [e for e in t["traceEvents"] if e["ph"] == "X" and e.get("cat") == "run"]
+assert len(runs) == 10, len(runs)
+assert len(json.load(open(sys.argv[2]))["shapes"]) == 2
+print("ok")' "$WORK/bench_trace.json" "$WORK/bench_trace_stdout.json"
 expect_output "bench without --shapes" 2 "--shapes is required" -- "$KILN" bench "$MLP"
 expect_output "bench with an unknown input" 2 "the model has no input 'y'" \
   -- "$KILN" bench "$MLP" --shapes "y=1x4"
