@@ -54,8 +54,6 @@ std::string TensorSignature::ToString() const {
 
 namespace {
 
-constexpr const char* kWinogradAnySizeKey = "winograd.any_image_size";
-
 // A tensor's dtype and shape, symbolic in a shape-generic build.
 struct TypedShape {
   DType dtype = DType::kFloat32;
@@ -208,11 +206,6 @@ std::shared_ptr<const Executable> Engine::Build(const Model& model, const BuildR
         fn = ResolveDynamic(fn, std::vector<Tensor>(req.values.begin(), req.values.end()));
     }
     std::shared_ptr<PassContext> ctx = MakePassContext();
-    // Winograd's form over any image size pays where the generic tier serves for good; a tiered
-    // engine's generic tier serves a shape only until its specialization is ready, and the form
-    // doubles its compile time (passes/graph/winograd.cc). pass_config may say otherwise.
-    if (generic && !options_.pass_config.count(kWinogradAnySizeKey))
-      ctx->SetConfig(kWinogradAnySizeKey, options_.policy == CompilePolicy::kGenericOnly);
     // Profiling: a timing instrument of this compile's own, so concurrent compiles never
     // share one (PassTiming is not thread-safe).
     std::shared_ptr<PassTimingInstrument> timing;

@@ -206,7 +206,8 @@ PassRegistry& PassRegistry::Global() {
     // (4 cycles an element); partial sums per vector lane run at its throughput.
     RegisterPassConfig("codegen.reassociate_reductions", AttrKind::kBool, true,
                        "let code generators vectorize float sums with partial sums per lane");
-    // The engine sets it per build (Engine::Build): off for a tiered engine's generic tier.
+    // On by default: a shape-generic build's 3x3 convs then run as fast as a specialization's
+    // (passes/graph/winograd.cc says at what compile time).
     RegisterPassConfig("winograd.any_image_size", AttrKind::kBool, true,
                        "let WinogradConvs give convs over symbolic image sizes Winograd's form "
                        "(where the transformed filter is small)");

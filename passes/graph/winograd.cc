@@ -16,10 +16,11 @@
 //
 // The lowering applies the form only where the shapes it sees allow it; over symbolic image
 // sizes only with U given (a constant weight), and only where the PassContext's
-// winograd.any_image_size is on (the engine turns it off for a tiered engine's generic tier,
-// which serves a shape only until its specialized kernels are ready: there the form doubled
-// the generic build's compile time, 0.65 -> 1.3 s for dynamic_conv, and its whole-image
-// buffers added page faults to first calls, for a tier-0 p50 25% lower). Measured
+// winograd.any_image_size is on (the default). A shape-generic build then serves new image
+// sizes at about the speed of their specializations: dynamic_conv's generic tier, p50 over
+// specialized p50 at 48x80 to 200x120 (kiln bench, 1 thread, Zen 5), 1.6-1.8x -> 1.03-1.16x.
+// It costs the build, which a tiered engine runs in the background: dynamic_conv's 0.63 ->
+// 1.0 s, the 320 x 320 detection net's 7.9 -> 8.8 s. Measured
 // (AMD EPYC Zen 5, AVX-512, 1 thread, the pool_cnn model at 224 x 224): its three 3x3 convs of
 // 32 -> 64, 64 -> 64 and 64 -> 128 channels, 2.29 + 1.00 + 2.21 ms direct -> about 1.45 + 0.52
 // + 1.04 ms.
