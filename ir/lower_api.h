@@ -56,6 +56,13 @@ class LowerContext {
   // Computes `t` into a new kernel-local buffer before the rest of the kernel runs, and returns
   // a tensor that reads it. Use for values read at many indices (a reduced row max).
   virtual LTensor Materialize(const LTensor& t, const std::string& name) = 0;
+  // Materialize, except where `empty` holds at run time (a condition on the kernel's scalars,
+  // the same for every element: an input's symbolic extent is 0): then the buffer is all
+  // `fill` and `t` is never read. For a tensor whose clamped reads stay in bounds only while its
+  // input has elements (an index clamped into an empty axis is 0, and with the dims inside it
+  // still reaches past the buffer), at no cost per element.
+  virtual LTensor MaterializeUnless(const LTensor& t, const std::string& name,
+                                    const loop::Expr& empty, const loop::Expr& fill) = 0;
   // A new kernel-local buffer of `shape` filled by the statements `fill` returns for it (run
   // before the rest of the kernel, as Materialize's loop nest), and a tensor that reads it: for
   // values a single loop nest computes poorly (a zero border around a copied interior).

@@ -129,6 +129,35 @@ class GroupLowerer : public LowerContext {
     return LoadFrom(b);
   }
 
+  LTensor MaterializeUnless(const LTensor& t, const std::string& name, const loop::Expr& empty,
+                            const loop::Expr& fill) override {
+    Buffer b = loop::MakeBuffer(name, t.dtype, t.shape, BufferNode::Scope::kLocal);
+    locals_.push_back(b);
+    // The branch inside the outermost loop (once per batch image, say), which FuseLoops then
+    // fuses with the consumer's as it would the plain nest: around the whole nest, it kept the
+    // copy a separate pass over the whole batch (a generic conv's first layer, 2 threads: up to
+    // 1.7x its time).
+    auto store = [&](const std::vector<loop::Expr>& idx, const loop::Expr& value) {
+      return loop::Store(b, idx, loop::Cast(t.dtype, value));
+    };
+    if (t.shape.empty()) {
+      stmts_.push_back(loop::IfThenElse(empty, store({}, fill), store({}, t.at({}))));
+      return LoadFrom(b);
+    }
+    const loop::Var outer = NewVar("i");
+    const std::vector<loop::Expr> inner(t.shape.begin() + 1, t.shape.end());
+    auto nest = [&](bool filled) {
+      return LoopNest(inner, [&](const std::vector<loop::Expr>& rest) {
+        std::vector<loop::Expr> idx = {outer};
+        idx.insert(idx.end(), rest.begin(), rest.end());
+        return store(idx, filled ? fill : t.at(idx));
+      });
+    };
+    stmts_.push_back(loop::For(outer, loop::IntImm(0), t.shape[0], loop::ForKind::kSerial,
+                               loop::IfThenElse(empty, nest(true), nest(false))));
+    return LoadFrom(b);
+  }
+
   LTensor MaterializeFill(DType dtype, const std::vector<loop::Expr>& shape,
                           const std::string& name,
                           const std::function<loop::Stmt(const Buffer&)>& fill) override {

@@ -19,6 +19,30 @@ namespace kiln::ops {
 
 using loop::Expr;
 
+namespace {
+
+// `padded` (x padded with zeros along `axes`, its reads clamped into x) materialized as `name`.
+// An axis of x of extent 0 has nothing to read, and an index clamped to 0 on it would still
+// reach past x by the dims inside it: the result is all zeros then, x unread (decided at run
+// time for a symbolic extent, once per kernel call).
+LTensor MaterializePadded(LowerContext& ctx, const LTensor& x, const std::vector<int>& axes,
+                          const LTensor& padded, const std::string& name) {
+  const Expr fill = lower::Const(0, x.dtype);
+  Expr empty;
+  for (int a : axes) {
+    int64_t v = -1;
+    if (loop::IsConstInt(x.shape[a], &v)) {
+      if (v == 0)
+        return LTensor{x.dtype, padded.shape, [fill](const std::vector<Expr>&) { return fill; }};
+    } else {
+      empty = Or(empty, loop::MakeBinary(loop::BinaryOp::kEQ, x.shape[a], I64(0)));
+    }
+  }
+  return empty ? ctx.MaterializeUnless(padded, name, empty, fill) : ctx.Materialize(padded, name);
+}
+
+}  // namespace
+
 LTensor PaddedForWindow(LowerContext& ctx, const LTensor& x, const std::vector<int>& axes,
                         const std::vector<PadExprs>& pads) {
   auto zero = [](const Expr& e) {
@@ -42,7 +66,7 @@ LTensor PaddedForWindow(LowerContext& ctx, const LTensor& x, const std::vector<i
     }
     return loop::Select(inside, x.at(xi), lower::Const(0, x.dtype));
   };
-  return ctx.Materialize(LTensor{x.dtype, shape, at}, "conv_padded");
+  return MaterializePadded(ctx, x, axes, LTensor{x.dtype, shape, at}, "conv_padded");
 }
 
 Expr GroupInputChannel(const Expr& m, const Expr& c, const LTensor& w, int64_t group) {
@@ -149,7 +173,8 @@ LTensor WideConv2d(LowerContext& ctx, const LTensor& x, const LTensor& w,
                         x.at({idx[0], idx[1], clamp(row, x.shape[2]), clamp(col, x.shape[3])}),
                         lower::Const(0, x.dtype));
   };
-  const LTensor xs = ctx.Materialize(LTensor{t, split_shape, split_at}, "conv_phases");
+  const LTensor xs =
+      MaterializePadded(ctx, x, {2, 3}, LTensor{t, split_shape, split_at}, "conv_phases");
   auto wide_at = [&ctx, xs, w, bias, dims, kernel, group, t, acc](const std::vector<Expr>& idx) {
     const Expr& m = idx[1];
     loop::Var c = ctx.NewVar("kc");

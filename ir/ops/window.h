@@ -150,7 +150,8 @@ std::vector<PadExprs> SymbolicPads(const std::vector<WindowDim>& dims,
                                    const std::vector<loop::Expr>& in, const Attrs& attrs);
 // x zero-padded along its `axes` (one per entry of `pads`), materialized as `conv_padded`, its
 // extents expressions of x's; loads clamped into x, so a padded position never reads out of
-// bounds. x itself when nothing is padded.
+// bounds (an axis of extent 0 reads x's first element, or nothing where the 0 is a constant).
+// x itself when nothing is padded.
 LTensor PaddedForWindow(LowerContext& ctx, const LTensor& x, const std::vector<int>& axes,
                         const std::vector<PadExprs>& pads);
 // max_pool or avg_pool (NCHW, any rank) over symbolic spatial dims (pool_symbolic.cc), as

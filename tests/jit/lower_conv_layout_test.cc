@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/guarded_run.h"
 #include "common/kernel_test_util.h"
 #include "ir/loop/loop_text.h"
 #include "ir/ops/conv_winograd.h"
@@ -247,6 +248,36 @@ TEST(LowerConvNhwc, SymbolicImageSize) {
       EXPECT_TRUE(SymbolicImageMatchesReference("conv_nhwc", Inputs(t, c, &seed), attrs, 1e-5,
                                                 c.nhwc ? 3 : 1))
           << DTypeName(t) << AttrsText(attrs);
+    }
+  }
+}
+
+// An image of height or width 0 with pads that leave the window room, channels-last and not,
+// its size symbolic (bound to 0 at run time) and constant: the padded copy is all zeros, the
+// output the bias alone, and the input is never read. Run on guarded memory, where a read past
+// the input's one element of storage faults (clamped to the empty axis, the copy's reads
+// reached up to a row of the dims inside it past the end).
+TEST(LowerConvNhwc, EmptyImageReadsNothing) {
+  const Attrs pad2 = {{"pads", Ints{2, 2, 2, 2}}};
+  uint64_t seed = 420;
+  for (const Case& c : std::vector<Case>{
+           {{1, 0, 37, 16}, {3, 3, 16, 32}, true, true, pad2},
+           {{1, 37, 0, 16}, {3, 3, 16, 32}, true, true, pad2},
+           {{2, 0, 19, 3}, {3, 3, 3, 16}, true, false, pad2},
+           {{1, 8, 0, 37}, {3, 3, 8, 16}, false, true, pad2},
+       }) {
+    const Attrs attrs = WithLayout(c);
+    const std::vector<Tensor> in = Inputs(DType::kFloat32, c, &seed);
+    for (bool symbolic : {true, false}) {
+      const size_t channel_axis = c.nhwc ? 3 : 1;
+      const Function fn =
+          symbolic ? test::SymbolicDimsFunction("conv_nhwc", in, attrs,
+                                                [channel_axis](size_t i, size_t d) {
+                                                  return test::SymbolicImageDim(i, d, channel_axis);
+                                                })
+                   : test::SingleOpFunction("conv_nhwc", in, attrs, false);
+      EXPECT_TRUE(test::GuardedMatchesReference("conv_nhwc", fn, in, attrs, 1e-5, 1e-5))
+          << (symbolic ? "symbolic " : "") << AttrsText(attrs);
     }
   }
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/guarded_run.h"
 #include "common/kernel_test_util.h"
 #include "ir/loop/loop_text.h"
 #include "passes/lower_to_loops.h"
@@ -107,6 +108,33 @@ TEST(LowerConvSymbolic, LargerImages) {
     EXPECT_TRUE(
         SymbolicImageMatchesReference("conv", Inputs(DType::kFloat32, c, &seed), c.attrs, 1e-4))
         << ShapeText(c.x) << AttrsText(c.attrs);
+}
+
+// An image of height or width 0 (its symbol bound to 0 at run time) with pads that leave the
+// window room (fewer are refused: the kernel would be larger than the padded input): the
+// padded copy is all zeros, the output the bias alone, and the input is never read. Run on
+// guarded memory, where a read past the input's one element of storage faults: clamped to the
+// empty axis, the copy read up to a row of the dims inside it past the end. A 1-D conv takes
+// the plain padded copy, a 2-D one the stride-phase planes.
+TEST(LowerConvSymbolic, EmptyImageReadsNothing) {
+  const Attrs pad2 = {{"pads", Ints{2, 2, 2, 2}}};
+  uint64_t seed = 970;
+  for (const Case& c : std::vector<Case>{
+           {{1, 8, 0, 37}, {16, 8, 3, 3}, true, pad2},
+           {{1, 8, 37, 0}, {16, 8, 3, 3}, true, pad2},
+           {{2, 3, 0, 41},
+            {16, 3, 3, 3},
+            false,
+            {{"pads", Ints{2, 1, 1, 1}}, {"strides", Ints{2, 2}}}},
+           {{1, 4, 0}, {8, 4, 3}, true, {{"pads", Ints{2, 1}}}},
+           {{1, 4, 0}, {8, 4, 3}, true, {{"pads", Ints{2, 2}}}},
+       }) {
+    const std::vector<Tensor> in = Inputs(DType::kFloat32, c, &seed);
+    const Function fn = test::SymbolicDimsFunction(
+        "conv", in, c.attrs, [](size_t i, size_t d) { return test::SymbolicImageDim(i, d, 1); });
+    EXPECT_TRUE(test::GuardedMatchesReference("conv", fn, in, c.attrs, 1e-5, 1e-5))
+        << ShapeText(c.x) << AttrsText(c.attrs);
+  }
 }
 
 // The lowered kernel (before the loop passes) of conv over a symbolic image.
