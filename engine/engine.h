@@ -56,7 +56,8 @@ enum class CompilePolicy {
   // `specialize_after` times it is queued for specialization on the background compile pool,
   // and the specialized executable replaces the generic one for later runs when it is ready.
   kTiered,
-  // The shape-generic executable serves every shape; nothing is specialized.
+  // The shape-generic executable serves every shape but one that leaves a tensor empty, which
+  // is compiled for itself (engine/generic_bind.h says why); nothing else is specialized.
   kGenericOnly,
 };
 const char* CompilePolicyName(CompilePolicy p);  // "eager", "tiered", "generic_only"
@@ -321,6 +322,10 @@ class Engine {
                                        const std::string& out_dir);
   // Why `model` has no shape-generic executable (empty when it has one, or none was tried).
   std::string GenericUnavailableReason(const Model& model) const;
+  // Whether `inputs` leave a tensor of the model's generic executable empty (an input, or once
+  // `generic` is built, any tensor of its binding): Explain's view of ServeGeneric's check.
+  bool LeavesATensorEmpty(const Executable* generic, const Model& model,
+                          std::span<const Tensor> inputs) const;
   const EngineOptions& options() const { return options_; }
   // A device target's device API and device (engine/device_dispatch.h); null and cpu(0) for the
   // CPU. A run launches on the calling thread's current stream of that device.

@@ -164,6 +164,14 @@ std::shared_ptr<Executable> GenericBinder::Bind(const Executable& generic,
   return exe;
 }
 
+bool BindsAnEmptyTensor(const Executable& binding) {
+  auto empty = [](const TensorSignature& t) { return t.nbytes == 0; };
+  return std::any_of(binding.inputs.begin(), binding.inputs.end(), empty) ||
+         std::any_of(binding.outputs.begin(), binding.outputs.end(), empty) ||
+         std::any_of(binding.intermediates.begin(), binding.intermediates.end(),
+                     [&](const IntermediateBuffer& b) { return empty(b.type); });
+}
+
 void PrefetchGeneric(const Executable& generic) {
   // A budget well inside any L2 (512 KiB on Zen 1): more would evict what the run needs.
   constexpr size_t kBudget = 256 << 10, kLine = 64;

@@ -58,6 +58,14 @@ class GenericBinder {
   std::vector<int64_t> scalar_slots_;             // per Executable::scalars entry
 };
 
+// Whether a binding of a shape-generic executable leaves one of its tensors (an input, an
+// output or an intermediate) empty. Such a shape is compiled for itself rather than served by
+// the generic kernels (engine/tiers.cc): those clamp their reads into each input over symbolic
+// extents, and an extent of 0 leaves nothing to clamp into (an index clamped to 0 on an empty
+// axis still reaches past the buffer by the dims inside it), where a specialization's constant
+// 0 takes each lowering's empty case and reads nothing.
+bool BindsAnEmptyTensor(const Executable& binding);
+
 // Prefetches into L2 the machine code of `generic`'s kernels (KernelEntry::text, up to a budget):
 // what the first run of a new binding runs that no run of another shape's specialized executable
 // kept warm. Called before binding; prefetches never fault and bind nothing, so this changes no

@@ -169,6 +169,8 @@ std::shared_ptr<const Executable> Engine::ServeGeneric(const Model& model, uint6
     for (const Tensor& t : inputs) sigs.push_back({t.dtype(), t.shape(), t.nbytes()});
     spec->exe = BindGeneric(*generic, symbols, ShapeKeyText(model, sigs, inputs));
   }
+  // Compiled for itself (GetOrBuild, whatever the policy): generic_bind.h says why.
+  if (BindsAnEmptyTensor(*spec->exe)) return nullptr;
   spec->model_id = model.id();
   spec->key_hash = key_hash;
   spec->signature = MakeSignature(model, inputs);
@@ -288,6 +290,21 @@ void Engine::WaitForBackgroundCompiles() {
   compile_pool_.WaitIdle();
 }
 
+bool Engine::LeavesATensorEmpty(const Executable* generic, const Model& model,
+                                std::span<const Tensor> inputs) const {
+  if (std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.numel() == 0; }))
+    return true;
+  if (!generic) return false;  // not built yet: what its binding would leave empty is unknown
+  std::shared_ptr<const Executable> bound;
+  if (generic->generic->binder) bound = generic->generic->binder->Bind(*generic, inputs);
+  try {
+    if (!bound) bound = BindGeneric(*generic, BindInputs(model, inputs), "");
+  } catch (const Error&) {
+    return false;  // a run would fail the same way: no tier serves it
+  }
+  return BindsAnEmptyTensor(*bound);
+}
+
 Explanation Engine::Explain(const Model& model, std::span<const Tensor> inputs) const {
   if (const std::shared_ptr<const Segments>& seg = model.segments()) {
     // Only the head is keyed by the inputs: what runs after the data-dependent op is keyed by
@@ -334,7 +351,10 @@ Explanation Engine::Explain(const Model& model, std::span<const Tensor> inputs) 
     // Tiered: until the generic executable is built, a new shape compiles as under kEager.
     const bool serves =
         options_.policy == CompilePolicy::kGenericOnly ? !unavailable : ready && !unavailable;
-    if (serves && GenericPrecondition(model).empty()) x.tier = Tier::kGeneric;
+    if (serves && GenericPrecondition(model).empty())
+      x.tier = LeavesATensorEmpty(ready ? it->second->exe.get().get() : nullptr, model, inputs)
+                   ? Tier::kSpecialized
+                   : Tier::kGeneric;
   }
   if (seen.empty()) {
     x.reason = StrCat("first run of model '", model.name(), "'");

@@ -735,5 +735,36 @@ TEST(EngineTiers, ForgetDropsTheGenericExecutable) {
   EXPECT_EQ(engine.stats().generic_builds, 2u);
 }
 
+// A shape that leaves a tensor empty is compiled for itself under every policy (an image of
+// height 0 with pads that leave a pool's window room; a slice to no rows), and matches eager;
+// other shapes keep the generic tier. Explain says which tier serves each, before and after
+// the generic executable is built.
+TEST(EngineTiers, ShapesWithAnEmptyTensorAreSpecialized) {
+  Var x = MakeVar("x", TensorType({1, 4, Dim::Symbol("h"), Dim::Symbol("w")}, DType::kFloat32));
+  const Attrs pool = {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                      {"pads", std::vector<int64_t>{2, 2, 2, 2}}};
+  ModelPtr model = Model::Create(
+      InferTypes(MakeFunction({x}, MakeCall("relu", {MakeCall("max_pool", {x}, pool)}))), "pool");
+  Engine eager(Policy(CompilePolicy::kEager));
+  for (CompilePolicy p : {CompilePolicy::kGenericOnly, CompilePolicy::kTiered}) {
+    SCOPED_TRACE(CompilePolicyName(p));
+    Engine engine(Policy(p));
+    const std::vector<Tensor> wide{RandomTensor(DType::kFloat32, {1, 4, 5, 37}, 1)};
+    const std::vector<Tensor> empty{RandomTensor(DType::kFloat32, {1, 4, 0, 37}, 2)};
+    EXPECT_EQ(engine.Explain(*model, empty).tier, Tier::kSpecialized);
+    engine.Run(*model, wide);
+    engine.WaitForBackgroundCompiles();
+    const std::vector<Tensor> also_wide{RandomTensor(DType::kFloat32, {1, 4, 6, 30}, 3)};
+    EXPECT_EQ(engine.Explain(*model, also_wide).tier, Tier::kGeneric);
+    EXPECT_EQ(engine.Explain(*model, empty).tier, Tier::kSpecialized);
+    std::vector<Tensor> got = engine.Run(*model, empty), want = eager.Run(*model, empty);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].shape(), (std::vector<int64_t>{1, 4, 2, 39}));
+    EXPECT_TRUE(TensorsNear(got[0], want[0]));
+    EXPECT_EQ(engine.Prepare(*model, empty)->tier, Tier::kSpecialized);
+    EXPECT_EQ(engine.Prepare(*model, also_wide)->tier, Tier::kGeneric);
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/guarded_run.h"
 #include "common/kernel_test_util.h"
 
 namespace kiln {
@@ -103,6 +104,30 @@ TEST(LowerPoolNhwc, SymbolicImageSize) {
       Attrs a = c.attrs;
       a.Set("count_include_pad", include_pad);
       EXPECT_TRUE(SymbolicImageMatchesReference("avg_pool_nhwc", {x}, a, 1e-5, 3)) << AttrsText(a);
+    }
+  }
+}
+
+// An image of height or width 0 with pads that leave the window room: every window lies in the
+// padding, and the input is never read. Run on guarded memory, where a read past the input's
+// one element of storage faults; the NCHW ops as well as the channels-last ones. Constant
+// sizes only: the engine never runs shape-generic kernels on a shape that leaves a tensor
+// empty (engine/generic_bind.h, BindsAnEmptyTensor), and the symbolic pools' clamped reads
+// reach past an empty input.
+TEST(LowerPoolNhwc, EmptyImageReadsNothing) {
+  const Attrs attrs = {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{2, 2, 2, 2}}};
+  uint64_t seed = 320;
+  for (const Ints& shape : {Ints{1, 0, 37, 16}, Ints{1, 37, 0, 16}}) {
+    const Tensor nhwc = RandomTensor(DType::kFloat32, shape, seed++);
+    const Tensor nchw =
+        RandomTensor(DType::kFloat32, {shape[0], shape[3], shape[1], shape[2]}, seed++);
+    for (const auto& [op, x] : {std::pair{"max_pool_nhwc", nhwc},
+                                {"avg_pool_nhwc", nhwc},
+                                {"max_pool", nchw},
+                                {"avg_pool", nchw}}) {
+      EXPECT_TRUE(test::GuardedMatchesReference(op, test::SingleOpFunction(op, {x}, attrs, false),
+                                                {x}, attrs, 1e-6, 1e-6))
+          << op << " " << x.TypeString();
     }
   }
 }
