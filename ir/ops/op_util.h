@@ -41,7 +41,12 @@ inline int64_t Ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>
 }
 
 // A row-major shape seen as [outer, len, inner] around one axis: element (o, k, i) of the view
-// is at (o * len + k) * inner + i. A rank-0 shape (with axis 0) is one row of length 1.
+// is at (o * len + k) * inner + i. A rank-0 shape (with axis 0) is one row of length 1. An empty
+// shape (a dim of 0 anywhere) has no rows: outer and inner are 0, whatever the other dims. Its
+// other dims may be huge (only a product with elements must fit in memory): multiplied out,
+// they overflowed, and with the axis of length 0 a row loop ran their product's count of
+// empty rows. So a kernel that writes something for an empty axis (a reduction's identity)
+// must not take its row count from here.
 struct AxisSplit {
   int64_t outer = 1;  // product of the dims before the axis
   int64_t len = 1;    // the axis' own size
@@ -49,6 +54,12 @@ struct AxisSplit {
 };
 inline AxisSplit SplitAtAxis(const std::vector<int64_t>& shape, int axis) {
   AxisSplit s;
+  for (int i = 0; i < static_cast<int>(shape.size()); ++i)
+    if (shape[i] == 0) {
+      s.outer = s.inner = 0;
+      if (axis >= 0 && axis < static_cast<int>(shape.size())) s.len = shape[axis];
+      return s;
+    }
   for (int i = 0; i < static_cast<int>(shape.size()); ++i) {
     if (i < axis)
       s.outer *= shape[i];

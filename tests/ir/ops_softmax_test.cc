@@ -115,6 +115,22 @@ TEST(SoftmaxKernel, SizeOneAxisAndScalar) {
   EXPECT_EQ(RunOne("softmax", {Tensor::Empty(DType::kFloat32, {4, 0})}).numel(), 0);
 }
 
+// An empty tensor whose other dims are huge (2^40 x 2^40, which a tensor with elements could
+// never have) has no rows: the kernels return at once, where the dims after an empty first
+// one once multiplied out past int64, and an empty middle axis ran 2^80 empty rows.
+TEST(SoftmaxKernel, EmptyWithHugeDimsHasNoRows) {
+  const int64_t huge = int64_t{1} << 40;
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{0, huge, huge}, {huge, 0, huge}}) {
+    for (int64_t axis : {0, 1, 2}) {
+      for (const char* op : {"softmax", "log_softmax", "hardmax"}) {
+        Tensor y = RunOne(op, {Tensor::Empty(DType::kFloat32, shape)}, Axis(axis));
+        EXPECT_EQ(y.shape(), shape) << op << " axis " << axis;
+        EXPECT_EQ(y.numel(), 0);
+      }
+    }
+  }
+}
+
 TEST(SoftmaxKernel, StableForLargeInputs) {
   // exp(1000) overflows float and double: the shift by the row max is what keeps it finite.
   Tensor x = MakeTensor<float>({2}, {1000, 1001});
