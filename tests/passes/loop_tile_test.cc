@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <regex>
+#include <set>
 #include <tuple>
 
 #include "common/loop_test_util.h"
@@ -686,7 +688,7 @@ free acc0_1
 }
 
 // A symbolic row count leaves a symbolic tail (m % 4 rows): a single row alone, else one
-// block of 2 or of 4 rows, whichever holds it, its rows past m clamped to the last (min).
+// block of 2, 3 or 4 rows, the smallest that holds it, its rows past m clamped to the last (min).
 TEST(TileLoops, SymbolicRowsGetASymbolicRowTail) {
   Var m = loop::MakeVar("m"), n = loop::MakeVar("n");
   auto f = Matmul(m, n, I(5), {m, n});
@@ -808,51 +810,123 @@ if (m % 4 != 0) {
       }
       free acc0_5
     } else {
-      for j_outer_3 in [0, n // 16) {
-        alloc acc0_6: f32[64] local
-        for i_rest_1 in [0, 4) unrolled {
-          for j_inner_6 in [0, 16) {
-            acc0_6[i_rest_1 * 16 + j_inner_6] = 0.0f
+      if (m % 4 <= 3) {
+        for j_outer_3 in [0, n // 16) {
+          alloc acc0_6: f32[48] local
+          for i_rest_1 in [0, 3) unrolled {
+            for j_inner_6 in [0, 16) {
+              acc0_6[i_rest_1 * 16 + j_inner_6] = 0.0f
+            }
+          }
+          for k in [0, 5) {
+            for i_rest_1 in [0, 3) unrolled {
+              for j_inner_6 in [0, 16) {
+                acc0_6[i_rest_1 * 16 + j_inner_6] = acc0_6[i_rest_1 * 16 + j_inner_6] + a[min(m // 4 * 4 + i_rest_1, m - 1), k] * b[k, j_outer_3 * 16 + j_inner_6]
+              }
+            }
+          }
+          for i_rest_1 in [0, 3) unrolled {
+            for j_inner_6 in [0, 16) {
+              out[min(m // 4 * 4 + i_rest_1, m - 1), j_outer_3 * 16 + j_inner_6] = max(acc0_6[i_rest_1 * 16 + j_inner_6] + bias[j_outer_3 * 16 + j_inner_6], 0.0f)
+            }
+          }
+          free acc0_6
+        }
+        alloc acc0_7: f32[48] local
+        for i_rest_1 in [0, 3) unrolled {
+          for j_inner_7 in [0, n % 16) {
+            acc0_7[i_rest_1 * 16 + j_inner_7] = 0.0f
           }
         }
         for k in [0, 5) {
-          for i_rest_1 in [0, 4) unrolled {
-            for j_inner_6 in [0, 16) {
-              acc0_6[i_rest_1 * 16 + j_inner_6] = acc0_6[i_rest_1 * 16 + j_inner_6] + a[min(m // 4 * 4 + i_rest_1, m - 1), k] * b[k, j_outer_3 * 16 + j_inner_6]
+          for i_rest_1 in [0, 3) unrolled {
+            for j_inner_7 in [0, n % 16) {
+              acc0_7[i_rest_1 * 16 + j_inner_7] = acc0_7[i_rest_1 * 16 + j_inner_7] + a[min(m // 4 * 4 + i_rest_1, m - 1), k] * b[k, n // 16 * 16 + j_inner_7]
             }
           }
         }
-        for i_rest_1 in [0, 4) unrolled {
-          for j_inner_6 in [0, 16) {
-            out[min(m // 4 * 4 + i_rest_1, m - 1), j_outer_3 * 16 + j_inner_6] = max(acc0_6[i_rest_1 * 16 + j_inner_6] + bias[j_outer_3 * 16 + j_inner_6], 0.0f)
-          }
-        }
-        free acc0_6
-      }
-      alloc acc0_7: f32[64] local
-      for i_rest_1 in [0, 4) unrolled {
-        for j_inner_7 in [0, n % 16) {
-          acc0_7[i_rest_1 * 16 + j_inner_7] = 0.0f
-        }
-      }
-      for k in [0, 5) {
-        for i_rest_1 in [0, 4) unrolled {
+        for i_rest_1 in [0, 3) unrolled {
           for j_inner_7 in [0, n % 16) {
-            acc0_7[i_rest_1 * 16 + j_inner_7] = acc0_7[i_rest_1 * 16 + j_inner_7] + a[min(m // 4 * 4 + i_rest_1, m - 1), k] * b[k, n // 16 * 16 + j_inner_7]
+            out[min(m // 4 * 4 + i_rest_1, m - 1), n // 16 * 16 + j_inner_7] = max(acc0_7[i_rest_1 * 16 + j_inner_7] + bias[n // 16 * 16 + j_inner_7], 0.0f)
           }
         }
-      }
-      for i_rest_1 in [0, 4) unrolled {
-        for j_inner_7 in [0, n % 16) {
-          out[min(m // 4 * 4 + i_rest_1, m - 1), n // 16 * 16 + j_inner_7] = max(acc0_7[i_rest_1 * 16 + j_inner_7] + bias[n // 16 * 16 + j_inner_7], 0.0f)
+        free acc0_7
+      } else {
+        for j_outer_4 in [0, n // 16) {
+          alloc acc0_8: f32[64] local
+          for i_rest_2 in [0, 4) unrolled {
+            for j_inner_8 in [0, 16) {
+              acc0_8[i_rest_2 * 16 + j_inner_8] = 0.0f
+            }
+          }
+          for k in [0, 5) {
+            for i_rest_2 in [0, 4) unrolled {
+              for j_inner_8 in [0, 16) {
+                acc0_8[i_rest_2 * 16 + j_inner_8] = acc0_8[i_rest_2 * 16 + j_inner_8] + a[min(m // 4 * 4 + i_rest_2, m - 1), k] * b[k, j_outer_4 * 16 + j_inner_8]
+              }
+            }
+          }
+          for i_rest_2 in [0, 4) unrolled {
+            for j_inner_8 in [0, 16) {
+              out[min(m // 4 * 4 + i_rest_2, m - 1), j_outer_4 * 16 + j_inner_8] = max(acc0_8[i_rest_2 * 16 + j_inner_8] + bias[j_outer_4 * 16 + j_inner_8], 0.0f)
+            }
+          }
+          free acc0_8
         }
+        alloc acc0_9: f32[64] local
+        for i_rest_2 in [0, 4) unrolled {
+          for j_inner_9 in [0, n % 16) {
+            acc0_9[i_rest_2 * 16 + j_inner_9] = 0.0f
+          }
+        }
+        for k in [0, 5) {
+          for i_rest_2 in [0, 4) unrolled {
+            for j_inner_9 in [0, n % 16) {
+              acc0_9[i_rest_2 * 16 + j_inner_9] = acc0_9[i_rest_2 * 16 + j_inner_9] + a[min(m // 4 * 4 + i_rest_2, m - 1), k] * b[k, n // 16 * 16 + j_inner_9]
+            }
+          }
+        }
+        for i_rest_2 in [0, 4) unrolled {
+          for j_inner_9 in [0, n % 16) {
+            out[min(m // 4 * 4 + i_rest_2, m - 1), n // 16 * 16 + j_inner_9] = max(acc0_9[i_rest_2 * 16 + j_inner_9] + bias[n // 16 * 16 + j_inner_9], 0.0f)
+          }
+        }
+        free acc0_9
       }
-      free acc0_7
     }
   }
 }
 )");
   ExpectSameResults(f, g, {{1, 1}, {4, 16}, {7, 17}, {13, 35}, {0, 3}, {6, 20}, {3, 16}});
+}
+
+// The sizes of the unrolled row blocks that a symbolic row tail may take, from the printed
+// kernel (`for i_rest... in [0, K) unrolled`).
+std::set<int64_t> RowBlockSizes(const loop::PrimFunc& g) {
+  std::set<int64_t> sizes;
+  const std::string text = BodyText(g);
+  const std::regex block(R"(for i_rest\w* in \[0, (\d+)\) unrolled)");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), block);
+       it != std::sregex_iterator(); ++it)
+    sizes.insert(std::stoll((*it)[1].str()));
+  return sizes;
+}
+
+// A row count that is one symbol (a batch, a sequence) is often small, all of its work in the
+// tail: its tail blocks come in finer steps than a product's (an image's pixels), whose blocks
+// double. Tails of either take the untiled kernel's results.
+TEST(TileLoops, LoneSymbolRowTailsComeInFinerBlocksThanProducts) {
+  Var m = loop::MakeVar("m"), p = loop::MakeVar("p"), q = loop::MakeVar("q");
+  auto lone = Matmul(m, I(16), I(5), {m});
+  auto lone_tiled = Tile(lone, 16, "TileLoops", 12);
+  EXPECT_EQ(RowBlockSizes(lone_tiled), (std::set<int64_t>{2, 3, 4, 6, 8, 10, 12}));
+  // Tails of 1, 5, 7, 11, 2 and 9 rows (each run compiles both kernels: a few counts).
+  ExpectSameResults(lone, lone_tiled, {{1}, {5}, {7}, {11}, {14}, {21}});
+
+  auto product = Matmul(loop::Mul(p, q), I(16), I(5), {p, q});
+  auto product_tiled = Tile(product, 16, "TileLoops", 12);
+  EXPECT_EQ(RowBlockSizes(product_tiled), (std::set<int64_t>{2, 4, 8, 12}));
+  ExpectSameResults(product, product_tiled, {{1, 5}, {3, 3}, {1, 11}});
 }
 
 // Odd row counts through the whole loop pipeline (parallel row blocks, vector columns,
