@@ -68,6 +68,7 @@ int BenchCommand(const std::vector<std::string>& args) {
   int64_t iters = 100;
   int threads = 0, compile_nice = -1;  // -1: the engine's default
   bool json = false;
+  std::vector<std::string> configs;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
@@ -93,6 +94,8 @@ int BenchCommand(const std::vector<std::string>& args) {
       warm = value();
     } else if (a == "--trace") {
       trace_path = value();
+    } else if (a == "--config") {
+      configs.push_back(value());
     } else if (a == "--json") {
       json = true;
     } else if (!a.empty() && a[0] == '-') {
@@ -116,6 +119,7 @@ int BenchCommand(const std::vector<std::string>& args) {
     throw UsageError{kiln_last_error()};
   if (!cache_dir.empty()) Check(kiln_options_set_cache_dir(o, cache_dir.c_str()), "--cache-dir");
   if (!trace_path.empty()) Check(kiln_options_set_trace(o, 1), "--trace");
+  for (const std::string& c : configs) SetConfig(o, "--config", c);
   ModelPtr model = LoadModel(model_path);
   kiln_engine* e = nullptr;
   Check(kiln_engine_create(o, &e), "engine");

@@ -80,6 +80,9 @@ bool ServedSpecialized(kiln_engine* engine, const kiln_model* model,
 // Writes the engine's trace (made with kiln_options_set_trace) to `path` and says so on `say`;
 // Failure names --trace and the path when it cannot.
 void WriteTrace(kiln_engine* engine, const std::string& path, FILE* say);
+// --config KEY=VALUE (or another `flag` of that form) into `options`: KEY=INTEGER for the
+// integer keys (tile sizes, vector width), anything else as a string; UsageError otherwise.
+void SetConfig(kiln_options* options, const std::string& flag, const std::string& v);
 
 // The commands: each parses its arguments (UsageError on bad usage, Failure on a C API error)
 // and returns the exit status.

@@ -292,6 +292,19 @@ bool ServedSpecialized(kiln_engine* engine, const kiln_model* model,
          s.find("\"tier\":\"specialized\"") != std::string::npos;
 }
 
+void SetConfig(kiln_options* options, const std::string& flag, const std::string& v) {
+  size_t eq = v.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw UsageError{flag + " wants KEY=VALUE, got '" + v + "'"};
+  std::string key = v.substr(0, eq), text = v.substr(eq + 1);
+  char* end = nullptr;
+  long long n = std::strtoll(text.c_str(), &end, 10);
+  kiln_status st = !text.empty() && *end == '\0'
+                       ? kiln_options_set_config_int(options, key.c_str(), n)
+                       : kiln_options_set_config_string(options, key.c_str(), text.c_str());
+  if (st) throw UsageError{kiln_last_error()};
+}
+
 void WriteTrace(kiln_engine* engine, const std::string& path, FILE* say) {
   char* json = nullptr;
   Check(kiln_engine_trace_json(engine, &json), "--trace");

@@ -8,6 +8,7 @@
 //            [--trace FILE.json] [--pipeline 'InferType,FoldConstant,FuseOps(max_group_size=8)']
 //   kiln bench MODEL --shapes 'x=1x784;x=7x784' [--iters N] [--policy P] [--threads N] [--json]
 //              [--compile-nice N] [--cache-dir D] [--record FILE] [--warm FILE] [--trace F]
+//              [--config K=V]
 //   kiln compile MODEL [--shape NAME=1x784 ...] --emit cuda|ptx|llvm|asm [--target T]
 //                [--opt-level N] [--disable-pass P] OUT_DIR
 //   kiln serve MODEL_DIR [--host H] [--port P] [--max-batch ROWS] [--batch-delay-us U]
@@ -72,7 +73,7 @@ const char kUsage[] =
     "  kiln bench MODEL --shapes 'NAME=DIMS ...;NAME=DIMS ...' [--iters N]\n"
     "           [--policy tiered|eager|generic_only] [--threads N] [--compile-nice 0-19]\n"
     "           [--json] [--cache-dir D] [--record SHAPES_FILE] [--warm SHAPES_FILE]\n"
-    "           [--trace FILE.json]\n"
+    "           [--trace FILE.json] [--config KEY=VALUE]\n"
     "  kiln compile MODEL [--shape NAME=1x784 ...] --emit cuda|ptx|llvm|asm\n"
     "           [--target 'cuda -arch=sm_90'] [--opt-level N] [--disable-pass P] OUT_DIR\n"
     "  kiln serve MODEL_DIR [--host 127.0.0.1] [--port 8000 (0: any)] [--max-batch ROWS]\n"

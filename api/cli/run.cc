@@ -61,21 +61,6 @@ void AfterPass(const char* pass, const char* module_text, void* user_data) {
     std::printf("// IR after %s\n%s\n", pass, module_text);
 }
 
-// --config KEY=VALUE: KEY=INTEGER for the integer keys (tile sizes, vector width); anything
-// else as a string.
-void SetConfig(kiln_options* options, const std::string& flag, const std::string& v) {
-  size_t eq = v.find('=');
-  if (eq == std::string::npos || eq == 0)
-    throw UsageError{flag + " wants KEY=VALUE, got '" + v + "'"};
-  std::string key = v.substr(0, eq), text = v.substr(eq + 1);
-  char* end = nullptr;
-  long long n = std::strtoll(text.c_str(), &end, 10);
-  kiln_status st = !text.empty() && *end == '\0'
-                       ? kiln_options_set_config_int(options, key.c_str(), n)
-                       : kiln_options_set_config_string(options, key.c_str(), text.c_str());
-  if (st) throw UsageError{kiln_last_error()};
-}
-
 }  // namespace
 
 int RunCommand(const std::vector<std::string>& args) {

@@ -217,6 +217,12 @@ runs = [e for e in t["traceEvents"] if e["ph"] == "X" and e.get("cat") == "run"]
 assert len(runs) == 10, len(runs)
 assert len(json.load(open(sys.argv[2]))["shapes"]) == 2
 print("ok")' "$WORK/bench_trace.json" "$WORK/bench_trace_stdout.json"
+expect_output "bench --config" 0 "x=5x4" -- "$KILN" bench "$MLP" --shapes "x=5x4" --iters 2 \
+  --config vectorize.width=4 --config winograd.any_image_size=0
+expect_output "bench --config without a value" 2 "--config wants KEY=VALUE, got 'vectorize.width'" \
+  -- "$KILN" bench "$MLP" --shapes "x=5x4" --config vectorize.width
+expect_output "bench --config out of range" 1 "vectorize.width must be in [0, 64], got 100" \
+  -- "$KILN" bench "$MLP" --shapes "x=5x4" --iters 2 --policy eager --config vectorize.width=100
 expect_output "bench without --shapes" 2 "--shapes is required" -- "$KILN" bench "$MLP"
 expect_output "bench with an unknown input" 2 "the model has no input 'y'" \
   -- "$KILN" bench "$MLP" --shapes "y=1x4"
