@@ -318,11 +318,54 @@ class TileRewriter : public loop::Mutator {
   int64_t tile_;
 };
 
+// Whether the statement `s` of a tile only zeroes or accumulates: it holds a loop (a reduction)
+// or stores to accumulators alone (an init).
+bool AccumulatesOnly(const Stmt& s, const ReductionBody& body) {
+  if (loop::ContainsStmtKind(s, {loop::StmtKind::kFor})) return true;
+  loop::AccessScanner scan;
+  scan.VisitStmt(s);
+  for (const Access& a : scan.accesses)
+    if (a.store && std::none_of(body.accumulators.begin(), body.accumulators.end(),
+                                [&](const Buffer& b) { return b.get() == a.buffer; }))
+      return false;
+  return true;
+}
+
+// Whether the accumulating statements of `body` (AccumulatesOnly) read along j only
+// pre-packed operands of panel width `t`: then they may run over a whole panel, the columns
+// past the product's being the panel's zeros, in bounds.
+bool ReadsAlongJOnlyPanels(const ReductionBody& body, const VarNode* j, int64_t t) {
+  for (const Stmt& s : body.statements) {
+    if (!AccumulatesOnly(s, body)) continue;
+    loop::AccessScanner scan;
+    scan.VisitStmt(s);
+    for (const Access& a : scan.accesses) {
+      if (a.store) continue;
+      bool along_j = false;
+      for (const Expr& e : *a.indices) along_j = along_j || Mentions(e, j);
+      if (along_j && PrepackedWidth(*a.indices, j) != t) return false;
+    }
+  }
+  return true;
+}
+
 Stmt BuildTile(const loop::ForNode* n, const ReductionBody& body, const loop::Var& j_inner,
-               const Expr& j0, const Expr& width, const Expr& row_extent, const RowBlock* block,
-               const std::vector<PackedLoad>* packs) {
+               const Expr& j0, const Expr& width, const Expr& given_row_extent,
+               const RowBlock* block, const std::vector<PackedLoad>* packs) {
   int64_t w = 0;
   bool single = loop::IsConstInt(width, &w) && w == 1;
+  // The last, partial panel of a pre-packed operand (a product of fewer columns than a panel,
+  // say 10 classes in 16 lanes): the zeroing and accumulating run over the whole panel, its
+  // columns past the product zeros in bounds, so the accumulators are whole vectors; only the
+  // epilogue keeps to the product's columns. Over exactly its columns, 10 split into 8 + 2
+  // lanes: two FMAs a row where one serves.
+  Expr row_extent = given_row_extent;
+  Expr accumulate_width = width;
+  if (body.prepacked > 0 && !single && w > 1 && w < body.prepacked && !packs &&
+      ReadsAlongJOnlyPanels(body, n->var.get(), body.prepacked)) {
+    row_extent = loop::IntImm(body.prepacked);
+    accumulate_width = row_extent;
+  }
   // A one-column tile needs no j_inner loop: its lane is 0.
   Expr column = single ? loop::IntImm(0) : Expr(j_inner);
   Expr lane = block ? loop::Add(loop::Mul(block->r, row_extent), column) : column;
@@ -335,9 +378,9 @@ Stmt BuildTile(const loop::ForNode* n, const ReductionBody& body, const loop::Va
   loop::IsConstInt(width, &tile);
   TileRewriter rewrite(n->var.get(), j0, loop::Add(j0, column), block, lane, rows, packs, column,
                        tile);
-  auto inner_loop = [&](const Stmt& s) {
+  auto inner_loop = [&](const Stmt& s, const Expr& columns) {
     Stmt r = rewrite.MutateStmt(s);
-    if (!single) r = loop::For(j_inner, loop::IntImm(0), width, ForKind::kSerial, r);
+    if (!single) r = loop::For(j_inner, loop::IntImm(0), columns, ForKind::kSerial, r);
     // The row loop goes around j_inner, which stays innermost for the vectorizer; it is
     // unrolled so that each load of a row of b feeds every row's accumulators.
     if (block)
@@ -345,17 +388,19 @@ Stmt BuildTile(const loop::ForNode* n, const ReductionBody& body, const loop::Va
     return r;
   };
   // j_inner goes innermost: around each statement that holds no loop.
-  std::function<Stmt(const Stmt&)> wrap = [&](const Stmt& s) -> Stmt {
-    if (!loop::ContainsStmtKind(s, {loop::StmtKind::kFor})) return inner_loop(s);
+  std::function<Stmt(const Stmt&, const Expr&)> wrap = [&](const Stmt& s,
+                                                           const Expr& columns) -> Stmt {
+    if (!loop::ContainsStmtKind(s, {loop::StmtKind::kFor})) return inner_loop(s, columns);
     if (const loop::ForNode* f = loop::AsFor(s))
-      return loop::For(f->var, f->min, f->extent, f->for_kind, wrap(f->body));
+      return loop::For(f->var, f->min, f->extent, f->for_kind, wrap(f->body, columns));
     std::vector<Stmt> parts;
-    for (const Stmt& c : loop::AsSeq(s)->stmts) parts.push_back(wrap(c));
+    for (const Stmt& c : loop::AsSeq(s)->stmts) parts.push_back(wrap(c, columns));
     return loop::Seq(std::move(parts));
   };
   std::vector<Stmt> out;
   for (const auto& [acc, row] : rows) out.push_back(loop::Alloc(row));
-  for (const Stmt& s : body.statements) out.push_back(wrap(s));
+  for (const Stmt& s : body.statements)
+    out.push_back(wrap(s, AccumulatesOnly(s, body) ? accumulate_width : width));
   for (auto it = rows.rbegin(); it != rows.rend(); ++it) out.push_back(loop::Free(it->second));
   return loop::Seq(std::move(out));
 }

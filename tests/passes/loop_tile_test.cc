@@ -68,6 +68,11 @@ loop::PrimFunc Tile(const loop::PrimFunc& f, int64_t tile_j = 64,
                                {{"tile.j", tile_j}, {"tile.i", tile_i}, {"tile.pack", pack}});
 }
 
+// TileLoops and the passes after it in the compiler's loop pipeline.
+const char* const kTiledPipeline =
+    "TileLoops,ParallelizeLoops,VectorizeLoops,UnrollLoops,FlattenBuffers,LoopSimplify,"
+    "PlanStorage";
+
 // Seeds and value range fixed per file: the cases were written against this data.
 void ExpectSameResults(const loop::PrimFunc& before, const loop::PrimFunc& after,
                        const std::vector<std::vector<int64_t>>& scalar_sets = {{}}) {
@@ -1042,9 +1047,7 @@ for i in [4, 5) {
 // Packing through the whole loop pipeline, the way the compiler runs it: odd and symbolic
 // rows, columns and depths, with and without tails, agree bit for bit with the plain loops.
 TEST(TileLoops, PackedPanelsThroughThePipeline) {
-  const std::string pipeline =
-      "TileLoops,ParallelizeLoops,VectorizeLoops,UnrollLoops,FlattenBuffers,LoopSimplify,"
-      "PlanStorage";
+  const std::string pipeline = kTiledPipeline;
   for (int64_t m : {1, 6, 13}) {
     for (int64_t n : {16, 70}) {
       auto f = Matmul(I(m), I(n), I(19), {});
@@ -1086,14 +1089,39 @@ TEST(TileLoops, PrepackedOperandIsReadInPlace) {
   EXPECT_THAT(text, HasSubstr("bp[1, k, j_inner]"));  // the 4 columns left: panel 1
   EXPECT_THAT(text, Not(HasSubstr("//")));
   ExpectSameResults(f, g);
-  const std::string pipeline =
-      "TileLoops,ParallelizeLoops,VectorizeLoops,UnrollLoops,FlattenBuffers,LoopSimplify,"
-      "PlanStorage";
+  const std::string pipeline = kTiledPipeline;
   for (auto [m, n, t] : {std::tuple{1, 16, 16}, {13, 70, 16}, {30, 130, 64}, {6, 7, 2}}) {
     auto h = PrepackedMatmul(I(m), n, 19, t);
     ExpectSameResults(h, Tile(h, 64, pipeline, 6, /*pack=*/true));
     ExpectSameResults(h, Tile(h, 64, pipeline, 6, /*pack=*/false));
   }
+}
+
+// The last, partial panel of a pre-packed operand (10 columns of a 16-wide panel: a
+// classifier's classes) zeroes and accumulates all 16 columns, its zeros past the product in
+// bounds, so each accumulator row is one whole vector; the epilogue stores the 10. Results as
+// the untiled kernel's, through the whole pipeline, for partial panels alone and after full
+// ones, and for a symbolic row count.
+TEST(TileLoops, PartialPanelAccumulatesWhole) {
+  auto f = PrepackedMatmul(I(25), 10, 19, 16);
+  auto g = Tile(f, 16, "TileLoops", 4);
+  std::string text = BodyText(g);
+  EXPECT_THAT(text, HasSubstr("acc0[i_row * 16 + j_inner] = acc0[i_row * 16 + j_inner] + "
+                              "a[i_outer * 4 + i_row, k] * bp[0, k, j_inner]"))
+      << text;
+  EXPECT_THAT(text, HasSubstr("for j_inner in [0, 16)")) << text;
+  EXPECT_THAT(text, HasSubstr("for j_inner in [0, 10)")) << text;
+  EXPECT_THAT(text, HasSubstr("out[i_outer * 4 + i_row, j_inner] = acc0[i_row * 16 + j_inner]"))
+      << text;
+  ExpectSameResults(f, g);
+  const std::string pipeline = kTiledPipeline;
+  for (auto [m, n, t] : {std::tuple{25, 10, 16}, {1, 10, 16}, {13, 70, 16}, {6, 7, 8}}) {
+    auto h = PrepackedMatmul(I(m), n, 19, t);
+    ExpectSameResults(h, Tile(h, 64, pipeline, 6));
+  }
+  Var m = loop::MakeVar("m");
+  auto sym = PrepackedMatmul(m, 10, 23, 16, {m});
+  ExpectSameResults(sym, Tile(sym, 16, pipeline, 6), {{1}, {7}, {13}});
 }
 
 // On a 512-bit target with the tile keys unset, panels 48 columns wide (TileShape's narrow
@@ -1123,9 +1151,7 @@ TEST(TileLoops, NarrowPrepackedPanelsGetEightRows) {
   EXPECT_THAT(halved, HasSubstr("j_inner in [0, 32)")) << halved;
   ExpectSameResults(half, hg);
   // Through the pipeline to scalar code, rows not a multiple of 8 and a symbolic-free tail.
-  const std::string pipeline =
-      "TileLoops,ParallelizeLoops,VectorizeLoops,UnrollLoops,FlattenBuffers,LoopSimplify,"
-      "PlanStorage";
+  const std::string pipeline = kTiledPipeline;
   for (auto [m, n] : {std::pair{1, 48}, {13, 130}, {30, 96}}) {
     auto h = PrepackedMatmul(I(m), n, 23, 48);
     ExpectSameResults(h, test::RunLoopPipeline(pipeline, h, avx512));
@@ -1185,9 +1211,7 @@ TEST(TileLoops, NarrowProductsTakeMoreRows) {
   std::string set = BodyText(test::RunLoopPipeline(
       "TileLoops", f, {{"target.vector_bits", int64_t{512}}, {"tile.i", int64_t{3}}}));
   EXPECT_THAT(set, HasSubstr("i_row in [0, 3) unrolled")) << set;
-  const std::string pipeline =
-      "TileLoops,ParallelizeLoops,VectorizeLoops,UnrollLoops,FlattenBuffers,LoopSimplify,"
-      "PlanStorage";
+  const std::string pipeline = kTiledPipeline;
   for (auto [m, n] : {std::pair{1, 16}, {13, 32}, {29, 47}}) {
     auto h = Matmul(I(m), I(n), I(7), {});
     ExpectSameResults(h, test::RunLoopPipeline(pipeline, h, avx512));

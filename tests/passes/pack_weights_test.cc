@@ -211,11 +211,12 @@ TEST(PackConstantWeights, MatmulWeightsBecomePanels) {
   auto one_row = "def @main(%x: f32[1, 3]) { matmul(%x, " + Const(3, 300) + ") }";
   EXPECT_NE(Print(Pack(one_row, 512, {})).find("b_panel=64"), std::string::npos);
   for (const std::string& alone : {
-           // a 1-D A, a batched B, B narrower than a panel or not f32
+           // a 1-D A, a batched B, B narrower than a panel by a power of two (it fills a
+           // narrower vector as it is) or not f32
            "def @main(%x: f32[2]) { matmul(%x, " + Const(2, 5) + ") }",
            std::string("def @main(%x: f32[3, 2]) { matmul(%x, const(f32[1, 2, 5], [1, 2, 3, 4, 5, "
                        "6, 7, 8, 9, 10])) }"),
-           "def @main(%x: f32[3, 2]) { matmul(%x, " + Const(2, 3) + ") }",
+           "def @main(%x: f32[3, 2]) { matmul(%x, " + Const(2, 2) + ") }",
            "def @main(%x: f64[3, 2]) { matmul(%x, " + Const(2, 5, "f64") + ") }",
        }) {
     EXPECT_EQ(Print(Pack(alone)), Printed(alone)) << alone;
@@ -272,11 +273,12 @@ TEST(PackConstantWeights, ConvNhwcWeightsBecomePanels) {
 TEST(PackConstantWeights, LeavesOtherGemmsAlone) {
   const std::string b = Const(2, 5);
   for (const std::string& text : {
-           // B transposed, or not a constant, or not f32, or narrower than a panel
+           // B transposed, or not a constant, or not f32, or narrower than a panel by a power
+           // of two
            "def @main(%x: f32[25, 2]) { gemm(%x, " + Const(5, 2) + ", transB=1) }",
            std::string("def @main(%x: f32[25, 2], %b: f32[2, 5]) { gemm(%x, %b) }"),
            "def @main(%x: f64[25, 2]) { gemm(%x, " + Const(2, 5, "f64") + ") }",
-           "def @main(%x: f32[25, 2]) { gemm(%x, " + Const(2, 3) + ") }",
+           "def @main(%x: f32[25, 2]) { gemm(%x, " + Const(2, 2) + ") }",
        }) {
     EXPECT_EQ(Print(Pack(text)), Printed(text)) << text;
   }
@@ -284,6 +286,29 @@ TEST(PackConstantWeights, LeavesOtherGemmsAlone) {
   const std::string text = "def @main(%x: f32[25, 2]) { gemm(%x, " + b + ") }";
   EXPECT_EQ(Print(Pack(text, 0)), Printed(text));
   EXPECT_EQ(Print(Pack(text, 256, {{"tile.j", 1}})), Printed(text));
+}
+
+// Fewer columns than a panel, not a power of two (a classifier's 10 classes): one vector's
+// panel (8 lanes here), zeros past the columns, which TileLoops accumulates whole. The same
+// results as the graph unpacked.
+TEST(PackConstantWeights, NarrowWeightsFillOneVectorPanel) {
+  for (const std::string& text : {
+           "def @main(%x: f32[25, 2]) { gemm(%x, " + Const(2, 3) + ") }",
+           "def @main(%x: f32[3, 2]) { matmul(%x, " + Const(2, 3) + ") }",
+       }) {
+    IRModule out = Pack(text);
+    EXPECT_NE(Print(out).find("const(f32[1, 2, 8], [1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 4.0, "
+                              "5.0, 6.0, 0.0, 0.0, 0.0, 0.0, 0.0]), b_panel=8, n=3"),
+              std::string::npos)
+        << Print(out);
+    const TensorTypeNode* x = AsTensor(out.Lookup("main")->params[0]->type);
+    std::vector<int64_t> shape;
+    for (const Dim& d : x->shape) shape.push_back(d.value());
+    std::vector<Tensor> in = {test::RandomTensor(DType::kFloat32, shape, 5)};
+    EXPECT_TRUE(test::TensorsNear(Interpret(out.Lookup("main"), in)[0],
+                                  Interpret(InferTypes(ParseModule(text)).Lookup("main"), in)[0], 0,
+                                  0));
+  }
 }
 
 }  // namespace
