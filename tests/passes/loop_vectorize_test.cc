@@ -108,28 +108,61 @@ TEST(VectorizeLoops, ConstantExtentSplitsIntoMainAndTail) {
   for j_vec in [0, 2) {
     out[i, ramp(j_vec * 8, 1, 8)] = a[i, ramp(j_vec * 8, 1, 8)] * broadcast(2.0f, 8) + c[ramp(j_vec * 8, 1, 8)]
   }
-  out[i, ramp(16, 1, 4)] = a[i, ramp(16, 1, 4)] * broadcast(2.0f, 4) + c[ramp(16, 1, 4)]
-  out[i, 20] = a[i, 20] * 2.0f + c[20]
+  out[i, ramp(13, 1, 8)] = a[i, ramp(13, 1, 8)] * broadcast(2.0f, 8) + c[ramp(13, 1, 8)]
 }
 )");
   ExpectSameResults(f, g);
 }
 
-// A constant tail fills the widest vector that fits, then the next: 23 = 2 x 8 + 4 + 2 + 1.
+// A constant tail fills the widest vector that fits, then the next: 23 = 2 x 8 + 4 + 2 + 1,
+// where the body reads what it stores (an accumulation), so no lane may run twice.
 TEST(VectorizeLoops, ConstantTailsFillNarrowerVectors) {
   Var i = loop::MakeVar("i");
   Buffer a = Buf("a", {I(23)}), out = Buf("out", {I(23)});
-  auto f = Func({a, out}, 1, {},
-                Loop(i, I(23), loop::Store(out, {i}, loop::Add(loop::Load(a, {i}), F(1)))));
+  auto f = Func(
+      {a, out}, 1, {},
+      Loop(i, I(23), loop::Store(out, {i}, loop::Add(loop::Load(out, {i}), loop::Load(a, {i})))));
   auto g = Vectorize(f);
   EXPECT_EQ(BodyText(g), R"(for i_vec in [0, 2) {
-  out[ramp(i_vec * 8, 1, 8)] = a[ramp(i_vec * 8, 1, 8)] + broadcast(1.0f, 8)
+  out[ramp(i_vec * 8, 1, 8)] = out[ramp(i_vec * 8, 1, 8)] + a[ramp(i_vec * 8, 1, 8)]
 }
-out[ramp(16, 1, 4)] = a[ramp(16, 1, 4)] + broadcast(1.0f, 4)
-out[ramp(20, 1, 2)] = a[ramp(20, 1, 2)] + broadcast(1.0f, 2)
-out[22] = a[22] + 1.0f
+out[ramp(16, 1, 4)] = out[ramp(16, 1, 4)] + a[ramp(16, 1, 4)]
+out[ramp(20, 1, 2)] = out[ramp(20, 1, 2)] + a[ramp(20, 1, 2)]
+out[22] = out[22] + a[22]
 )");
   ExpectSameResults(f, g);
+}
+
+// A body that reads nothing it stores may run a lane twice: a tail that narrower vectors would
+// take in pieces is one whole vector ending at the loop's end (23 = 2 x 8 + one vector at 15,
+// its first lane computed again). A tail of one piece (a power of two: 20 = 2 x 8 + 4) keeps
+// its narrower vector, and an extent below the width (5 = 4 + 1) has no whole vector to repeat.
+TEST(VectorizeLoops, IdempotentTailIsOneOverlappingVector) {
+  Var i = loop::MakeVar("i");
+  auto func = [&](int64_t n) {
+    Buffer a = Buf("a", {I(n)}), out = Buf("out", {I(n)});
+    return Func({a, out}, 1, {},
+                Loop(i, I(n), loop::Store(out, {i}, loop::Add(loop::Load(a, {i}), F(1)))));
+  };
+  auto f23 = func(23), g23 = Vectorize(f23);
+  EXPECT_EQ(BodyText(g23), R"(for i_vec in [0, 2) {
+  out[ramp(i_vec * 8, 1, 8)] = a[ramp(i_vec * 8, 1, 8)] + broadcast(1.0f, 8)
+}
+out[ramp(15, 1, 8)] = a[ramp(15, 1, 8)] + broadcast(1.0f, 8)
+)");
+  ExpectSameResults(f23, g23);
+  auto f20 = func(20), g20 = Vectorize(f20);
+  EXPECT_THAT(BodyText(g20), HasSubstr("out[ramp(16, 1, 4)] = a[ramp(16, 1, 4)]"));
+  ExpectSameResults(f20, g20);
+  auto f5 = func(5), g5 = Vectorize(f5);
+  EXPECT_EQ(BodyText(g5), R"(out[ramp(0, 1, 4)] = a[ramp(0, 1, 4)] + broadcast(1.0f, 4)
+out[4] = a[4] + 1.0f
+)");
+  ExpectSameResults(f5, g5);
+  for (int64_t n : {9, 15, 31, 1001}) {
+    auto f = func(n), g = Vectorize(f);
+    ExpectSameResults(f, g);
+  }
 }
 
 // One vector iteration is emitted without a loop; a one-iteration tail too.
