@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "ir/loop/loop.h"
+#include "ir/loop/loop_text.h"
+#include "ir/loop/loop_visitor.h"
 #include "jit/llvm_function_emitter.h"
 #include "jit/llvm_vector_math.h"
 #include "llvm/IR/IRBuilder.h"
@@ -607,6 +609,110 @@ llvm::Value* FunctionEmitter::EmitLoad(const loop::LoadNode* n) {
       break;
   }
   return FromMemory(raw, t);
+}
+
+namespace {
+
+// A whole-register load `buf[ramp(root + offset, 1, lanes)]` with a constant offset.
+struct ShiftedLoad {
+  Expr node;
+  const loop::BufferNode* buffer;
+  Expr root;
+  int64_t offset;
+};
+
+class ShiftedLoadScanner : public loop::Visitor {
+ public:
+  explicit ShiftedLoadScanner(int lanes) : lanes_(lanes) {}
+  std::vector<ShiftedLoad> loads;
+
+ protected:
+  void VisitLoad(const loop::LoadNode* n, const Expr& self) override {
+    const DType t = n->buffer->dtype;
+    const loop::RampNode* r = n->indices.size() == 1 ? loop::AsRamp(n->indices[0]) : nullptr;
+    if (r && r->stride == 1 && n->lanes == lanes_ &&
+        (t == DType::kFloat32 || t == DType::kFloat64)) {
+      Expr root = r->base;
+      int64_t offset = 0;
+      if (const loop::BinaryNode* b = loop::AsBinary(r->base)) {
+        int64_t k = 0;
+        if (b->op == loop::BinaryOp::kAdd && loop::IsConstInt(b->b, &k)) root = b->a, offset = k;
+        if (b->op == loop::BinaryOp::kSub && loop::IsConstInt(b->b, &k) && k > INT64_MIN)
+          root = b->a, offset = -k;
+      } else if (loop::IsConstInt(r->base, &offset)) {
+        root = nullptr;
+      }
+      loads.push_back({self, n->buffer.get(), root, offset});
+    }
+    loop::Visitor::VisitLoad(n, self);
+  }
+
+ private:
+  int lanes_;
+};
+
+}  // namespace
+
+// Loads of one buffer a few elements apart (a stencil's taps: a depthwise conv reads its row
+// at columns o + 0 ... o + 4 for one output vector) each take a load port, and on AVX-512 a
+// 64-byte load at an unaligned address spans two cache lines 15 times in 16, taking the port
+// twice. Where three or more whole-register loads of one statement lie within one register's
+// span of each other, the first and last are loaded and the ones between are picked out of
+// those two (one two-source permute each, vpermt2ps, exact), cached as the values of their
+// nodes. Only for 512-bit registers: AVX2 has no two-source cross-lane permute of floats, and
+// composing one costs more than the split load.
+void FunctionEmitter::ShareShiftedLoads(const Expr& value) {
+  if (vector_bits_ < 512 || value->lanes < 2) return;
+  for (DType t : {DType::kFloat32, DType::kFloat64}) {
+    const int lanes = vector_bits_ / (8 * static_cast<int>(DTypeSize(t)));
+    if (value->lanes != lanes) continue;
+    ShiftedLoadScanner scan(lanes);
+    scan.VisitExpr(value);
+    std::vector<ShiftedLoad>& loads = scan.loads;
+    std::erase_if(loads, [&](const ShiftedLoad& l) { return l.buffer->dtype != t; });
+    // Groups of one buffer and one root, by offset.
+    std::vector<bool> taken(loads.size(), false);
+    for (size_t i = 0; i < loads.size(); ++i) {
+      if (taken[i]) continue;
+      std::vector<const ShiftedLoad*> group;
+      for (size_t j = i; j < loads.size(); ++j)
+        if (!taken[j] && loads[j].buffer == loads[i].buffer &&
+            ((!loads[j].root && !loads[i].root) ||
+             (loads[j].root && loads[i].root &&
+              loop::StructuralEqual(loads[j].root, loads[i].root)))) {
+          taken[j] = true;
+          group.push_back(&loads[j]);
+        }
+      std::stable_sort(group.begin(), group.end(), [](const ShiftedLoad* a, const ShiftedLoad* b) {
+        return a->offset < b->offset;
+      });
+      for (size_t first = 0; first < group.size();) {
+        size_t end = first + 1;
+        while (end < group.size() && group[end]->offset - group[first]->offset < lanes) ++end;
+        const ShiftedLoad* lo = group[first];
+        const ShiftedLoad* hi = group[end - 1];
+        int distinct = 1;
+        for (size_t k = first + 1; k < end; ++k)
+          distinct += group[k]->offset != group[k - 1]->offset;
+        if (distinct >= 3) {
+          llvm::Value* a = EmitExpr(lo->node);
+          llvm::Value* b = EmitExpr(hi->node);
+          for (size_t k = first + 1; k + 1 < end; ++k) {
+            const ShiftedLoad* m = group[k];
+            if (m->offset == lo->offset || m->offset == hi->offset) continue;
+            std::vector<int> mask;
+            for (int64_t lane = 0; lane < lanes; ++lane) {
+              const int64_t at = m->offset + lane;  // the element, relative to the root
+              mask.push_back(at - lo->offset < lanes ? static_cast<int>(at - lo->offset)
+                                                     : static_cast<int>(lanes + at - hi->offset));
+            }
+            expr_cache_[m->node.get()] = {m->node, b_.CreateShuffleVector(a, b, mask)};
+          }
+        }
+        first = end;
+      }
+    }
+  }
 }
 
 }  // namespace kiln::jit_internal

@@ -216,6 +216,7 @@ void FunctionEmitter::EmitStore(const loop::StoreNode* n) {
     Fail("stores a ", n->value->lanes, "-lane value to a scalar index of '", n->buffer->name, "'");
   if (n->value->lanes > 1 && n->value->lanes != index_lanes)
     Fail("stores a ", n->value->lanes, "-lane value through ", index_lanes, "-lane indices");
+  ShareShiftedLoads(n->value);
   llvm::Value* value =
       reassociate_reductions_ && IsAccumulation(n) ? EmitAccumulation(n) : EmitExpr(n->value);
   Access acc = ComputeAccess(n->buffer, n->indices, index_lanes);

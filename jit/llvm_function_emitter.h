@@ -153,6 +153,7 @@ class FunctionEmitter {
   Access ComputeAccess(const Buffer& buf, const std::vector<Expr>& indices, int lanes,
                        bool strided_ok = false);
   llvm::Value* EmitLoad(const loop::LoadNode* n);
+  void ShareShiftedLoads(const Expr& value);
 
   // ---- Statements (llvm_emit_stmt.cc) ----
 
