@@ -159,7 +159,11 @@ Stmt PackPanel(const PackedLoad& p, const loop::ForNode* j, const Expr& j0, int6
 //
 // Only for one accumulator and one reduction loop (the one the panels are read in) with a
 // constant depth of at least two blocks, and a constant row count whose accumulator tile stays
-// within 128 KiB; nullopt otherwise.
+// within kMaxAccumulatorTileBytes; nullopt otherwise. The tile goes to and from L2 once per
+// block and row block, where without blocks the panel streams from L2 every reduction step: a
+// 1x1 conv of 256 -> 512 channels over 480 pixels (512 rows of 80-column tiles, 160 KiB) took
+// 786 us unblocked and 695 blocked (1 thread, Intel Xeon with 2 MiB of L2 per core).
+constexpr int64_t kMaxAccumulatorTileBytes = 512 << 10;
 std::optional<Stmt> KBlockedTile(const loop::ForNode* n, const loop::ForNode* j,
                                  const ReductionBody& body, const std::vector<PackedLoad>& packs,
                                  const Expr& j0, const loop::Var& j_inner, int64_t tile,
@@ -167,7 +171,7 @@ std::optional<Stmt> KBlockedTile(const loop::ForNode* n, const loop::ForNode* j,
   int64_t depth = 0, row_count = 0;
   if (k_block < 1 || body.accumulators.size() != 1 || packs.empty() ||
       !loop::IsConstInt(packs[0].k->extent, &depth) || depth < 2 * k_block ||
-      !loop::IsConstInt(n->extent, &row_count) || row_count * tile * 4 > (128 << 10))
+      !loop::IsConstInt(n->extent, &row_count) || row_count * tile * 4 > kMaxAccumulatorTileBytes)
     return std::nullopt;
   const loop::ForNode* k = packs[0].k;
   size_t at = body.statements.size();

@@ -146,6 +146,22 @@ TEST(TileLoops, KBlocksKeepResultsBitForBit) {
   EXPECT_THAT(BodyText(unblocked), Not(HasSubstr("acc0_tile")));
 }
 
+// Rows whose accumulator tile (rows x tile.j floats) is up to 512 KiB take K blocks: 1024 rows
+// of 64 columns (256 KiB) do, bit for bit; 4096 rows (1 MiB) stream their panel unblocked.
+TEST(TileLoops, KBlocksUpToAHalfMiBAccumulatorTile) {
+  test::PassConfig keys = {{"tile.j", int64_t{64}},
+                           {"tile.i", int64_t{4}},
+                           {"tile.pack", true},
+                           {"tile.k", int64_t{32}}};
+  auto f = Matmul(I(1024), I(64), I(100), {});
+  auto g = test::RunLoopPipeline("TileLoops", f, keys);
+  EXPECT_THAT(BodyText(g), HasSubstr("alloc acc0_tile: f32[65536] local")) << BodyText(g);
+  ExpectSameResults(f, g);
+  EXPECT_THAT(
+      BodyText(test::RunLoopPipeline("TileLoops", Matmul(I(4096), I(64), I(100), {}), keys)),
+      Not(HasSubstr("acc0_tile")));
+}
+
 // One column tile over many row blocks, its operand already one contiguous panel (an 8 x 8
 // conv's im2col copy): the rows run in groups of 8 row blocks, each over K blocks of the panel
 // read in place (nothing copied), and the groups are what ParallelizeLoops shares out. A tile
