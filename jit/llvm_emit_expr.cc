@@ -632,15 +632,10 @@ class ShiftedLoadScanner : public loop::Visitor {
     const loop::RampNode* r = n->indices.size() == 1 ? loop::AsRamp(n->indices[0]) : nullptr;
     if (r && r->stride == 1 && n->lanes == lanes_ &&
         (t == DType::kFloat32 || t == DType::kFloat64)) {
-      Expr root = r->base;
-      int64_t offset = 0;
-      if (const loop::BinaryNode* b = loop::AsBinary(r->base)) {
-        int64_t k = 0;
-        if (b->op == loop::BinaryOp::kAdd && loop::IsConstInt(b->b, &k)) root = b->a, offset = k;
-        if (b->op == loop::BinaryOp::kSub && loop::IsConstInt(b->b, &k) && k > INT64_MIN)
-          root = b->a, offset = -k;
-      } else if (loop::IsConstInt(r->base, &offset)) {
+      auto [root, offset] = loop::SplitConstOffset(r->base);
+      if (int64_t c = 0; loop::IsConstInt(root, &c)) {  // a constant index: offset from nothing
         root = nullptr;
+        offset += c;
       }
       loads.push_back({self, n->buffer.get(), root, offset});
     }

@@ -499,6 +499,17 @@ Stmt Evaluate(Expr v) {
   return std::make_shared<const EvaluateNode>(std::move(v));
 }
 
+std::pair<Expr, int64_t> SplitConstOffset(const Expr& e) {
+  int64_t k = 0;
+  if (const BinaryNode* b = AsBinary(e)) {
+    if (b->op == BinaryOp::kAdd && IsConstInt(b->b, &k)) return {b->a, k};
+    if (b->op == BinaryOp::kAdd && IsConstInt(b->a, &k)) return {b->b, k};
+    if (b->op == BinaryOp::kSub && IsConstInt(b->b, &k) && k != std::numeric_limits<int64_t>::min())
+      return {b->a, -k};
+  }
+  return {e, 0};
+}
+
 Stmt Seq(std::vector<Stmt> stmts) {
   std::vector<Stmt> flat;
   for (Stmt& s : stmts) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/attrs.h"
@@ -304,6 +305,9 @@ Expr Call(Intrinsic fn, std::vector<Expr> args);
 Expr Ramp(Expr base, int64_t stride, int lanes);
 Expr Broadcast(Expr v, int lanes);
 Expr Reduce(ReduceKind k, Expr source, std::vector<IterVar> axes);
+// `e` as base + offset with a constant offset: `x + 4096`, `4096 + x` and `x - 4096` split; any
+// other expression, a constant included, is itself plus 0.
+std::pair<Expr, int64_t> SplitConstOffset(const Expr& e);
 
 Buffer MakeBuffer(const std::string& name, DType t, std::vector<Expr> shape,
                   BufferNode::Scope scope = BufferNode::Scope::kGlobal,

@@ -119,20 +119,6 @@ class BodyScanner : public loop::AccessScanner {
   BodyInfo* info_;
 };
 
-// `e` as base + offset with a constant offset: `x + 4096`, `4096 + x` and `x - 4096` split; any
-// other expression is itself plus 0.
-std::pair<Expr, int64_t> SplitOffset(const Expr& e) {
-  int64_t k = 0;
-  if (const loop::BinaryNode* b = loop::AsBinary(e)) {
-    if (b->op == loop::BinaryOp::kAdd && loop::IsConstInt(b->b, &k)) return {b->a, k};
-    if (b->op == loop::BinaryOp::kAdd && loop::IsConstInt(b->a, &k)) return {b->b, k};
-    if (b->op == loop::BinaryOp::kSub && loop::IsConstInt(b->b, &k) &&
-        k != std::numeric_limits<int64_t>::min())
-      return {b->a, -k};
-  }
-  return {e, 0};
-}
-
 // Whether the iterations of the loop over `v` (of `extent` iterations, when constant) are
 // independent (see the file comment): for each buffer the body stores to, some dim d where every
 // access of that buffer has an index affine in v with one nonzero coefficient c, all of them one
@@ -153,7 +139,7 @@ bool IterationsIndependent(const BodyInfo& info, const VarNode* v, std::optional
     for (size_t d = 0; d < lists.front()->size() && !separated; ++d) {
       const std::optional<int64_t> c = AffineCoefficient((*lists.front())[d], v, info.variant);
       if (!c || *c == 0 || *c == std::numeric_limits<int64_t>::min()) continue;
-      const auto [base, first] = SplitOffset((*lists.front())[d]);
+      const auto [base, first] = loop::SplitConstOffset((*lists.front())[d]);
       separated = true;
       for (const std::vector<Expr>* l : lists) {
         if (l->size() != lists.front()->size()) {
@@ -161,7 +147,7 @@ bool IterationsIndependent(const BodyInfo& info, const VarNode* v, std::optional
           break;
         }
         if (loop::StructuralEqual((*l)[d], (*lists.front())[d])) continue;
-        const auto [other_base, offset] = SplitOffset((*l)[d]);
+        const auto [other_base, offset] = loop::SplitConstOffset((*l)[d]);
         int64_t apart = 0, reach = 0;
         separated = extent && AffineCoefficient((*l)[d], v, info.variant) == c &&
                     loop::StructuralEqual(other_base, base) &&
