@@ -5,6 +5,8 @@
 // function reads from outside is bound before that function, and a node only the nested
 // function uses is printed inside it. Within a scope, bindings follow one post-order of the
 // whole def, so operands always come before their users.
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -156,18 +158,34 @@ std::string AdtText(const AdtDef& adt) {
 }
 
 // The shortest %g spelling for which `same` holds, i.e. that reads back to the same bits.
-template <typename Same>
-std::string ShortestFloat(double v, int max_precision, Same same) {
+// `exact_type`: v's own type is what the text reads back as (not a half printed through float),
+// so std::to_chars' shortest digits for T are the shortest for `same`.
+template <typename T, typename Same>
+std::string ShortestFloat(T v, int max_precision, Same same, bool exact_type = true) {
   if (std::isnan(v)) return std::signbit(v) ? "-nan" : "nan";
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
   char buf[48];
-  for (int prec = 1; prec <= max_precision; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
-    if (same(buf)) break;
+  // std::to_chars' shortest round-trip digits give the precision to print at, checked: a
+  // constant's million elements cost one conversion each rather than up to max_precision
+  // snprintf-strtod pairs.
+  bool done = false;
+  if (exact_type) {
+    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+    if (ec == std::errc()) {
+      int digits = 0;
+      for (const char* c = buf; c < end && *c != 'e'; ++c) digits += *c >= '0' && *c <= '9';
+      std::snprintf(buf, sizeof buf, "%.*g", std::max(digits, 1), static_cast<double>(v));
+      done = same(buf);
+    }
   }
+  if (!done)
+    for (int prec = 1; prec <= max_precision; ++prec) {
+      std::snprintf(buf, sizeof buf, "%.*g", prec, static_cast<double>(v));
+      if (same(buf)) break;
+    }
   // %g writes 100 as `1e+02`; whole numbers of ordinary size read better in full.
   if (std::strchr(buf, 'e') && v == std::trunc(v) && std::fabs(v) < 1e7)
-    std::snprintf(buf, sizeof buf, "%.0f", v);
+    std::snprintf(buf, sizeof buf, "%.0f", static_cast<double>(v));
   std::string s = buf;
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s;
@@ -191,9 +209,10 @@ std::string ElementText(const Tensor& t, int64_t i) {
                            [&](const char* s) { return SameBits(std::strtod(s, nullptr), v); });
     } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       // The parser reads a half as T(strtof(text)); print what reads back to the same bits.
-      return ShortestFloat(static_cast<float>(v), 9, [&](const char* s) {
-        return T(std::strtof(s, nullptr)).bits == v.bits;
-      });
+      return ShortestFloat(
+          static_cast<float>(v), 9,
+          [&](const char* s) { return T(std::strtof(s, nullptr)).bits == v.bits; },
+          /*exact_type=*/false);
     } else {
       return std::to_string(static_cast<int64_t>(v));
     }

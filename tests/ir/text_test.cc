@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -315,6 +317,55 @@ TEST(Text, ConstantsOfEveryDType) {
   Expr c = ParseExpr("const(f32[2], [1, -2])");
   EXPECT_EQ(Print(c), "const(f32[2], [1.0, -2.0])");
   EXPECT_EQ(Print(ParseExpr("const(i32[], [3])")), "const(i32[], 3)");
+}
+
+// The printer takes std::to_chars' shortest digits where they read back: the spelling must be
+// the one %g gives at the fewest digits that read back, for floats of every magnitude.
+TEST(Text, FloatConstantsSpellTheShortestDigitsThatReadBack) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> bits;
+  std::vector<float> f32;
+  std::vector<double> f64;
+  while (f32.size() < 4000) {
+    uint32_t b = bits(rng);
+    float v;
+    std::memcpy(&v, &b, sizeof v);
+    if (!std::isfinite(v)) continue;
+    f32.push_back(v);
+    f64.push_back(static_cast<double>(v) * (1 + 1e-9 * static_cast<double>(bits(rng))));
+  }
+  auto shortest = [](double v, int max_precision, auto reads_back) {
+    char buf[48];
+    for (int prec = 1; prec <= max_precision; ++prec) {
+      std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+      if (reads_back(buf)) break;
+    }
+    std::string s = buf;
+    if (s.find('e') != std::string::npos && v == std::trunc(v) && std::fabs(v) < 1e7) {
+      std::snprintf(buf, sizeof buf, "%.0f", v);
+      s = buf;
+    }
+    return s.find_first_of(".e") == std::string::npos ? s + ".0" : s;
+  };
+  std::string want32 = "const(f32[4000], [", want64 = "const(f64[4000], [";
+  for (size_t i = 0; i < f32.size(); ++i) {
+    const float v = f32[i];
+    const double d = f64[i];
+    if (i) {
+      want32 += ", ";
+      want64 += ", ";
+    }
+    want32 += shortest(v, 9, [&](const char* s) { return std::strtof(s, nullptr) == v; });
+    want64 += shortest(d, 17, [&](const char* s) { return std::strtod(s, nullptr) == d; });
+  }
+  const Tensor t32 = test::MakeTensor<float>({4000}, f32);
+  const Tensor t64 = test::MakeTensor<double>({4000}, f64);
+  EXPECT_EQ(Print(MakeConstant(t32)), want32 + "])");
+  EXPECT_EQ(Print(MakeConstant(t64)), want64 + "])");
+  for (const Tensor& t : {t32, t64}) {
+    Var x = MakeVar("x", F32({}));
+    ExpectRoundTrip(Main(MakeFunction({x}, MakeTuple({x, MakeConstant(t)}))));
+  }
 }
 
 TEST(Text, AttributesOfEveryKind) {
