@@ -758,6 +758,8 @@ class FunctionEmitter {
         Line("}");
         return;
       }
+      case StmtKind::kPrefetch:
+        return;  // a hint for CPU caches; the GPU kernels' loops are not blocked for them
       case StmtKind::kEvaluate: {
         const auto* n = loop::AsEvaluate(s);
         Scope({&n->value});

@@ -320,6 +320,15 @@ void FunctionEmitter::EmitStmtUncached(const Stmt& s) {
     case StmtKind::kEvaluate:
       EmitExpr(loop::AsEvaluate(s)->value);
       return;
+    case StmtKind::kPrefetch: {
+      // Into L2 (locality 2: prefetcht1 on x86), for reading, of data: a line fetched for a
+      // later block of a loop nest, which the loops between may push out of L1.
+      const auto* load = loop::AsLoad(loop::AsPrefetch(s)->target);
+      Access acc = ComputeAccess(load->buffer, load->indices, 1, /*strided_ok=*/false);
+      b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {acc.ptr->getType()},
+                         {acc.ptr, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
+      return;
+    }
     case StmtKind::kScheduleBlock:
       EmitBlock(loop::AsScheduleBlock(s));
       return;

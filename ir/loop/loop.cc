@@ -499,6 +499,12 @@ Stmt Evaluate(Expr v) {
   return std::make_shared<const EvaluateNode>(std::move(v));
 }
 
+Stmt Prefetch(Expr target) {
+  KILN_CHECK(target && target->kind == ExprKind::kLoad && target->lanes == 1,
+             "prefetch of something other than a scalar load");
+  return std::make_shared<const PrefetchNode>(std::move(target));
+}
+
 std::pair<Expr, int64_t> SplitConstOffset(const Expr& e) {
   int64_t k = 0;
   if (const BinaryNode* b = AsBinary(e)) {

@@ -235,6 +235,13 @@ struct EvaluateNode : StmtNode {
   explicit EvaluateNode(Expr v) : StmtNode(StmtKind::kEvaluate), value(std::move(v)) {}
   Expr value;
 };
+// A hint that the element `target` (a scalar Load, never executed) will be read soon: code
+// generators may fetch its cache line into the caches (LLVM: a prefetch into L2) or do
+// nothing. Its index is in bounds, as a load's; results never depend on it.
+struct PrefetchNode : StmtNode {
+  explicit PrefetchNode(Expr t) : StmtNode(StmtKind::kPrefetch), target(std::move(t)) {}
+  Expr target;
+};
 
 // The part of a buffer a schedule block reads or writes: [min, min + extent) per dim.
 struct BufferRegion {
@@ -320,6 +327,8 @@ Stmt Free(Buffer b);
 Stmt IfThenElse(Expr cond, Stmt then_case, Stmt else_case = nullptr);
 Stmt For(Var v, Expr min, Expr extent, ForKind kind, Stmt body);
 Stmt Evaluate(Expr v);
+// `target` must be a scalar Load (see PrefetchNode).
+Stmt Prefetch(Expr target);
 Stmt Seq(std::vector<Stmt> stmts);  // flattens nested Seqs; a single statement comes back as is
 
 // Checked downcasts: nullptr when of another kind.

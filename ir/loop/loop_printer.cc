@@ -395,6 +395,9 @@ class Printer {
   void PrintEvaluate(const EvaluateNode* n, int indent, bool) {
     Line(indent, "evaluate(" + E(n->value) + ")");
   }
+  void PrintPrefetch(const PrefetchNode* n, int indent, bool) {
+    Line(indent, "prefetch(" + E(n->target) + ")");
+  }
   void PrintScheduleBlock(const ScheduleBlockNode* n, int indent, bool) {
     std::string head = "block " + n->name + "(";
     for (size_t i = 0; i < n->iter_vars.size(); ++i) {

@@ -240,6 +240,9 @@ class Comparer {
   bool EqEvaluate(const EvaluateNode* a, const EvaluateNode* b) {
     return Eq(a->value, b->value);
   }
+  bool EqPrefetch(const PrefetchNode* a, const PrefetchNode* b) {
+    return Eq(a->target, b->target);
+  }
   bool EqScheduleBlock(const ScheduleBlockNode* a, const ScheduleBlockNode* b) {
     // Bindings are expressions of the surrounding loops, so they are compared before the
     // block's own iter_vars are bound.
@@ -442,6 +445,9 @@ class Hasher {
   }
   void HashEvaluate(const EvaluateNode* n) {
     E(n->value);
+  }
+  void HashPrefetch(const PrefetchNode* n) {
+    E(n->target);
   }
   void HashScheduleBlock(const ScheduleBlockNode* n) {
     Add(std::hash<std::string>()(n->name));

@@ -406,6 +406,12 @@ class Verifier {
     if (!n->value) Fail("value is null");
     CheckExpr(n->value);
   }
+  void CheckPrefetch(const PrefetchNode* n, const Stmt&) {
+    Context c(this, "Prefetch");
+    if (!n->target || n->target->kind != ExprKind::kLoad || n->target->lanes != 1)
+      Fail("target is not a scalar load");
+    CheckExpr(n->target);
+  }
   void CheckScheduleBlock(const ScheduleBlockNode* n, const Stmt&) {
     Context c(this, "ScheduleBlock " + n->name);
     size_t count = n->iter_vars.size();

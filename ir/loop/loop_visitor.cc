@@ -115,6 +115,9 @@ void Visitor::VisitFor(const ForNode* n, const Stmt&) {
 void Visitor::VisitEvaluate(const EvaluateNode* n, const Stmt&) {
   VisitExpr(n->value);
 }
+void Visitor::VisitPrefetch(const PrefetchNode* n, const Stmt&) {
+  VisitExpr(n->target);
+}
 void Visitor::VisitScheduleBlock(const ScheduleBlockNode* n, const Stmt&) {
   for (const IterVar& iv : n->iter_vars) VisitExpr(iv.extent);
   for (const Expr& b : n->bindings) VisitExpr(b);
@@ -302,6 +305,12 @@ Stmt Mutator::MutateEvaluate(const EvaluateNode* n, const Stmt& self) {
   Expr v = MutateExpr(n->value);
   if (v == n->value) return self;
   return Evaluate(std::move(v));
+}
+
+Stmt Mutator::MutatePrefetch(const PrefetchNode* n, const Stmt& self) {
+  Expr t = MutateExpr(n->target);
+  if (t == n->target) return self;
+  return Prefetch(std::move(t));
 }
 
 Stmt Mutator::MutateScheduleBlock(const ScheduleBlockNode* n, const Stmt& self) {

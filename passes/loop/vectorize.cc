@@ -114,6 +114,10 @@ class BodyScanner : public loop::AccessScanner {
   }
   void VisitAlloc(const loop::AllocNode*, const Stmt&) override { info_->straight_line = false; }
   void VisitFree(const loop::FreeNode*, const Stmt&) override { info_->straight_line = false; }
+  // A prefetch names one element: the loop is left scalar rather than prefetch a vector.
+  void VisitPrefetch(const loop::PrefetchNode*, const Stmt&) override {
+    info_->straight_line = false;
+  }
 
  private:
   BodyInfo* info_;

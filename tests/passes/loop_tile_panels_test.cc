@@ -250,6 +250,40 @@ TEST(TileLoops, NarrowPrepackedPanelsGetEightRows) {
   ExpectSameResults(sym, test::RunLoopPipeline(pipeline, sym, avx512), {{1}, {6}, {13}, {23}});
 }
 
+// A pre-packed panel read in K blocks: every block but the last prefetches, at each reduction
+// step, the row the next block reads at that step (clamped to the last row), one line per row
+// block spread over the row blocks (6 blocks of 8 rows, 3 lines of 16 floats), or every line
+// in each block where there are fewer row blocks than lines. Results bit for bit.
+TEST(TileLoops, KBlocksPrefetchTheNextBlocksPanelRows) {
+  test::PassConfig keys = {{"target.vector_bits", int64_t{512}}, {"tile.k", int64_t{64}}};
+  auto f = PrepackedMatmul(I(49), 96, 190, 48);
+  auto g = test::RunLoopPipeline("TileLoops, LoopSimplify", f, keys);
+  std::string text = BodyText(g);
+  // (The column's panel and offset stay divisions that the code generator hoists out of k.)
+  EXPECT_THAT(text, HasSubstr("prefetch(bp[j_outer + i_outer % 3 * 16 // 48, min(k + 64, 189), "
+                              "i_outer % 3 * 16 % 48])"))
+      << text;
+  // Blocks 1 and 2 of 3 (the middle one in a loop), none in the last or the one-row tail.
+  size_t count = 0;
+  for (size_t at = text.find("prefetch("); at != std::string::npos;
+       at = text.find("prefetch(", at + 1))
+    ++count;
+  EXPECT_EQ(count, 2u) << text;
+  ExpectSameResults(f, g);
+  auto few = PrepackedMatmul(I(8), 96, 190, 48);
+  auto fg = test::RunLoopPipeline("TileLoops, LoopSimplify", few, keys);
+  std::string all = BodyText(fg);
+  for (const char* line :
+       {"min(k + 64, 189), 0])", "min(k + 64, 189), 16])", "min(k + 64, 189), 32])"})
+    EXPECT_THAT(all, HasSubstr(line)) << all;
+  ExpectSameResults(few, fg);
+  const std::string pipeline = kTiledPipeline;
+  for (auto [m, n] : {std::pair{49, 96}, {8, 48}, {17, 130}}) {
+    auto h = PrepackedMatmul(I(m), n, 190, 48);
+    ExpectSameResults(h, test::RunLoopPipeline(pipeline, h, keys));
+  }
+}
+
 // On a 512-bit target with the tile keys unset, a product narrower than one 64-column tile
 // (conv_nhwc's output channels) takes rows for 16 accumulators, at most 12: 32 columns (two
 // vectors) 8 rows, 16 columns 12; a full tile over 24 rows or more takes 6 (FullTileBlock), as
