@@ -182,13 +182,12 @@ Stmt AppendToLoops(const Stmt& tile, const VarNode* k, const std::vector<Stmt>& 
 // channels as a 49 x 4608 by 4608 x 512 product (its 9.4 MB of weights past L3, a C model
 // of the kernel, 1 thread, Intel Xeon with AVX-512): 2.76-2.83 -> 2.09-2.22 ms; 2.03-2.07 ->
 // 1.83-1.86 ms with the weights in L3.
+// `full`: the tile's count of full row blocks (of `rows` rows, the first at row `row_min`).
 std::vector<Stmt> NextBlockPrefetches(const std::vector<PackedLoad>& packs, const loop::ForNode* j,
                                       const Expr& j0, int64_t tile, const Expr& k_next,
-                                      const RowBlock* b, const loop::ForNode* n, int64_t rows) {
+                                      const RowBlock* b, const Expr& row_min, int64_t rows,
+                                      int64_t full) {
   std::vector<Stmt> out;
-  int64_t row_count = 0;
-  if (!loop::IsConstInt(n->extent, &row_count)) return out;
-  const int64_t full = row_count / rows;
   for (const PackedLoad& p : packs) {
     if (!p.in_place) continue;
     const int64_t per_line = std::max<int64_t>(1, 64 / DTypeSize(p.src->dtype));
@@ -202,7 +201,7 @@ std::vector<Stmt> NextBlockPrefetches(const std::vector<PackedLoad>& packs, cons
     };
     if (full >= lines) {
       if (b && b->rows == rows && !b->last)  // a full row block: its own line
-        line_at(loop::FloorMod(loop::FloorDiv(loop::Sub(b->base, n->min), loop::IntImm(rows)),
+        line_at(loop::FloorMod(loop::FloorDiv(loop::Sub(b->base, row_min), loop::IntImm(rows)),
                                loop::IntImm(lines)));
     } else {
       for (int64_t l = 0; l < lines; ++l) line_at(loop::IntImm(l));
@@ -300,8 +299,9 @@ std::optional<Stmt> KBlockedTile(const loop::ForNode* n, const loop::ForNode* j,
     out.push_back(TileRowBlocks(n, rows, [&](const RowBlock* b) {
       Stmt t = BuildTile(j, part, j_inner, j0, loop::IntImm(tile), loop::IntImm(tile), b, &bp);
       if (final) return t;
-      return AppendToLoops(t, k->var.get(),
-                           NextBlockPrefetches(bp, j, j0, tile, k_next, b, n, rows));
+      return AppendToLoops(
+          t, k->var.get(),
+          NextBlockPrefetches(bp, j, j0, tile, k_next, b, n->min, rows, row_count / rows));
     }));
     return loop::Seq(std::move(out));
   };
