@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "common/kernel_test_util.h"
+#include "ir/loop/loop_text.h"
+#include "passes/lower_to_loops.h"
 
 namespace kiln {
 namespace {
@@ -128,6 +130,20 @@ std::vector<ConvCase> ConvCases() {
        {2, 1, 2, 3, 3},
        false,
        {{"group", int64_t{2}}, {"strides", Ints{1, 1, 2}}, {"pads", Ints{0, 1, 1, 1, 0, 1}}}},
+      // Depthwise, stride 1 along rows of 48 or more, over 3 or more columns whose taps read
+      // padding: each channel's rows copied with the padding as zero columns, and every column
+      // summed in registers; in 1-D, 2-D (more padding than the kernel spans on one side, a
+      // dilation along the rows) and 3-D.
+      {{1, 3, 60}, {3, 1, 7}, false, {{"group", int64_t{3}}, {"pads", Ints{3, 4}}}},
+      {{1, 2, 4, 64}, {2, 1, 3, 5}, true, {{"group", int64_t{2}}, {"pads", Ints{1, 6, 1, 0}}}},
+      {{2, 2, 5, 70},
+       {2, 1, 3, 3},
+       false,
+       {{"group", int64_t{2}}, {"dilations", Ints{1, 3}}, {"pads", Ints{1, 3, 1, 3}}}},
+      {{1, 2, 2, 3, 50},
+       {2, 1, 1, 3, 5},
+       true,
+       {{"group", int64_t{2}}, {"pads", Ints{0, 1, 2, 0, 1, 2}}}},
       // Depthwise, stride 1, rows shorter than 48: each channel through its own padded plane,
       // the taps summed across the plane's padded rows (LowerDepthwisePlanes): 28 x 28 and
       // 14 x 14 as in MobileNets, odd sizes, size 1, asymmetric padding beyond the kernel, a
@@ -214,6 +230,36 @@ TEST(LowerConv, SymbolicBatch) {
                                 RandomTensor(DType::kFloat32, {4}, 15)};
   EXPECT_TRUE(SymbolicBatchMatchesReference("conv", planes,
                                             {{"group", int64_t{4}}, {"pads", Ints{1, 1, 1, 1}}}));
+  // Depthwise 5 x 5 along rows of 50: read through a zero-padded copy of each channel.
+  std::vector<Tensor> padded = {RandomTensor(DType::kFloat32, {2, 3, 6, 50}, 16),
+                                RandomTensor(DType::kFloat32, {3, 1, 5, 5}, 17)};
+  EXPECT_TRUE(SymbolicBatchMatchesReference("conv", padded,
+                                            {{"group", int64_t{3}}, {"pads", Ints{2, 2, 2, 2}}}));
+}
+
+// Which depthwise convs read a zero-padded copy of each channel (conv_dw_pad): rows of stride 1
+// with more than two columns whose taps read padding (5 x 5, "same" pads), where the in-place
+// form would accumulate those columns tap by tap in memory. Not 3 x 3 (one such column each
+// side, where the copy costs more than it saves), nor strided rows, nor unpadded ones.
+TEST(LowerConv, DepthwiseCopiesAPaddedRowOnlyWhereManyColumnsReadPadding) {
+  auto lowered = [](const Ints& x, const Ints& w, const Attrs& attrs) {
+    std::vector<Tensor> in = {RandomTensor(DType::kFloat32, x, 1),
+                              RandomTensor(DType::kFloat32, w, 2)};
+    return loop::Print(LowerToLoops(test::SingleOpFunction("conv", in, attrs, false), "k").func);
+  };
+  const Attrs same5 = {{"group", int64_t{4}}, {"pads", Ints{2, 2, 2, 2}}};
+  EXPECT_NE(lowered({1, 4, 6, 64}, {4, 1, 5, 5}, same5).find("conv_dw_pad"), std::string::npos);
+  EXPECT_EQ(
+      lowered({1, 4, 6, 64}, {4, 1, 3, 3}, {{"group", int64_t{4}}, {"pads", Ints{1, 1, 1, 1}}})
+          .find("conv_dw_pad"),
+      std::string::npos);
+  Attrs strided = same5;
+  strided.Set("strides", Ints{1, 2});
+  EXPECT_EQ(lowered({1, 4, 6, 64}, {4, 1, 5, 5}, strided).find("conv_dw_pad"), std::string::npos);
+  EXPECT_EQ(lowered({1, 4, 6, 64}, {4, 1, 5, 5}, {{"group", int64_t{4}}}).find("conv_dw_pad"),
+            std::string::npos);
+  // Still read in place (conv_dw), not through the GEMM form or the planes.
+  EXPECT_NE(lowered({1, 4, 6, 64}, {4, 1, 5, 5}, same5).find("conv_dw"), std::string::npos);
 }
 
 // Any image size (the generic tier): batch and spatial dims symbolic, 1-D to 3-D, groups,
