@@ -44,6 +44,7 @@
 // allocated inside the loop instead, with extent 1 along d and index 0 there. Each iteration
 // writes its row before it reads it (the fusing rule, or the loop's own order), so one row of
 // storage serves them all; a row small enough lives on the stack.
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -223,6 +224,112 @@ class Shrink : public loop::Mutator {
   loop::Var v_;
 };
 
+// Loads of a one-element buffer replaced by a value.
+class ForwardValue : public loop::Mutator {
+ public:
+  ForwardValue(const BufferNode* buffer, Expr value) : buffer_(buffer), value_(std::move(value)) {}
+
+ protected:
+  Expr MutateLoad(const loop::LoadNode* n, const Expr& self) override {
+    if (n->buffer.get() == buffer_) return value_;
+    return loop::Mutator::MutateLoad(n, self);
+  }
+
+ private:
+  const BufferNode* buffer_;
+  Expr value_;
+};
+
+// The buffers a statement frees.
+class FreeScanner : public loop::Visitor {
+ public:
+  std::vector<const BufferNode*> freed;
+
+ protected:
+  void VisitFree(const loop::FreeNode* n, const Stmt& self) override {
+    freed.push_back(n->buffer.get());
+    loop::Visitor::VisitFree(n, self);
+  }
+};
+
+// Counts the nodes of an expression tree, up to a bound (a DAG shared many times over would
+// take exponential time to walk in full).
+class NodeCount : public loop::Visitor {
+ public:
+  explicit NodeCount(int bound) : bound_(bound) {}
+  void VisitExpr(const Expr& e) override {
+    if (count > bound_) return;
+    ++count;
+    loop::Visitor::VisitExpr(e);
+  }
+  int count = 0;
+
+ private:
+  int bound_;
+};
+
+// `body` (a loop's body that a one-element buffer was shrunk into) with that buffer's value
+// forwarded to its loads, where it is only a name for a value: a block of stores whose first
+// access of `b` stores `e` (free of `b`) and whose later accesses of it are loads in the values
+// and indices of stores that follow, none of which writes a buffer `e` reads. Then the loads
+// read `e` (LLVM computes it once), and the buffer goes: x * sigmoid(x) over a fused x
+// (swish's two reads of one value) kept a local store and load in every iteration, which
+// VectorizeLoops does not vectorize (it leaves loops holding an alloc scalar), so the exp was
+// a scalar call per element.
+std::optional<Stmt> ForwardOneElement(const Stmt& body, const BufferNode* b) {
+  const loop::SeqNode* seq = loop::AsSeq(body);
+  if (!seq) return std::nullopt;
+  std::optional<size_t> at;
+  Expr value;
+  std::set<const BufferNode*> reads;  // the buffers `value` loads
+  for (size_t k = 0; k < seq->stmts.size(); ++k) {
+    const std::vector<Access> acc = Accesses(seq->stmts[k]);
+    const bool uses =
+        std::any_of(acc.begin(), acc.end(), [&](const Access& x) { return x.buffer == b; });
+    const loop::StoreNode* st = loop::AsStore(seq->stmts[k]);
+    if (!at) {
+      if (!uses) continue;
+      if (!st || st->buffer.get() != b) return std::nullopt;
+      const Stmt eval = loop::Evaluate(st->value);  // the accesses point into it
+      for (const Access& x : Accesses(eval)) {
+        if (x.buffer == b) return std::nullopt;
+        reads.insert(x.buffer);
+      }
+      at = k;
+      value = st->value;
+      continue;
+    }
+    // After the store: a statement that reads b is a store, and whatever a statement writes
+    // or frees (up to the last that reads b) is not read by the value.
+    if (uses && (!st || st->buffer.get() == b)) return std::nullopt;
+    FreeScanner frees;  // a freed buffer's storage may be reused
+    frees.VisitStmt(seq->stmts[k]);
+    bool clobbers = std::any_of(frees.freed.begin(), frees.freed.end(),
+                                [&](const BufferNode* f) { return reads.count(f) > 0; });
+    for (const Access& x : acc) clobbers = clobbers || (x.store && reads.count(x.buffer));
+    if (clobbers)  // harmless only past the last statement that reads b
+      for (size_t m = k; m < seq->stmts.size(); ++m)
+        for (const Access& y : Accesses(seq->stmts[m]))
+          if (y.buffer == b) return std::nullopt;
+  }
+  if (!at) return std::nullopt;
+  // A value read more than once is copied into each read: only small ones, or a chain of
+  // such buffers (a lowering's shared values, kept in locals so that they are computed once)
+  // would grow exponentially.
+  constexpr int kMaxCopiedNodes = 24;
+  int loads = 0;
+  for (size_t k = *at + 1; k < seq->stmts.size(); ++k)
+    for (const Access& x : Accesses(seq->stmts[k])) loads += x.buffer == b ? 1 : 0;
+  NodeCount size(kMaxCopiedNodes);
+  size.VisitExpr(value);
+  if (loads > 1 && size.count > kMaxCopiedNodes) return std::nullopt;
+  ForwardValue forward(b, value);
+  std::vector<Stmt> out;
+  for (size_t k = 0; k < seq->stmts.size(); ++k)
+    if (k != *at) out.push_back(k > *at ? forward.MutateStmt(seq->stmts[k]) : seq->stmts[k]);
+  return loop::Seq(std::move(out));
+}
+
 class Fuser {
  public:
   Stmt Run(const Stmt& s) {
@@ -336,8 +443,16 @@ class Fuser {
           loop::MakeBuffer(buf->name, buf->dtype, shape, BufferNode::Scope::kLocal, buf->strides);
       Shrink shrink(buf.get(), row, *d, loop->var);
       Stmt body = shrink.MutateStmt(loop->body);
-      stmts[user] = loop::For(loop->var, loop->min, loop->extent, loop->for_kind,
-                              loop::Seq({loop::Alloc(row), body, loop::Free(row)}));
+      const bool one_element =
+          buf->strides.empty() && std::all_of(shape.begin(), shape.end(), [](const Expr& e) {
+            int64_t n = 0;
+            return loop::IsConstInt(e, &n) && n == 1;
+          });
+      std::optional<Stmt> forwarded;
+      if (one_element) forwarded = ForwardOneElement(body, row.get());
+      stmts[user] =
+          loop::For(loop->var, loop->min, loop->extent, loop->for_kind,
+                    forwarded ? *forwarded : loop::Seq({loop::Alloc(row), body, loop::Free(row)}));
       stmts[free_at] = loop::Seq({});
       stmts[a] = loop::Seq({});
     }

@@ -103,7 +103,8 @@ TEST(FuseLoops, SymbolicRows) {
 }
 
 // [batch, seq, d]: the batch loops fuse, then the seq loops inside them, then (elementwise,
-// row by row) the innermost ones; the buffer shrinks along each.
+// row by row) the innermost ones; the buffer shrinks along each, down to one element, which
+// then is only a name for the value stored (see OneElementBuffersForwardTheirValue).
 TEST(FuseLoops, NestedRowsFuseLevelByLevel) {
   Var b = MakeVar("b"), s = MakeVar("s"), k = MakeVar("k"), b2 = MakeVar("b2"), s2 = MakeVar("s2"),
       k2 = MakeVar("k2");
@@ -122,15 +123,101 @@ TEST(FuseLoops, NestedRowsFuseLevelByLevel) {
   EXPECT_EQ(Print(g->body), R"(for b in [0, 2) {
   for s in [0, 3) {
     for k in [0, 4) {
-      alloc t: f32[1, 1, 1] local
-      t[0, 0, 0] = x[b, s, k]
-      out[b, s, k] = t[0, 0, 0] + 1.0f
-      free t
+      out[b, s, k] = x[b, s, k] + 1.0f
     }
   }
 }
 )");
   ExpectSameResults(f, g);
+}
+
+// t = f(x) elementwise, then out = t * g(t) (swish over a fused value): fused, t shrinks to one
+// element that is stored and then read twice, so its loads become the value and the buffer
+// goes (VectorizeLoops vectorizes no loop holding an alloc). Where the loop between writes what
+// the value reads, or t is read before it is stored, or read in a loop inside, t stays.
+TEST(FuseLoops, OneElementBuffersForwardTheirValue) {
+  Buffer x = F32("x", {I(9)}), out = F32("out", {I(9)}), t = Local("t", {I(9)});
+  auto pair = [&](const std::function<Stmt(const Var&)>& second) {
+    Var i = MakeVar("i"), i2 = MakeVar("i2");
+    return MakePrimFunc({x, out}, {},
+                        Seq({Alloc(t), Loop(i, I(9), Store(t, {i}, Mul(Load(x, {i}), FloatImm(3)))),
+                             Loop(i2, I(9), second(i2)), Free(t)}));
+  };
+  auto swish = [&](const Var& i) {
+    Expr v = Load(t, {i});
+    return Store(
+        out, {i},
+        Mul(v, Div(FloatImm(1), Add(FloatImm(1), Call(Intrinsic::kExp, {Mul(v, FloatImm(-1))})))));
+  };
+  PrimFunc f = pair(swish);
+  PrimFunc g = Fused(f);
+  EXPECT_EQ(Print(g->body), R"(for i in [0, 9) {
+  out[i] = x[i] * 3.0f * (1.0f / (1.0f + exp(x[i] * 3.0f * -1.0f)))
+}
+)");
+  ExpectSameResults(f, g);
+
+  // What the value reads (u) written between the store of t and its read: t keeps the old u.
+  Buffer u = Local("u", {I(9)});
+  Var i5 = MakeVar("i5"), i6 = MakeVar("i6"), i7 = MakeVar("i7");
+  PrimFunc clobber = MakePrimFunc(
+      {x, out}, {},
+      Seq({Alloc(u), Alloc(t), Loop(i5, I(9), Store(u, {i5}, Load(x, {i5}))),
+           Loop(i6, I(9), Store(t, {i6}, Mul(Load(u, {i6}), FloatImm(3)))),
+           Loop(i7, I(9), Seq({Store(u, {i7}, FloatImm(0)), Store(out, {i7}, Load(t, {i7}))})),
+           Free(t), Free(u)}));
+  PrimFunc kept = Fused(clobber);
+  EXPECT_NE(Print(kept->body).find("alloc t: f32[1] local"), std::string::npos)
+      << Print(kept->body);
+  ExpectSameResults(clobber, kept);
+
+  // The value reads an accumulator freed before t is read (its storage may hold another
+  // buffer by then): t stays.
+  Buffer acc = Local("acc", {I(1)});
+  Var i8 = MakeVar("i8"), i9 = MakeVar("i9");
+  PrimFunc freed =
+      MakePrimFunc({x, out}, {},
+                   Seq({Alloc(t),
+                        Loop(i8, I(9),
+                             Seq({Alloc(acc), Store(acc, {I(0)}, Mul(Load(x, {i8}), FloatImm(2))),
+                                  Store(t, {i8}, Add(Load(acc, {I(0)}), FloatImm(1))), Free(acc)})),
+                        Loop(i9, I(9), Store(out, {i9}, Load(t, {i9}))), Free(t)}));
+  PrimFunc freed_fused = Fused(freed);
+  EXPECT_NE(Print(freed_fused->body).find("alloc t: f32[1] local"), std::string::npos)
+      << Print(freed_fused->body);
+  ExpectSameResults(freed, freed_fused);
+
+  // A chain of values each read twice by the next (a lowering's shared subexpressions):
+  // copied only while small, so the kernel stays linear in the chain's length.
+  {
+    constexpr int kChain = 14;
+    std::vector<Buffer> ts;
+    std::vector<Stmt> nest;
+    for (int k = 0; k < kChain; ++k) ts.push_back(Local("c" + std::to_string(k), {I(9)}));
+    for (const Buffer& c : ts) nest.push_back(Alloc(c));
+    for (int k = 0; k < kChain; ++k) {
+      Var v = MakeVar("v");
+      Expr prev = k ? Load(ts[k - 1], {v}) : Load(x, {v});
+      nest.push_back(Loop(v, I(9), Store(ts[k], {v}, Add(prev, Mul(prev, FloatImm(0.5))))));
+    }
+    Var v = MakeVar("v");
+    nest.push_back(Loop(v, I(9), Store(out, {v}, Load(ts.back(), {v}))));
+    for (const Buffer& c : ts) nest.push_back(Free(c));
+    PrimFunc chain = MakePrimFunc({x, out}, {}, Seq(nest));
+    PrimFunc chain_fused = Fused(chain);
+    EXPECT_LT(Print(chain_fused->body).size(), 20000u);
+    ExpectSameResults(chain, chain_fused);
+  }
+
+  // Read in a loop inside the body: the value would be computed once per inner iteration.
+  Var k4 = MakeVar("k4");
+  PrimFunc nested = pair([&](const Var& i) {
+    return Loop(k4, I(4), Store(out, {i}, Add(Load(out, {i}), Load(t, {i}))));
+  });
+  PrimFunc nested_fused = Fused(nested);
+  EXPECT_NE(Print(nested_fused->body).find("alloc t: f32[1] local"), std::string::npos)
+      << Print(nested_fused->body);
+  ExpectSameResults(nested, nested_fused);
 }
 
 // Each of these would change what the second loop reads, or cannot be one loop.
