@@ -1,6 +1,7 @@
 // ChannelsLastConvs: which convs it moves channels-last (chains of two or more windowed convs
-// through elementwise ops and pools), where it transposes back, the weights' [KH, KW, C, M] layout,
-// and the reference interpreter computing the same values before and after.
+// through elementwise ops and pools, or one with many products per output), where it transposes
+// back, the weights' [KH, KW, C, M] layout, and the reference interpreter computing the same values
+// before and after.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -213,6 +214,21 @@ TEST(ChannelsLastConvs, LeavesConvsWithoutAChainAlone) {
   Var w = MakeVar("w", TensorType({8, 8, 3, 3}, DType::kFloat32));
   Expr variable = MakeCall("conv", {x, w}, {{"pads", Ints{1, 1, 1, 1}}});
   unchanged(InferTypes(MakeFunction({x, w}, Conv(variable, 8, 8, 3, 1, 8))));
+}
+
+// A lone windowed conv with 1024 or more products per output (input channels x taps) goes
+// channels-last by itself, transposed back once; one just below stays.
+TEST(ChannelsLastConvs, ALoneHeavyConvGoesAlone) {
+  Var x = MakeVar("x", TensorType({2, 128, 1, 12}, DType::kFloat32));
+  Function heavy = InferTypes(MakeFunction({x}, MakeCall("relu", {Conv(x, 128, 16, 3, 1, 1)})));
+  Function after = ChannelsLastOf(heavy).Lookup("main");
+  EXPECT_EQ(Calls(after, "conv_nhwc").size(), 1u);
+  EXPECT_TRUE(Calls(after, "conv").empty());
+  EXPECT_EQ(Calls(after, "transpose").size(), 1u);
+  ExpectSameValues(heavy, after, {2, 128, 1, 12});
+  Var y = MakeVar("y", TensorType({2, 113, 1, 12}, DType::kFloat32));  // 113 x 9 = 1017
+  Function light = InferTypes(MakeFunction({y}, MakeCall("relu", {Conv(y, 113, 16, 3, 1, 1)})));
+  EXPECT_TRUE(Calls(ChannelsLastOf(light).Lookup("main"), "conv_nhwc").empty());
 }
 
 }  // namespace
