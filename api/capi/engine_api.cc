@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -91,14 +92,18 @@ std::vector<kiln::Tensor> GatherInputs(const kiln_model& m, size_t n, const char
 
 // ---- passes and instruments ----------------------------------------------------------------
 
-// A C instrument: the hooks get the pass name and, when asked for, the module's text.
+// A C instrument: the hooks get the pass name and, when asked for, the module's text: after
+// every pass (with_ir), or after those named in `ir_passes` only (printing a real model's
+// module takes seconds, and most passes' text would be thrown away).
 class CInstrument : public kiln::PassInstrument {
  public:
-  CInstrument(kiln_pass_hook before, kiln_pass_hook after, bool with_ir, void* user_data)
+  CInstrument(kiln_pass_hook before, kiln_pass_hook after, bool with_ir, void* user_data,
+              std::set<std::string> ir_passes = {})
       : PassInstrument("CInstrument"),
         before_(before),
         after_(after),
         with_ir_(with_ir),
+        ir_passes_(std::move(ir_passes)),
         user_data_(user_data) {}
   void RunBeforePass(const kiln::IRModule& m, const kiln::PassInfo& info) override {
     Call(before_, m, info);
@@ -110,12 +115,14 @@ class CInstrument : public kiln::PassInstrument {
  private:
   void Call(kiln_pass_hook hook, const kiln::IRModule& m, const kiln::PassInfo& info) const {
     if (!hook) return;
-    if (!with_ir_) return hook(info.name.c_str(), nullptr, user_data_);
+    if (!with_ir_ && !ir_passes_.count(info.name))
+      return hook(info.name.c_str(), nullptr, user_data_);
     std::string text = kiln::Print(m);
     hook(info.name.c_str(), text.c_str(), user_data_);
   }
   kiln_pass_hook before_, after_;
   bool with_ir_;
+  std::set<std::string> ir_passes_;
   void* user_data_;
 };
 
@@ -551,6 +558,29 @@ kiln_status kiln_options_add_instrument(kiln_options* options, kiln_pass_hook be
   if (!before && !after) Throw(ErrorCode::kInvalidArgument, __func__, ": both hooks are NULL");
   options->options.instruments.push_back(
       std::make_shared<CInstrument>(before, after, with_ir != 0, user_data));
+  KILN_API_END
+}
+
+kiln_status kiln_options_add_instrument_ir_of(kiln_options* options, kiln_pass_hook before,
+                                              kiln_pass_hook after, const char* passes,
+                                              void* user_data) {
+  KILN_API_BEGIN
+  KILN_REQUIRE(options);
+  if (!before && !after) Throw(ErrorCode::kInvalidArgument, __func__, ": both hooks are NULL");
+  const std::string list = Str(passes, __func__, "passes");
+  std::set<std::string> names;
+  for (size_t at = 0;;) {
+    const size_t comma = list.find(',', at);
+    const std::string name = list.substr(at, comma == std::string::npos ? comma : comma - at);
+    if (name.empty())
+      Throw(ErrorCode::kInvalidArgument, __func__, ": an empty pass name in '", list, "'");
+    CheckPassName(name, __func__);
+    names.insert(name);
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  options->options.instruments.push_back(
+      std::make_shared<CInstrument>(before, after, false, user_data, std::move(names)));
   KILN_API_END
 }
 

@@ -162,10 +162,18 @@ int RunCommand(const std::vector<std::string>& args) {
     }
   }
   if (model_path.empty()) throw UsageError{"kiln run: no MODEL given"};
-  if (!observer.print_after.empty() || observer.time)
-    Check(kiln_options_add_instrument(options.get(), BeforePass, AfterPass,
-                                      !observer.print_after.empty(), &observer),
+  // after=PASS makes text for that pass only: the module's text after every pass took
+  // minutes on a real model.
+  const std::string& print = observer.print_after;
+  if (!print.empty() && print != "all") {
+    if (kiln_options_add_instrument_ir_of(options.get(), BeforePass, AfterPass, print.c_str(),
+                                          &observer) != KILN_OK)
+      throw UsageError{std::string("--print-ir: ") + kiln_last_error()};
+  } else if (!print.empty() || observer.time) {
+    Check(kiln_options_add_instrument(options.get(), BeforePass, AfterPass, !print.empty(),
+                                      &observer),
           "instrument");
+  }
   if (stats) set([](kiln_options* o) { Check(kiln_options_set_profiling(o, 1), "profiling"); });
 
   ModelPtr model = LoadModel(model_path);

@@ -159,6 +159,52 @@ TEST(CApiInstruments, HooksSeeEveryPassInOrder) {
   EXPECT_EQ(log.events.size(), n);
 }
 
+// Text for the named passes only: every hook still runs, and only FoldConstant's and FuseOps'
+// get the module (the pass name, then a text that parses); a bad list is refused by name.
+struct TextLog {
+  std::mutex mu;
+  std::vector<std::string> with_text, without_text;
+};
+
+void AfterText(const char* pass, const char* text, void* user_data) {
+  auto* log = static_cast<TextLog*>(user_data);
+  std::lock_guard<std::mutex> lock(log->mu);
+  (text ? log->with_text : log->without_text).push_back(pass);
+  if (text) {
+    EXPECT_NE(std::string(text).find("def @"), std::string::npos) << pass;
+  }
+}
+
+TEST(CApiInstruments, TextOnlyForTheNamedPasses) {
+  TextLog log;
+  CMlp mlp(4, 8, 2, 9);
+  std::vector<float> x = mlp.Input(3, 2), y;
+  OptionsHandle options;
+  KILN_ASSERT_OK(kiln_options_set_compile_policy(options.o, "eager"));
+  KILN_ASSERT_OK(kiln_options_add_instrument_ir_of(options.o, nullptr, AfterText,
+                                                   "FoldConstant,FuseOps", &log));
+  EngineHandle engine(options.o);
+  KILN_ASSERT_OK(RunInto(engine.engine, mlp.model, x, 3, mlp.in, mlp.out, &y));
+  ExpectNear(y, mlp.Reference(x, 3), "instrumented");
+  ASSERT_FALSE(log.with_text.empty());
+  for (const std::string& p : log.with_text)
+    EXPECT_TRUE(p == "FoldConstant" || p == "FuseOps") << p;
+  EXPECT_NE(std::find(log.with_text.begin(), log.with_text.end(), "FuseOps"), log.with_text.end());
+  EXPECT_NE(std::find(log.without_text.begin(), log.without_text.end(), "InferType"),
+            log.without_text.end());
+
+  OptionsHandle bad;
+  EXPECT_EQ(kiln_options_add_instrument_ir_of(bad.o, nullptr, AfterText, "FuseOps,Nope", &log),
+            KILN_NOT_FOUND);
+  EXPECT_NE(std::string(kiln_last_error()).find("'Nope'"), std::string::npos) << kiln_last_error();
+  EXPECT_EQ(kiln_options_add_instrument_ir_of(bad.o, nullptr, AfterText, "FuseOps,", &log),
+            KILN_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_options_add_instrument_ir_of(bad.o, nullptr, AfterText, nullptr, &log),
+            KILN_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_options_add_instrument_ir_of(bad.o, nullptr, nullptr, "FuseOps", &log),
+            KILN_INVALID_ARGUMENT);
+}
+
 TEST(CApiStats, CountsAndProfilesAsJson) {
   CMlp mlp(8, 16, 4, 10);
   std::vector<float> x1 = mlp.Input(1, 1), x5 = mlp.Input(5, 2), y;

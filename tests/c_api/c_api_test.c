@@ -161,6 +161,8 @@ static void test_tensors(void) {
   values[0] = 7.0f; /* still ours to use */
 }
 
+static void after_hook(const char* pass, const char* module_text, void* user_data);
+
 static void test_options(void) {
   kiln_options* o = NULL;
   kiln_options* bad = NULL;
@@ -204,6 +206,10 @@ static void test_options(void) {
   FAILS(kiln_options_set_profiling(NULL, 1), KILN_INVALID_ARGUMENT, "options is NULL");
   FAILS(kiln_options_add_instrument(o, NULL, NULL, 0, NULL), KILN_INVALID_ARGUMENT,
         "both hooks are NULL");
+  FAILS(kiln_options_add_instrument_ir_of(o, NULL, NULL, "FuseOps", NULL), KILN_INVALID_ARGUMENT,
+        "both hooks are NULL");
+  FAILS(kiln_options_add_instrument_ir_of(o, after_hook, NULL, "FuseOps,NoSuchPass", NULL),
+        KILN_NOT_FOUND, "unknown pass 'NoSuchPass'");
 
   OK(kiln_engine_create(o, &e));
   kiln_engine_destroy(e);
