@@ -418,7 +418,9 @@ kiln_status kiln_options_add_instrument(kiln_options* options, kiln_pass_hook be
                                         kiln_pass_hook after, int with_ir, void* user_data);
 /* As kiln_options_add_instrument, with the module text passed to the hooks of the passes named
  * in `passes` only (comma-separated, e.g. "FuseOps,VectorizeLoops"; NULL elsewhere): text is
- * made only where it is wanted. An unknown or empty name is an error. */
+ * made only where it is wanted. Names are registered passes or the pipelines that hold them
+ * (GraphPipeline, LoopPipeline, GpuLoopPipeline, Sequential); an unknown or empty one is an
+ * error. */
 kiln_status kiln_options_add_instrument_ir_of(kiln_options* options, kiln_pass_hook before,
                                               kiln_pass_hook after, const char* passes,
                                               void* user_data);

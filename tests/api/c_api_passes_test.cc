@@ -193,6 +193,11 @@ TEST(CApiInstruments, TextOnlyForTheNamedPasses) {
   EXPECT_NE(std::find(log.without_text.begin(), log.without_text.end(), "InferType"),
             log.without_text.end());
 
+  // The pipelines' names are what the hooks see too.
+  OptionsHandle pipelines;
+  KILN_EXPECT_OK(kiln_options_add_instrument_ir_of(pipelines.o, nullptr, AfterText,
+                                                   "GraphPipeline,LoopPipeline", &log));
+
   OptionsHandle bad;
   EXPECT_EQ(kiln_options_add_instrument_ir_of(bad.o, nullptr, AfterText, "FuseOps,Nope", &log),
             KILN_NOT_FOUND);
