@@ -271,11 +271,12 @@ class NodeCount : public loop::Visitor {
 // `body` (a loop's body that a one-element buffer was shrunk into) with that buffer's value
 // forwarded to its loads, where it is only a name for a value: a block of stores whose first
 // access of `b` stores `e` (free of `b`) and whose later accesses of it are loads in the values
-// and indices of stores that follow, none of which writes a buffer `e` reads. Then the loads
-// read `e` (LLVM computes it once), and the buffer goes: x * sigmoid(x) over a fused x
-// (swish's two reads of one value) kept a local store and load in every iteration, which
-// VectorizeLoops does not vectorize (it leaves loops holding an alloc scalar), so the exp was
-// a scalar call per element.
+// and indices of stores that follow, none of which writes or frees a buffer `e` reads (up to
+// the last read), and `e` small where it is read more than once. Then the loads read `e` (LLVM
+// computes it once), and the buffer goes: x * sigmoid(x) over a fused x (swish's two reads of
+// one value) kept a local store and load in every iteration, which VectorizeLoops does not
+// vectorize (it leaves loops holding an alloc scalar), so the exp was a scalar call per
+// element.
 std::optional<Stmt> ForwardOneElement(const Stmt& body, const BufferNode* b) {
   const loop::SeqNode* seq = loop::AsSeq(body);
   if (!seq) return std::nullopt;
