@@ -4,7 +4,7 @@
 //   kiln run MODEL [--shape NAME=1x784 ...] [--input NAME=FILE.pb ...] [--iters N] [--warmup N]
 //            [--threads N] [--opt-level N] [--disable-pass P] [--cache-dir D] [--target T]
 //            [--config K=V] [--versus 'K=V ...'] [--policy eager|tiered|generic_only]
-//            [--print-ir after=PASS|all] [--time-passes] [--stats] [--explain]
+//            [--print-ir after=PASS[,PASS]|all] [--time-passes] [--stats] [--explain]
 //            [--trace FILE.json] [--pipeline 'InferType,FoldConstant,FuseOps(max_group_size=8)']
 //   kiln bench MODEL --shapes 'x=1x784;x=7x784' [--iters N] [--policy P] [--threads N] [--json]
 //              [--compile-nice N] [--cache-dir D] [--record FILE] [--warm FILE] [--trace F]
@@ -68,7 +68,7 @@ const char kUsage[] =
     "           [--warmup N] [--threads N] [--opt-level N] [--disable-pass P] [--cache-dir D]\n"
     "           [--target 'llvm -mcpu=CPU -mattr=+f,-g'] [--config KEY=VALUE]\n"
     "           [--versus 'KEY=VALUE ...'] [--policy eager|tiered|generic_only]\n"
-    "           [--print-ir after=PASS|all] [--time-passes] [--stats] [--explain]\n"
+    "           [--print-ir after=PASS[,PASS]|all] [--time-passes] [--stats] [--explain]\n"
     "           [--trace FILE.json] [--pipeline 'InferType,FoldConstant,FuseOps(...)']\n"
     "  kiln bench MODEL --shapes 'NAME=DIMS ...;NAME=DIMS ...' [--iters N]\n"
     "           [--policy tiered|eager|generic_only] [--threads N] [--compile-nice 0-19]\n"

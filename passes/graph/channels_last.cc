@@ -182,7 +182,8 @@ class ChainFinder : public ExprVisitor {
     // fast NCHW (its pixels are the product's columns, nothing padded or split), and the
     // transposes where the chain ends would cost what it saves (MobileNet-style blocks, whose
     // 1x1 convs sit between depthwise ones: 2.7x slower converted).
-    // A chain of one heavy conv pays too (HeavyWindow).
+    // So does a chain holding a heavy conv (HeavyWindow), whose products outweigh the
+    // transposes at the chain's ends.
     std::unordered_map<const ExprNode*, int> windowed;
     std::unordered_set<const ExprNode*> heavy;
     for (const ExprNode* conv : convs_) {

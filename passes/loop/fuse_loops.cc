@@ -444,11 +444,14 @@ class Fuser {
           loop::MakeBuffer(buf->name, buf->dtype, shape, BufferNode::Scope::kLocal, buf->strides);
       Shrink shrink(buf.get(), row, *d, loop->var);
       Stmt body = shrink.MutateStmt(loop->body);
-      const bool one_element =
-          buf->strides.empty() && std::all_of(shape.begin(), shape.end(), [](const Expr& e) {
-            int64_t n = 0;
-            return loop::IsConstInt(e, &n) && n == 1;
-          });
+      // f16 and bf16 values are computed in f32 and rounded where they are stored: a forwarded
+      // value would skip that rounding.
+      const bool rounds = buf->dtype == DType::kFloat16 || buf->dtype == DType::kBFloat16;
+      const bool one_element = !rounds && buf->strides.empty() &&
+                               std::all_of(shape.begin(), shape.end(), [](const Expr& e) {
+                                 int64_t n = 0;
+                                 return loop::IsConstInt(e, &n) && n == 1;
+                               });
       std::optional<Stmt> forwarded;
       if (one_element) forwarded = ForwardOneElement(body, row.get());
       stmts[user] =

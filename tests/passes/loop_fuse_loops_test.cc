@@ -193,7 +193,11 @@ TEST(FuseLoops, OneElementBuffersForwardTheirValue) {
     constexpr int kChain = 14;
     std::vector<Buffer> ts;
     std::vector<Stmt> nest;
-    for (int k = 0; k < kChain; ++k) ts.push_back(Local("c" + std::to_string(k), {I(9)}));
+    for (int k = 0; k < kChain; ++k) {
+      std::string name = "c";  // not "c" + ...: GCC 12's -Wrestrict misfires on it
+      name += std::to_string(k);
+      ts.push_back(Local(name, {I(9)}));
+    }
     for (const Buffer& c : ts) nest.push_back(Alloc(c));
     for (int k = 0; k < kChain; ++k) {
       Var v = MakeVar("v");
@@ -208,6 +212,19 @@ TEST(FuseLoops, OneElementBuffersForwardTheirValue) {
     EXPECT_LT(Print(chain_fused->body).size(), 20000u);
     ExpectSameResults(chain, chain_fused);
   }
+
+  // An f16 value is computed in f32 and rounded where it is stored: t16 stays.
+  Buffer x16 = MakeBuffer("x16", DType::kFloat16, {I(9)}),
+         out16 = MakeBuffer("out16", DType::kFloat16, {I(9)});
+  Buffer t16 = MakeBuffer("t16", DType::kFloat16, {I(9)}, BufferNode::Scope::kLocal);
+  Var i10 = MakeVar("i10"), i11 = MakeVar("i11");
+  PrimFunc half = MakePrimFunc(
+      {x16, out16}, {},
+      Seq({Alloc(t16), Loop(i10, I(9), Store(t16, {i10}, Mul(Load(x16, {i10}), Load(x16, {i10})))),
+           Loop(i11, I(9), Store(out16, {i11}, Add(Load(t16, {i11}), Load(t16, {i11})))),
+           Free(t16)}));
+  EXPECT_NE(Print(Fused(half)->body).find("alloc t16: f16[1] local"), std::string::npos)
+      << Print(Fused(half)->body);
 
   // Read in a loop inside the body: the value would be computed once per inner iteration.
   Var k4 = MakeVar("k4");
