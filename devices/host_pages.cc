@@ -107,12 +107,12 @@ HostPages MapFor(size_t capacity, size_t used) {
 // arena paid them all in its own time (dynamic_conv's first call at 97 x 61: 0.9 ms, 0.26 with
 // the pages mapped; its tier-0 p50 0.18). As much again as was asked, from 4 MiB up (the
 // arenas of small models stay mapped ahead through several doublings of the image) to 64 MiB
-// (a large model's arena is not doubled in memory it may never use).
-constexpr size_t kAheadMin = size_t{4} << 20;
+// (a large model's arena is not doubled in memory it may never use). The minimum is the
+// caller's (Grow's min_ahead): kernel scratch stacks take less (jit/scratch.cc says why).
 constexpr size_t kAheadMax = size_t{64} << 20;
 
-size_t Ahead(size_t bytes) {
-  return std::clamp(bytes, kAheadMin, kAheadMax);
+size_t Ahead(size_t bytes, size_t min_ahead) {
+  return std::clamp(bytes, std::min(min_ahead, kAheadMax), kAheadMax);
 }
 
 // Faults in ranges of mappings on a thread of its own, at the lowest priority, so that runs
@@ -218,15 +218,16 @@ HostPages HostPages::Map(size_t bytes) {
   return MapFor(CapacityFor(bytes), bytes);
 }
 
-void HostPages::Grow(HostPages& pages, size_t bytes) {
+void HostPages::Grow(HostPages& pages, size_t bytes, size_t min_ahead) {
   if (!pages.data) {
-    pages = MapFor(CapacityFor(bytes + Ahead(bytes)), bytes);
+    pages = MapFor(CapacityFor(bytes + Ahead(bytes, min_ahead)), bytes);
     PopulateAhead(pages, bytes);
     return;
   }
   // At least double: a run of ever larger shapes then remaps O(log) times (a remap costs
   // 0.1-0.3 ms here); and headroom past what was asked (Ahead).
-  const size_t capacity = CapacityFor(std::max(bytes + Ahead(bytes), 2 * pages.capacity));
+  const size_t capacity =
+      CapacityFor(std::max(bytes + Ahead(bytes, min_ahead), 2 * pages.capacity));
   // Small pages moved into a huge-page mapping would keep their 2 MiB range on small pages
   // (and its populate on small faults): a mapping that turns huge starts afresh, dropping
   // less than kHugePage of mapped pages.

@@ -31,7 +31,10 @@ struct HostPages {
   // Grows `pages` to at least `bytes` plus headroom and twice its capacity, keeping its mapped
   // pages (an empty one is mapped with headroom); the headroom is faulted in on a background
   // thread. On failure throws and leaves `pages` as it was.
-  static void Grow(HostPages& pages, size_t bytes);
+  // `min_ahead`: the least headroom (kDefaultAhead for run arenas); below kHugePage in all, a
+  // mapping stays on small pages, faulted only as used or by the background thread.
+  static constexpr size_t kDefaultAhead = size_t{4} << 20;
+  static void Grow(HostPages& pages, size_t bytes, size_t min_ahead = kDefaultAhead);
   // Unmaps (after any background faulting in of it has stopped); no-op for an empty one.
   static void Unmap(HostPages& pages);
 };

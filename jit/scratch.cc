@@ -27,6 +27,14 @@ namespace {
 
 constexpr size_t kBlockAlign = 64;
 
+// The least headroom of a thread's stack (HostPages::Grow's min_ahead). A run arena's 4 MiB
+// would map every thread's first stack, even for 64 bytes, as 2 MiB pages and fault the first
+// one in before the kernel goes on: here 0.3-22 ms (a fresh huge page on this VM), paid by the
+// first call that allocates on each thread (the encoder's generic softmax on a worker that had
+// never allocated: its new shape's first call 4-5 ms against a warm 0.07). Small stacks stay on
+// small pages, the kernel faulting only what it uses and the background thread the rest.
+constexpr size_t kScratchAhead = size_t{256} << 10;
+
 struct ScratchStack {
   HostPages pages;
   size_t top = 0;  // bytes in use from pages.data; a multiple of kBlockAlign
@@ -53,7 +61,7 @@ struct ScratchStack {
     // Live blocks cannot move, so the stack grows only when none is live.
     if (blocks.empty() && pages.capacity < wanted) {
       try {
-        HostPages::Grow(pages, wanted);
+        HostPages::Grow(pages, wanted, kScratchAhead);
       } catch (...) {  // no mapping to be had: this call takes the heap
       }
     }

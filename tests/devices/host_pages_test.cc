@@ -95,6 +95,32 @@ TEST(HostPages, GrowMapsHeadroomAndFaultsItInBehind) {
   HostPages::Unmap(p);
 }
 
+// A smaller least headroom (a kernel scratch stack's): a small first grow stays on small pages
+// (nothing past what was asked is faulted in by the caller), with that headroom faulted in
+// behind; a grow past a huge page turns huge as before.
+TEST(HostPages, SmallHeadroomKeepsSmallGrowsOnSmallPages) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t ahead = size_t{256} << 10;
+  HostPages p;
+  HostPages::Grow(p, 64, ahead);
+  ASSERT_NE(p.data, nullptr);
+  EXPECT_GE(p.capacity, 64 + ahead);
+  EXPECT_LT(p.capacity, HostPages::kHugePage);
+  EXPECT_EQ(p.capacity % page, 0u);
+  bool resident = false;
+  for (int i = 0; i < 500 && !resident; ++i) {
+    resident = Resident(p.data + page, p.data + p.capacity);
+    if (!resident) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(resident) << "the headroom of " << p.capacity << " bytes was not faulted in";
+  std::memset(p.data, 3, p.capacity);
+  HostPages::Grow(p, size_t{3} << 20, ahead);
+  EXPECT_GE(p.capacity, size_t{3} << 20);
+  EXPECT_EQ(p.capacity % HostPages::kHugePage, 0u);
+  p.data[p.capacity - 1] = std::byte{1};
+  HostPages::Unmap(p);
+}
+
 // Using, growing and unmapping a mapping while its headroom is being faulted in: what a run
 // writes stays (the faulting in leaves present pages alone), and nothing is left touching an
 // unmapped range (repeated, so some of them land while the background thread works). A grow
