@@ -487,6 +487,9 @@ void Engine::Dispatch(const Executable& exe, const Tensor* inputs, const Tensor*
   const std::atomic<bool>* cancel = tls_cancel;
   CheckRunBytes(exe, /*output_bytes=*/false);  // the outputs are given
   if (exe.code->device) return DispatchOnDevice(exe, inputs, outputs, cancel);
+  // The calling thread's, for kernels that run on it (arena threads reserve on joining it). A
+  // thread-local test after the first run on a thread.
+  ReserveThreadScratch();
   ScratchPool::Scratch* scratch =
       exe.plan.peak_bytes ? scratch_.Acquire(exe.plan.peak_bytes) : nullptr;
   struct Release {  // the arena goes back however the run ends (a cancelled run throws)

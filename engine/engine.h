@@ -29,6 +29,7 @@
 #include <vector>
 
 #include <tbb/task_arena.h>
+#include <tbb/task_scheduler_observer.h>
 
 #include "devices/device_api.h"
 #include "devices/host_pages.h"
@@ -507,6 +508,17 @@ class Engine {
   PassPtr fuse_ops_;
   uint64_t pipeline_hash_ = 0;  // pass configuration, part of every kernel key
   mutable tbb::task_arena arena_;
+  // Reserves each thread's kernel scratch as it joins arena_ (ReserveThreadScratch); declared
+  // after arena_, so it stops observing before the arena goes.
+  class ScratchReserver : public tbb::task_scheduler_observer {
+   public:
+    explicit ScratchReserver(tbb::task_arena& arena) : tbb::task_scheduler_observer(arena) {
+      observe(true);
+    }
+    ~ScratchReserver() override { observe(false); }
+    void on_scheduler_entry(bool) override { ReserveThreadScratch(); }
+  };
+  ScratchReserver scratch_reserver_{arena_};
   // Thread teams for runs with parallel loops (jit/runtime.h), reused so hits allocate nothing.
   mutable ParallelTeamPool teams_;
   ScratchPool scratch_;

@@ -93,6 +93,20 @@ struct ScratchStack {
 thread_local ScratchStack tls_scratch;
 
 }  // namespace
+
+void ReserveThreadScratch() {
+  ScratchStack& s = tls_scratch;
+  if (s.pages.data) return;
+  try {
+    HostPages::Grow(s.pages, 1, kScratchAhead);  // all but the first page faulted in behind
+  } catch (...) {                                // no mapping now: the first allocation tries again
+  }
+}
+
+size_t ThreadScratchBytes() {
+  return tls_scratch.pages.capacity;
+}
+
 }  // namespace kiln
 
 extern "C" void* kiln_scratch_alloc(int64_t bytes) {

@@ -7,7 +7,12 @@
 
 #include <tbb/task_arena.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -231,6 +236,37 @@ TEST(ScratchAlloc, ASteadyStateReusesItsMemory) {
     kiln_scratch_free(b);
     kiln_scratch_free(a);
   }
+}
+
+// ReserveThreadScratch maps a fresh thread's stack before any kernel allocates: a first block
+// and a 200 KB one after it, live together, both come from that stack; the pages it reserved
+// are faulted in behind; reserving again changes nothing.
+TEST(ScratchAlloc, AReservedStackServesTheFirstBlocks) {
+  std::thread([] {
+    EXPECT_EQ(ThreadScratchBytes(), 0u);
+    ReserveThreadScratch();
+    const size_t reserved = ThreadScratchBytes();
+    EXPECT_GE(reserved, 200064u);
+    auto* a = static_cast<std::byte*>(kiln_scratch_alloc(64));
+    auto* b = static_cast<std::byte*>(kiln_scratch_alloc(200000));
+    EXPECT_EQ(b, a + 64);
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> in(200000 / page);
+    bool resident = false;
+    for (int i = 0; i < 500 && !resident; ++i) {
+      ASSERT_EQ(mincore(a + page, in.size() * page, in.data()), 0);
+      resident = std::all_of(in.begin(), in.end(), [](unsigned char c) { return c & 1; });
+      if (!resident) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(resident) << "the reserved pages were not faulted in";
+    std::memset(b, 1, 200000);
+    kiln_scratch_free(a);
+    kiln_scratch_free(b);
+    ReserveThreadScratch();
+    EXPECT_EQ(ThreadScratchBytes(), reserved);
+    EXPECT_EQ(kiln_scratch_alloc(64), a);
+    kiln_scratch_free(a);
+  }).join();
 }
 
 TEST(ScratchAlloc, ABlockTooLargeWhileOthersLiveComesFromTheHeap) {
