@@ -109,6 +109,16 @@ TEST(WinogradConvs, TransformsConstantWeightsOnce) {
   EXPECT_EQ(TransformedFilter(
                 AfterPass(InferTypes(MakeFunction({x}, MakeCall("conv_nhwc", {x, large}, pad1))))),
             nullptr);
+  // U of 2.3 MiB (128 -> 128 channels), given: over 28 x 28 outputs, not over 14 x 14 (a run
+  // reads U from memory once an image; too few pixels to pay for it).
+  Expr wide = MakeConstant(RandomTensor(DType::kFloat32, {3, 3, 128, 128}, 4));
+  auto wide_conv = [&](int64_t side) {
+    Var v = MakeVar("x", TensorType({1, side, side, 128}, DType::kFloat32));
+    return AfterPass(InferTypes(MakeFunction({v}, MakeCall("conv_nhwc", {v, wide}, pad1))));
+  };
+  const Function at28 = wide_conv(28), at14 = wide_conv(14);
+  EXPECT_NE(TransformedFilter(at28), nullptr);
+  EXPECT_EQ(TransformedFilter(at14), nullptr);
   // A symbolic batch over a constant image size: the form applies whatever the batch.
   EXPECT_NE(TransformedFilter(AfterPass(conv({Dim::Symbol("n"), 32, 32, 16}, true))), nullptr);
 }
