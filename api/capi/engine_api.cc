@@ -569,18 +569,18 @@ kiln_status kiln_options_add_instrument_ir_of(kiln_options* options, kiln_pass_h
   KILN_REQUIRE(options);
   if (!before && !after) Throw(ErrorCode::kInvalidArgument, __func__, ": both hooks are NULL");
   const std::string list = Str(passes, __func__, "passes");
+  // The hooks also see the pipelines that hold the registered passes (built once here, for
+  // their names).
+  const std::set<std::string> pipelines = {
+      kiln::DefaultGraphPipeline()->info().name, kiln::DefaultLoopPipeline()->info().name,
+      kiln::GpuLoopPipeline()->info().name, kiln::Sequential({})->info().name};
   std::set<std::string> names;
   for (size_t at = 0;;) {
     const size_t comma = list.find(',', at);
     const std::string name = list.substr(at, comma == std::string::npos ? comma : comma - at);
     if (name.empty())
       Throw(ErrorCode::kInvalidArgument, __func__, ": an empty pass name in '", list, "'");
-    // The hooks also see the pipelines that hold the registered passes.
-    const bool pipeline = name == kiln::DefaultGraphPipeline()->info().name ||
-                          name == kiln::DefaultLoopPipeline()->info().name ||
-                          name == kiln::GpuLoopPipeline()->info().name ||
-                          name == kiln::Sequential({})->info().name;
-    if (!pipeline) CheckPassName(name, __func__);
+    if (!pipelines.count(name)) CheckPassName(name, __func__);
     names.insert(name);
     if (comma == std::string::npos) break;
     at = comma + 1;
