@@ -180,7 +180,10 @@ Engine::Engine(EngineOptions options)
   pipeline_hash_ = StableHash(
       StrCat("opt=", options_.opt_level, "|disabled=", Join(options_.disabled_passes),
              "|required=", Join(options_.required_passes), "|config=", config,
-             "|graph=", PipelineToString(graph_pipeline_), "|fuse=", fuse_ops_->ToString()));
+             "|graph=", PipelineToString(graph_pipeline_), "|fuse=", fuse_ops_->ToString(),
+             // The passes see the kernel threads (target.threads): TileLoops groups tiles by
+             // them, so a kernel built for one count is not another's.
+             "|threads=", num_threads()));
   arena_.initialize();
 }
 

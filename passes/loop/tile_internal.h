@@ -95,9 +95,11 @@ std::optional<ColumnStarts> ColumnTileStarts(const ReductionBody& body, const Va
 int64_t ColumnTileBytes(const ColumnStarts& starts, int64_t tile);
 
 // The i loop `n` in row blocks of `rows` over column tiles `tile` wide (tile.cc).
+// `threads`: the kernel's threads (target.threads; 0 unknown), which K-blocked tiles run in
+// groups for (TileGroups).
 Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBody& body,
               int64_t tile, int64_t rows, bool pack, bool pack_set, int64_t k_block,
-              bool grouped = false);
+              bool grouped = false, int64_t threads = 0);
 
 // ---- tile_panels.cc ----
 
@@ -126,9 +128,16 @@ Stmt PackPanel(const PackedLoad& p, const loop::ForNode* j, const Expr& j0, int6
 
 // The packed column tile in K blocks of at most `k_block` steps (see tile_panels.cc), or
 // nullopt where the body does not allow it.
+// Past this the accumulator tile of a K-blocked product leaves L2 between blocks.
+constexpr int64_t kMaxAccumulatorTileBytes = 512 << 10;
+
+// With `group_tile` set, the tile is one of `group_tiles` tiles whose columns start at j0
+// (which reads *group_tile): each K block then runs over all of them, in a loop over
+// *group_tile, before the next block, their accumulator tiles side by side.
 std::optional<Stmt> KBlockedTile(const loop::ForNode* n, const loop::ForNode* j,
                                  const ReductionBody& body, const std::vector<PackedLoad>& packs,
                                  const Expr& j0, const loop::Var& j_inner, int64_t tile,
-                                 int64_t rows, int64_t k_block);
+                                 int64_t rows, int64_t k_block,
+                                 const loop::Var* group_tile = nullptr, int64_t group_tiles = 1);
 
 }  // namespace kiln::tile_internal

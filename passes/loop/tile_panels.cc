@@ -225,15 +225,17 @@ std::vector<Stmt> NextBlockPrefetches(const std::vector<PackedLoad>& packs, cons
 // block and row block, where without blocks the panel streams from L2 every reduction step: a
 // 1x1 conv of 256 -> 512 channels over 480 pixels (512 rows of 80-column tiles, 160 KiB) took
 // 786 us unblocked and 695 blocked (1 thread, Intel Xeon with 2 MiB of L2 per core).
-constexpr int64_t kMaxAccumulatorTileBytes = 512 << 10;
 std::optional<Stmt> KBlockedTile(const loop::ForNode* n, const loop::ForNode* j,
                                  const ReductionBody& body, const std::vector<PackedLoad>& packs,
                                  const Expr& j0, const loop::Var& j_inner, int64_t tile,
-                                 int64_t rows, int64_t k_block) {
+                                 int64_t rows, int64_t k_block, const loop::Var* group_tile,
+                                 int64_t group_tiles) {
   int64_t depth = 0, row_count = 0;
+  if (!group_tile) group_tiles = 1;
   if (k_block < 1 || body.accumulators.size() != 1 || packs.empty() ||
       !loop::IsConstInt(packs[0].k->extent, &depth) || depth < 2 * k_block ||
-      !loop::IsConstInt(n->extent, &row_count) || row_count * tile * 4 > kMaxAccumulatorTileBytes)
+      !loop::IsConstInt(n->extent, &row_count) ||
+      row_count * tile * group_tiles * 4 > kMaxAccumulatorTileBytes)
     return std::nullopt;
   const loop::ForNode* k = packs[0].k;
   size_t at = body.statements.size();
@@ -253,11 +255,13 @@ std::optional<Stmt> KBlockedTile(const loop::ForNode* n, const loop::ForNode* j,
   const int64_t step = (depth + blocks - 1) / blocks;
   const int64_t last = depth - (blocks - 1) * step;
   const Buffer& acc = body.accumulators[0];
-  Buffer acc_tile = loop::MakeBuffer(acc->name + "_tile", acc->dtype,
-                                     {loop::IntImm(row_count * tile)}, BufferNode::Scope::kLocal);
+  Buffer acc_tile =
+      loop::MakeBuffer(acc->name + "_tile", acc->dtype,
+                       {loop::IntImm(row_count * tile * group_tiles)}, BufferNode::Scope::kLocal);
   Expr zero = loop::IntImm(0);
   Expr slot =
       loop::Add(loop::Mul(loop::Sub(n->var, n->min), loop::IntImm(tile)), loop::Sub(j->var, j0));
+  if (group_tile) slot = loop::Add(loop::Mul(*group_tile, loop::IntImm(row_count * tile)), slot);
   Stmt save = loop::Store(acc_tile, {slot}, loop::Load(acc, {zero}));
   Stmt load = loop::Store(acc, {zero}, loop::Load(acc_tile, {slot}));
   std::vector<Buffer> panels;
@@ -303,6 +307,9 @@ std::optional<Stmt> KBlockedTile(const loop::ForNode* n, const loop::ForNode* j,
           t, k->var.get(),
           NextBlockPrefetches(bp, j, j0, tile, k_next, b, n->min, rows, row_count / rows));
     }));
+    if (group_tile)
+      return loop::For(*group_tile, loop::IntImm(0), loop::IntImm(group_tiles), ForKind::kSerial,
+                       loop::Seq(std::move(out)));
     return loop::Seq(std::move(out));
   };
 

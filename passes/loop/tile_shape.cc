@@ -65,7 +65,7 @@ class Tiler : public loop::Mutator {
  public:
   // `lanes` (0: unknown) lets a row block widen its tile to divide the columns evenly.
   Tiler(const TileShape& shape, bool tile_set, bool pack, bool pack_set, int64_t lanes,
-        int64_t k_block)
+        int64_t k_block, int64_t threads)
       : tile_(shape.columns),
         rows_(shape.rows),
         narrow_columns_(shape.narrow_columns),
@@ -77,7 +77,8 @@ class Tiler : public loop::Mutator {
         pack_set_(pack_set),
         single_row_(shape.single_row_columns),
         lanes_(lanes),
-        k_block_(k_block) {}
+        k_block_(k_block),
+        threads_(threads) {}
 
  protected:
   Stmt MutateFor(const loop::ForNode* n, const Stmt& self) override {
@@ -107,7 +108,7 @@ class Tiler : public loop::Mutator {
           } else {
             FullTileBlock(n, j, *body, &tile, &rows);
           }
-          return TileRows(n, j, *body, tile, rows, pack_, pack_set_, KBlock(tile));
+          return TileRows(n, j, *body, tile, rows, pack_, pack_set_, KBlock(tile), false, threads_);
         }
     }
     return loop::Mutator::MutateFor(n, self);
@@ -126,6 +127,7 @@ class Tiler : public loop::Mutator {
   int64_t single_row_;
   int64_t lanes_;
   int64_t k_block_;  // tile.k: 0 sizes K blocks to the panel budget, 1 turns them off
+  int64_t threads_;  // target.threads (0: unknown)
 
   // Rows for a product narrower than one tile (N < tile.j: a conv_nhwc's output channels):
   // enough to keep kNarrowProductAccumulators accumulators, at most kNarrowProductRows.
@@ -326,7 +328,8 @@ void RegisterTileLoopsPass(PassRegistry& r) {
                   const bool tile_set =
                       ctx.config().count(kTileJKey) > 0 || ctx.config().count(kTileIKey) > 0;
                   tile_internal::Tiler tiler(shape, tile_set, ctx.GetConfigBool(kTilePackKey),
-                                             ctx.config().count(kTilePackKey) > 0, lanes, k_block);
+                                             ctx.config().count(kTilePackKey) > 0, lanes, k_block,
+                                             ctx.GetConfigInt("target.threads"));
                   return loop::WithBody(f, tiler.MutateStmt(f->body));
                 },
                 o);

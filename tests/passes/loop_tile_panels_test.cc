@@ -355,5 +355,36 @@ TEST(TileLoops, RowsSharingAnOutputAreNotBlocked) {
   EXPECT_EQ(BodyText(Tile(f, 16, "TileLoops", 4)), BodyText(Tile(f, 16, "TileLoops", 1)));
 }
 
+// Column tiles in groups (TileGroups): where the rows operand is large (256 rows x 1024 deep,
+// 1 MiB), each K block runs over every tile of a group before the next block, so the rows'
+// block stays in L2 over them; one group per thread (target.threads), the accumulator tiles of a
+// group side by side. Results bit for bit. With a tile per thread, or a smaller rows operand,
+// the tiles run alone.
+TEST(TileLoops, KBlockedTilesRunInGroupsOverALargeRowsOperand) {
+  auto keys = [](int64_t threads) {
+    return test::PassConfig{{"tile.j", int64_t{64}},
+                            {"tile.i", int64_t{4}},
+                            {"tile.pack", true},
+                            {"tile.k", int64_t{128}},
+                            {"target.threads", threads}};
+  };
+  auto f = tile_test::Matmul(I(256), I(256), I(1024), {});
+  auto two = test::RunLoopPipeline("TileLoops", f, keys(2));
+  std::string text = BodyText(two);
+  EXPECT_THAT(text, HasSubstr("for j_outer in [0, 2) {")) << text;
+  EXPECT_THAT(text, HasSubstr("for j_panel in [0, 2) {")) << text;
+  EXPECT_THAT(text, HasSubstr("alloc acc0_tile: f32[32768] local")) << text;  // 256 x 64 x 2
+  ExpectSameResults(f, two);
+  auto one = test::RunLoopPipeline("TileLoops", f, keys(1));
+  EXPECT_THAT(BodyText(one), HasSubstr("for j_panel in [0, 4) {")) << BodyText(one);
+  EXPECT_THAT(BodyText(one), Not(HasSubstr("j_outer"))) << BodyText(one);
+  ExpectSameResults(f, one);
+  EXPECT_THAT(BodyText(test::RunLoopPipeline("TileLoops", f, keys(4))), Not(HasSubstr("j_panel")));
+  auto shallow = tile_test::Matmul(I(256), I(256), I(1000), {});
+  EXPECT_THAT(BodyText(test::RunLoopPipeline("TileLoops", shallow, keys(2))),
+              Not(HasSubstr("j_panel")));
+  ExpectSameResults(f, test::RunLoopPipeline(kTiledPipeline, f, keys(2)));
+}
+
 }  // namespace
 }  // namespace kiln
