@@ -1,4 +1,5 @@
 // TileLoops' internals shared by passes/loop/tile.cc (the pattern, row blocks, tiles),
+// passes/loop/tile_rows.cc (the order of row blocks and column tiles: TileRows),
 // passes/loop/tile_panels.cc (packed operand panels and their K blocks) and
 // passes/loop/tile_shape.cc (the block each product takes, and the pass). Internal to the pass.
 #pragma once
@@ -82,19 +83,21 @@ Stmt TileJ(const loop::ForNode* n, const ReductionBody& body, int64_t tile, cons
 // element).
 bool RowBlockable(const loop::ForNode* n, const loop::ForNode* j, const ReductionBody& body);
 
+// ---- tile_rows.cc ----
+
 // Whether `body` reads an operand along j but not i, in place, at offsets that one step of one
 // of its loops moves off a multiple of `lanes` elements (loads that straddle cache lines).
 bool UnalignedColumnReads(const ReductionBody& body, const VarNode* i, const VarNode* j,
                           int64_t lanes, int64_t tile);
 
-// Per buffer read along j, the offsets at which a column tile's runs start (tile.cc).
+// Per buffer read along j, the offsets at which a column tile's runs start (tile_rows.cc).
 using ColumnStarts = std::map<const BufferNode*, std::vector<int64_t>>;
 std::optional<ColumnStarts> ColumnTileStarts(const ReductionBody& body, const VarNode* i,
                                              const VarNode* j);
 // The bytes a column tile `tile` wide touches, the runs merged per buffer.
 int64_t ColumnTileBytes(const ColumnStarts& starts, int64_t tile);
 
-// The i loop `n` in row blocks of `rows` over column tiles `tile` wide (tile.cc).
+// The i loop `n` in row blocks of `rows` over column tiles `tile` wide (tile_rows.cc).
 // `threads`: the kernel's threads (target.threads; 0 unknown), which K-blocked tiles run in
 // groups for (TileGroups).
 Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBody& body,

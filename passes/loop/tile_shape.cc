@@ -1,7 +1,8 @@
 // TileLoops' choice of block, and the pass itself: which tile width and how many rows a row
 // block takes (the Tiler), from the target's vector width (TileShape) and what the product
-// reads; the config keys. The rewrite that builds the tiles is in tile.cc, packed panels and
-// K blocks in tile_panels.cc; see tile.cc for what the pass does.
+// reads; the config keys. The rewrite that builds the tiles is in tile.cc, the order of row
+// blocks and column tiles in tile_rows.cc, packed panels and K blocks in tile_panels.cc; see
+// tile.cc for what the pass does.
 #include <algorithm>
 #include <optional>
 
