@@ -341,6 +341,8 @@ Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBod
   loop::Var j_outer = loop::MakeVar(j->var->name + "_outer");
   Expr j0 = full_count == 1 ? j->min : loop::Add(j->min, loop::Mul(j_outer, t));
   std::optional<Stmt> blocked;
+  Expr outer = full;  // the extent of j_outer: the tiles, or their groups
+  int64_t outer_count = full_count;
   if (const int64_t groups = TileGroups(n, packs, tile, full_count, threads); groups > 0) {
     // Column tiles in `groups` groups (j_outer), each K block running over every tile of its
     // group (j_panel) before the next block.
@@ -349,9 +351,9 @@ Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBod
     Expr first = groups == 1 ? loop::IntImm(0) : loop::Mul(j_outer, loop::IntImm(per));
     Expr group_j0 = loop::Add(j->min, loop::Mul(loop::Add(first, panel), t));
     blocked = KBlockedTile(n, j, body, packs, group_j0, j_inner, tile, rows, k_block, &panel, per);
-    if (blocked) {
-      full = loop::IntImm(groups);
-      full_count = groups;
+    if (blocked) {  // the loop below runs the groups (`full` still counts the tiles)
+      outer = loop::IntImm(groups);
+      outer_count = groups;
     }
   }
   if (!blocked) blocked = KBlockedTile(n, j, body, packs, j0, j_inner, tile, rows, k_block);
@@ -371,8 +373,9 @@ Stmt TileRows(const loop::ForNode* n, const loop::ForNode* j, const ReductionBod
   }
   std::vector<Stmt> out;
   Stmt tiles = loop::Seq(std::move(tile_body));
-  out.push_back(
-      full_count == 1 ? tiles : loop::For(j_outer, loop::IntImm(0), full, ForKind::kSerial, tiles));
+  out.push_back(outer_count == 1
+                    ? tiles
+                    : loop::For(j_outer, loop::IntImm(0), outer, ForKind::kSerial, tiles));
   Expr rest = loop::FloorMod(j->extent, t);
   int64_t rest_count = -1;
   loop::IsConstInt(rest, &rest_count);

@@ -358,8 +358,8 @@ TEST(TileLoops, RowsSharingAnOutputAreNotBlocked) {
 // Column tiles in groups (TileGroups): where the rows operand is large (256 rows x 1024 deep,
 // 1 MiB), each K block runs over every tile of a group before the next block, so the rows'
 // block stays in L2 over them; one group per thread (target.threads), the accumulator tiles of a
-// group side by side. Results bit for bit. With a tile per thread, or a smaller rows operand,
-// the tiles run alone.
+// group side by side. Results bit for bit, with and without tail columns. With a tile per
+// thread, or a smaller rows operand, the tiles run alone.
 TEST(TileLoops, KBlockedTilesRunInGroupsOverALargeRowsOperand) {
   auto keys = [](int64_t threads) {
     return test::PassConfig{{"tile.j", int64_t{64}},
@@ -384,6 +384,12 @@ TEST(TileLoops, KBlockedTilesRunInGroupsOverALargeRowsOperand) {
   EXPECT_THAT(BodyText(test::RunLoopPipeline("TileLoops", shallow, keys(2))),
               Not(HasSubstr("j_panel")));
   ExpectSameResults(f, test::RunLoopPipeline(kTiledPipeline, f, keys(2)));
+  // Tail columns past the grouped tiles (4 tiles of 64, then 16) start after the last tile, not
+  // after the last group.
+  auto tail = tile_test::Matmul(I(256), I(272), I(1024), {});
+  auto tg = test::RunLoopPipeline("TileLoops", tail, keys(2));
+  EXPECT_THAT(BodyText(tg), HasSubstr("for j_panel in [0, 2) {")) << BodyText(tg);
+  ExpectSameResults(tail, tg);
 }
 
 }  // namespace
