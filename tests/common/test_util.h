@@ -103,6 +103,11 @@ inline Type F32(Shape shape) {
   return TensorType(std::move(shape), DType::kFloat32);
 }
 
+// The i64 tensor type of `shape`.
+inline Type I64(Shape shape) {
+  return TensorType(std::move(shape), DType::kInt64);
+}
+
 // An f32 tensor of `shape` holding `values` (row-major).
 inline Tensor Floats(const std::vector<int64_t>& shape, const std::vector<float>& values) {
   return MakeTensor<float>(shape, values);

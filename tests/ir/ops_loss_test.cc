@@ -12,6 +12,7 @@ namespace {
 using test::ErrorMessage;
 using test::F32;
 using test::Floats;
+using test::I64;
 using test::Infer;
 using test::InferError;
 using test::MakeTensor;
@@ -19,10 +20,6 @@ using test::RunOne;
 using test::S;
 using test::TensorsNear;
 using ::testing::HasSubstr;
-
-Type I64(Shape shape) {
-  return TensorType(std::move(shape), DType::kInt64);
-}
 
 Attrs Reduction(const char* r) {
   return {{"reduction", std::string(r)}};

@@ -14,6 +14,7 @@ namespace {
 
 using test::F32;
 using test::Floats;
+using test::I64;
 using test::Infer;
 using test::InferError;
 using test::MakeTensor;
@@ -43,10 +44,6 @@ Attrs With(Attrs a, const std::string& name, AttrValue v) {
 
 Type I32(Shape shape) {
   return TensorType(std::move(shape), DType::kInt32);
-}
-
-Type I64(Shape shape) {
-  return TensorType(std::move(shape), DType::kInt64);
 }
 
 // The example input: 12 tokens.

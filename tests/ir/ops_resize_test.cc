@@ -11,6 +11,7 @@ namespace {
 
 using test::F32;
 using test::Floats;
+using test::I64;
 using test::Infer;
 using test::InferError;
 using test::MakeTensor;
@@ -404,10 +405,6 @@ TEST(GridSample, BatchesAndChannels) {
 }
 
 // ---- roi_align ----
-
-Type I64(std::vector<Dim> shape) {
-  return TensorType(std::move(shape), DType::kInt64);
-}
 
 Attrs Roi(const char* coord, const char* mode, int64_t sampling_ratio, Attrs more = {}) {
   more.Set("coordinate_transformation_mode", Str(coord));

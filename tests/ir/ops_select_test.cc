@@ -14,6 +14,7 @@ namespace {
 
 using test::ErrorMessage;
 using test::F32;
+using test::I64;
 using test::Infer;
 using test::InferError;
 using test::MakeTensor;
@@ -25,10 +26,6 @@ using V = std::vector<int64_t>;
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-
-Type I64(Shape s) {
-  return TensorType(std::move(s), DType::kInt64);
-}
 
 // Row-major offset of a multi-index.
 int64_t Offset(const V& idx, const V& shape) {
