@@ -79,7 +79,7 @@ constexpr int64_t kGroupedWeightBytes = 1 << 20;
 // 224, 1 thread, Intel Xeon (AVX-512): its three 256 -> 256 convs at 14 x 14 (196 pixels) ran
 // 1.90-2.24 ms each by Winograd and 1.57-1.81 direct, the net 21.0 -> 20.3 ms (and 21.8 -> 20.8);
 // its 128 -> 128 ones at 28 x 28 (784 pixels, U 2.3 MiB) keep the form, 0.70 against 1.23 ms.
-// A lone 256-channel block, whose U does stay in cache, loses (0.97 -> 1.6 ms): the common case
+// A lone 256-channel block, whose U does stay in cache, loses (0.97 -> 1.5 ms): the common case
 // is the net.
 constexpr int64_t kMinPixelsLargeGivenU = 256;
 constexpr int64_t kMinTilesPerGroup = 16;
