@@ -69,6 +69,11 @@ bool MentionsOrLoads(const Expr& e, const VarSet& vars) {
       e, [&vars](const VarNode* n) { return vars.count(n) != 0; }, true);
 }
 
+bool ReadsOnly(const Expr& e, const VarSet& vars) {
+  return !MentionsIf(
+      e, [&vars](const VarNode* n) { return vars.count(n) == 0; }, true);
+}
+
 std::optional<int64_t> AffineCoefficient(const Expr& e, const VarNode* v, const VarSet& variant) {
   return AffineCoefficientIf(e, v, [&variant](const Expr& x) { return Mentions(x, variant); });
 }

@@ -21,6 +21,8 @@ bool Mentions(const Expr& e, const VarNode* v);
 bool Mentions(const Expr& e, const VarSet& vars);
 // Whether `e` reads a variable of `vars` or any buffer (a load's value may change anywhere).
 bool MentionsOrLoads(const Expr& e, const VarSet& vars);
+// Whether `e` reads no buffer and no variable outside `vars`.
+bool ReadsOnly(const Expr& e, const VarSet& vars);
 
 // The coefficient c when `e` is `c * v + r`, built from +, - and * by constants, with r not
 // reading `variant` (which holds v: a let bound to a value of v counts as depending on v);

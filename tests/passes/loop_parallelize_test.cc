@@ -260,6 +260,48 @@ TEST(ParallelizeLoops, NestsInsideASymbolicOuterLoopAreParallelToo) {
 )");
 }
 
+// A symbolic outer loop whose iterations cannot be told apart (here a clamped write, as the
+// column tails of a generic conv's padded result) stays serial; the nests inside that run over
+// an image (a symbolic extent inside) are parallel, a chunk a row where the image has min_work
+// stores, else one chunk (the calling thread runs it); the small ones stay serial. A kernel
+// for one thread is left as it was.
+TEST(ParallelizeLoops, ImageNestsInsideAnUnprovenSymbolicLoopRunInChunks) {
+  Var n = loop::MakeVar("n"), h = loop::MakeVar("h"), w = loop::MakeVar("w"),
+      b = loop::MakeVar("b"), j = loop::MakeVar("j"), r = loop::MakeVar("r"),
+      c = loop::MakeVar("c");
+  Buffer x = Buf("x", {n, h, w}), out = Buf("out", {n, h, w});
+  Buffer side = Buf("side", {loop::Mul(n, I(4))});
+  Expr clamped = loop::Min(loop::Add(loop::Mul(b, I(4)), j), loop::Sub(loop::Mul(n, I(4)), I(1)));
+  auto f =
+      Func({x, side, out}, 1, {n, h, w},
+           Loop(b, n,
+                loop::Seq({Loop(j, I(4), loop::Store(side, {clamped}, F(1))),
+                           Loop(r, h,
+                                Loop(c, w,
+                                     loop::Store(out, {b, r, c},
+                                                 loop::Mul(loop::Load(x, {b, r, c}), F(2)))))})));
+  auto g = Parallelize(f, {{"parallelize.min_work", 8}});
+  EXPECT_EQ(BodyText(g), R"(for b in [0, n) {
+  for j in [0, 4) {
+    side[min(b * 4 + j, n * 4 - 1)] = 1.0f
+  }
+  let r_chunks = max(min(max(h, 0) * max(w, 0) // 8, 1) * max(h, 0), 1);
+  for r_chunk in [0, r_chunks) parallel {
+    for r in [r_chunk * max(h, 0) // r_chunks, r_chunk * max(h, 0) // r_chunks + ((r_chunk + 1) * max(h, 0) // r_chunks - r_chunk * max(h, 0) // r_chunks)) {
+      for c in [0, w) {
+        out[b, r, c] = x[b, r, c] * 2.0f
+      }
+    }
+  }
+}
+)");
+  // One chunk (a small image), a few, one a row, uneven, and several images.
+  ExpectSameResults(f, g, {{1, 1, 1}, {1, 3, 2}, {1, 7, 5}, {1, 13, 64}, {3, 9, 4}, {2, 1, 100}});
+  EXPECT_THAT(BodyText(Parallelize(f)), HasSubstr("// 16384"));  // the default
+  EXPECT_EQ(loop::Print(Parallelize(f, {{"target.threads", 1}})), loop::Print(f));
+  EXPECT_THAT(BodyText(Parallelize(f, {{"target.threads", 2}})), HasSubstr("parallel"));
+}
+
 // Every top-level nest is considered on its own; a local buffer written by rows is safe.
 TEST(ParallelizeLoops, EachNestOnItsOwn) {
   Var n = loop::MakeVar("n"), i = loop::MakeVar("i"), j = loop::MakeVar("j"),
