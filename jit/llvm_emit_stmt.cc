@@ -536,6 +536,15 @@ void FunctionEmitter::EmitLoop(const loop::ForNode* n, llvm::Value* begin, llvm:
   b_.SetInsertPoint(exit_bb);
 }
 
+// The alignment known of a buffer's pointer where it is bound: a local buffer's (a stack slot
+// or a scratch block) or a parameter's attribute.
+llvm::MaybeAlign FunctionEmitter::KnownAlign(const BufferBinding& b) {
+  if (b.heap) return llvm::Align(kLocalAlign);
+  if (auto* a = llvm::dyn_cast<llvm::AllocaInst>(b.data)) return a->getAlign();
+  if (auto* arg = llvm::dyn_cast<llvm::Argument>(b.data)) return arg->getParamAlign();
+  return std::nullopt;
+}
+
 // The loop becomes `f.parallel.K(i64 chunk_begin, i64 chunk_end, ptr closure)`, which runs
 // a serial loop over its chunk (so the chunk can be vectorized); kiln_parallel_for hands
 // out the chunks. The closure struct holds every value and buffer pointer in scope (the
@@ -579,9 +588,20 @@ void FunctionEmitter::EmitParallelFor(const loop::ForNode* n) {
   {
     llvm::IRBuilder<> tb(llvm::BasicBlock::Create(ctx_, "entry", tramp));
     std::vector<llvm::Value*> args = {tramp->getArg(0), tramp->getArg(1)};
-    for (unsigned i = 0; i < fields.size(); ++i)
-      args.push_back(
-          tb.CreateLoad(fields[i], tb.CreateStructGEP(closure_type, tramp->getArg(2), i)));
+    for (unsigned i = 0; i < fields.size(); ++i) {
+      llvm::LoadInst* field =
+          tb.CreateLoad(fields[i], tb.CreateStructGEP(closure_type, tramp->getArg(2), i));
+      // What the caller knows of a buffer's alignment goes with it (a local buffer's 64 bytes:
+      // a stack slot or a scratch block; a parameter's attribute), on the load, which outlives
+      // inlining the body here. Without it the vectorized accesses of a scratch buffer inside
+      // the body were `align 4`.
+      if (i < buffers.size())
+        if (llvm::MaybeAlign align = KnownAlign(buffers[i]))
+          field->setMetadata(
+              llvm::LLVMContext::MD_align,
+              llvm::MDNode::get(ctx_, llvm::ConstantAsMetadata::get(tb.getInt64(align->value()))));
+      args.push_back(field);
+    }
     tb.CreateCall(body, args);
     tb.CreateRetVoid();
   }

@@ -78,6 +78,7 @@ class FunctionEmitter {
     llvm::Value* data;  // null once freed
     bool heap;          // from aligned_alloc: Free calls free()
   };
+  static llvm::MaybeAlign KnownAlign(const BufferBinding& b);
 
   template <typename... Parts>
   [[noreturn]] void Fail(const Parts&... parts) const {

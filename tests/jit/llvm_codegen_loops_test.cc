@@ -129,6 +129,31 @@ TEST(LLVMCodegen, ParallelLoopMatchesSerial) {
   EXPECT_THAT(mod->source(), HasSubstr("kiln_parallel_for"));
 }
 
+// A local buffer allocated outside a parallel loop reaches its body with its alignment (a
+// scratch block's 64 bytes), as it has outside, and the loop computes what the serial one does.
+TEST(LLVMCodegen, ParallelBodiesKnowTheirLocalBuffersAlignment) {
+  Var n = loop::MakeVar("n"), i = loop::MakeVar("i"), k = loop::MakeVar("k");
+  Buffer in = Buf("in", DType::kFloat32, {n}), out = Buf("out", DType::kFloat32, {n});
+  Buffer tmp = loop::MakeBuffer("tmp", DType::kFloat32, {n}, loop::BufferNode::Scope::kLocal);
+  Stmt body = loop::Seq({
+      loop::Alloc(tmp),
+      Loop1D(i, n, loop::Store(tmp, {i}, loop::Mul(loop::Load(in, {i}), loop::FloatImm(2))),
+             ForKind::kParallel),
+      Loop1D(k, n, loop::Store(out, {k}, loop::Add(loop::Load(tmp, {k}), loop::FloatImm(1)))),
+      loop::Free(tmp),
+  });
+  auto mod = BuildLLVM({MakeFunc("aligned", {in, out}, 1, {n}, body)});
+  // The trampoline's load of the block from the closure says so (the body is inlined there).
+  EXPECT_THAT(mod->source(), HasSubstr("load ptr, ptr %2, align 8, !align !"));
+  EXPECT_THAT(mod->source(), HasSubstr(" = !{i64 64}"));
+  for (int64_t size : {1, 33, 1000}) {
+    std::vector<float> x(size), y(size);
+    for (int64_t e = 0; e < size; ++e) x[e] = 0.5f * static_cast<float>(e % 13) - 2;
+    Call(mod->Lookup("aligned"), {x.data(), y.data()}, {size});
+    for (int64_t e = 0; e < size; ++e) EXPECT_EQ(y[e], x[e] * 2 + 1) << e;
+  }
+}
+
 // ---- vectors ----
 
 // lanes 8 with a scalar tail: out[io*8 + (0..7)] = a[...] * 2 + c, then the tail; plus a
