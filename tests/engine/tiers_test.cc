@@ -83,8 +83,11 @@ std::vector<Case> SymbolicBatchCases() {
       {"encoder", test::EncoderLayerModel(), {{1, 1, 16}, {1, 5, 16}, {3, 7, 16}, {2, 33, 16}}},
       {"elementwise_reduction", test::ElementwiseReductionModel(), {{1, 32}, {9, 32}, {100, 32}}},
       {"shared_and_dead", test::SharedAndDeadModel(), {{1, 6}, {5, 6}, {31, 6}}},
-      // Any image size: strided, dilated and asymmetrically padded convs, channels-last.
-      {"conv_chain", test::ConvChainModel(), {{1, 3, 19, 23}, {2, 3, 8, 8}, {1, 3, 33, 17}}},
+      // Any image size: strided, dilated and asymmetrically padded convs, channels-last; at
+      // 70x90 their rows run on both threads (ParallelizeLoops' image nests).
+      {"conv_chain",
+       test::ConvChainModel(),
+       {{1, 3, 19, 23}, {2, 3, 8, 8}, {1, 3, 33, 17}, {1, 3, 70, 90}}},
       // Windowed pools over any image size, the smallest a 2x2 image.
       {"pool_chain", test::PoolChainModel(), {{1, 3, 19, 23}, {2, 3, 2, 2}, {1, 3, 40, 17}}},
       {"same_padded", test::SamePaddedModel(), {{1, 3, 19, 23}, {2, 3, 1, 2}, {1, 3, 40, 17}}},
